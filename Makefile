@@ -1,0 +1,60 @@
+# Scratchformer build. `make` builds the library and the command; `make test`
+# runs the doctest suite; `make SANITIZE=1 test` runs it under ASan + UBSan.
+# Jobs run in parallel without -j.
+MAKEFLAGS += -j$(shell nproc) --no-print-directory
+CXX ?= g++
+SHELL := /bin/bash
+
+BASE_FLAGS := -std=c++20 -Wall -Wextra -pthread -MMD -MP -I.
+ifeq ($(SANITIZE),1)
+  BUILD := build/sanitize
+  # The sanitizers see every allocation when the caching allocator is off.
+  CXXFLAGS ?= -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+              -fno-sanitize-recover=undefined -DSF_NO_CACHING_ALLOCATOR
+  LDFLAGS ?= -fsanitize=address,undefined
+else
+  BUILD := build
+  # -march=native: SIMD for the build machine's CPU (PORTABLE=1 for any x86-64).
+  ifeq ($(PORTABLE),1)
+    CXXFLAGS ?= -O3 -g
+  else
+    CXXFLAGS ?= -O3 -g -march=native
+  endif
+endif
+ALL_FLAGS := $(BASE_FLAGS) $(CXXFLAGS)
+
+LIB_SRC := $(wildcard autograd/*.cpp autograd/kernels/*.cpp nn/*.cpp optim/*.cpp data/*.cpp) \
+           $(filter-out train/main.cpp,$(wildcard train/*.cpp))
+TEST_SRC := $(wildcard tests/*.cpp)
+LIB := $(BUILD)/libscratchformer.a
+TESTS := $(BUILD)/tests
+
+obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
+
+.PHONY: all test deps clean
+all: $(LIB)
+
+# Build dependencies, installed when missing (see tools/need-packages).
+deps:
+	@tools/need-packages doctest-dev:/usr/include/doctest/doctest.h \
+	  nlohmann-json3-dev:/usr/include/nlohmann/json.hpp
+
+$(BUILD)/obj/%.o: %.cpp | deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_FLAGS) -c $< -o $@
+
+$(LIB): $(call obj,$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(TESTS): $(call obj,$(TEST_SRC)) $(LIB)
+	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS)
+
+# The suite's last line is "tests: N passed, M failed" (printed by tests/main.cpp).
+test: $(TESTS)
+	@$(TESTS)
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

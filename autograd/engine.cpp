@@ -1,0 +1,97 @@
+#include "engine.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "error.h"
+#include "ops.h"
+
+namespace sf {
+namespace {
+thread_local bool g_grad_enabled = true;
+}
+
+bool grad_enabled() { return g_grad_enabled; }
+
+NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+
+Tensor record(const Tensor& out, const char* op, std::vector<Tensor> inputs, BackwardFn backward) {
+  if (!g_grad_enabled) return out;
+  bool needed = false;
+  for (const Tensor& t : inputs) needed = needed || (t.defined() && t.requires_grad());
+  if (!needed) return out;
+  out.set_grad_fn(std::make_shared<Node>(Node{op, std::move(inputs), std::move(backward)}));
+  return out;
+}
+
+// Nodes in an order where every node comes before the nodes of its inputs
+// (iterative depth-first search: graphs of deep models are thousands of nodes).
+// The order holds owning pointers: freeing a node's inputs during backward
+// would otherwise free nodes still waiting their turn.
+static std::vector<std::shared_ptr<Node>> topological_order(const std::shared_ptr<Node>& root) {
+  std::vector<std::shared_ptr<Node>> post_order;
+  std::unordered_set<Node*> visited{root.get()};
+  std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [node, next_input] = stack.back();
+    if (next_input < node->inputs.size()) {
+      const Tensor& input = node->inputs[next_input++];
+      if (!input.defined()) continue;
+      const std::shared_ptr<Node>& child = input.grad_fn();
+      if (child && visited.insert(child.get()).second) stack.push_back({child, 0});
+    } else {
+      post_order.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return {post_order.rbegin(), post_order.rend()};
+}
+
+void run_backward(const Tensor& root, const Tensor& grad) {
+  if (!root.requires_grad()) fail("backward() on a tensor that does not require grad");
+  if (grad.shape() != root.shape())
+    fail("backward(): gradient of shape ", to_string(grad.shape()), " for a tensor of shape ",
+         to_string(root.shape()));
+  NoGradGuard no_grad;
+  if (root.is_leaf()) {
+    root.accumulate_grad(grad);
+    return;
+  }
+  Node* root_node = root.grad_fn().get();
+  if (!root_node->backward)
+    fail("backward() through a graph that was already freed by an earlier backward()");
+
+  std::unordered_map<Node*, Tensor> pending{{root_node, grad}};
+  for (const std::shared_ptr<Node>& owned : topological_order(root.grad_fn())) {
+    Node* node = owned.get();
+    Tensor grad_output = std::move(pending[node]);
+    if (!grad_output.defined()) {  // no path carried a gradient here
+      node->backward = nullptr;
+      node->inputs.clear();
+      continue;
+    }
+    Grads grads = node->backward(grad_output);
+    if (grads.size() != node->inputs.size())
+      fail("internal: ", node->op, " backward returned ", grads.size(), " gradients for ",
+           node->inputs.size(), " inputs");
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const Tensor& input = node->inputs[i];
+      if (!input.defined() || !input.requires_grad() || !grads[i].defined()) continue;
+      if (grads[i].shape() != input.shape())
+        fail("internal: ", node->op, " backward gave a gradient of shape ",
+             to_string(grads[i].shape()), " for an input of shape ", to_string(input.shape()));
+      if (input.is_leaf()) {
+        input.accumulate_grad(grads[i]);
+      } else {
+        Tensor& slot = pending[input.grad_fn().get()];
+        slot = slot.defined() ? add(slot, grads[i]) : grads[i];
+      }
+    }
+    // Free what the node saved for backward: the graph is used once.
+    node->backward = nullptr;
+    node->inputs.clear();
+  }
+}
+
+}  // namespace sf

@@ -1,0 +1,107 @@
+// The one dispatch point for compute kernels.
+//
+// Ops in autograd/ never loop over data themselves: they call the functions in
+// `kernels::Table`. `scalar_table()` holds the plain reference loops; a faster
+// table (SIMD, threads) can replace it in one place with `set_active()`, and the
+// tests compare any table against the scalar one.
+//
+// All pointers are contiguous row-major float32 (or int32 where named) arrays.
+#pragma once
+#include <cstdint>
+
+namespace sf::kernels {
+
+enum class Binary { Add, Sub, Mul, Div };
+// Predicates write int32 1 / 0; And and Or treat nonzero as true.
+enum class Predicate { Eq, Ne, Lt, Le, Gt, Ge, And, Or };
+enum class Unary { Neg, Exp, Log, Sqrt, Relu, Tanh, Sigmoid, AddScalar, MulScalar, PowScalar, RSubScalar, RDivScalar };
+
+// A strided view of an operand of a broadcasting op: `strides` are per output
+// dimension, 0 where the operand is broadcast along that dimension.
+template <class T>
+struct Strided {
+  const T* data;
+  const int64_t* strides;
+};
+
+struct Table {
+  const char* name;
+
+  // C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C. Row-major; op(A) = A
+  // ([m,k], leading dimension lda) or, with trans_a, A^T where A is [k,m].
+  // `batch` products, operand i at base + i * stride (a stride may be 0).
+  void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+               int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
+               int64_t batch);
+
+  // out[i] = a[i] op b[i] over `shape` (ndim dims), a and b broadcast by strides.
+  void (*binary)(Binary op, Strided<float> a, Strided<float> b, float* out, const int64_t* shape,
+                 int ndim);
+  void (*predicate)(Predicate op, Strided<float> a, Strided<float> b, int32_t* out,
+                    const int64_t* shape, int ndim);
+  void (*predicate_int)(Predicate op, Strided<int32_t> a, Strided<int32_t> b, int32_t* out,
+                        const int64_t* shape, int ndim);
+  // out = mask ? value : x, both broadcast by strides.
+  void (*masked_fill)(Strided<float> x, Strided<int32_t> mask, float value, float* out,
+                      const int64_t* shape, int ndim);
+
+  // y = f(x); `s` is the scalar of the *Scalar ops (x + s, x * s, x^s, s - x, s / x).
+  void (*unary)(Unary op, const float* x, float* y, int64_t n, float s);
+
+  // Broadcast reduction: out (zeroed by the caller) += x, where x has `shape` and
+  // out is addressed by `out_strides` (0 along the dimensions being summed away).
+  void (*sum_to)(const float* x, const int64_t* shape, int ndim, float* out,
+                 const int64_t* out_strides);
+
+  // x viewed as [outer, n, inner], reduced over n into out [outer, inner].
+  void (*sum_axis)(const float* x, int64_t outer, int64_t n, int64_t inner, float* out);
+  // Max over n; `arg` (int32, may be null) receives the index of the first maximum.
+  void (*max_axis)(const float* x, int64_t outer, int64_t n, int64_t inner, float* out,
+                   int32_t* arg);
+
+  // Row-wise over [rows, cols]: y = softmax(x) or log_softmax(x).
+  void (*softmax)(const float* x, float* y, int64_t rows, int64_t cols);
+  void (*log_softmax)(const float* x, float* y, int64_t rows, int64_t cols);
+  // Backward given the forward output y: dx = y * (dy - sum(dy * y)) for softmax,
+  // dx = dy - exp(y) * sum(dy) for log_softmax.
+  void (*softmax_backward)(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols);
+  void (*log_softmax_backward)(const float* y, const float* dy, float* dx, int64_t rows,
+                               int64_t cols);
+
+  // Top k of each row of [rows, cols], largest first (ties: lower index first).
+  void (*topk)(const float* x, int64_t rows, int64_t cols, int64_t k, float* values,
+               int32_t* indices);
+
+  // Copies `rows` rows of `row_bytes` bytes between arrays with the given row
+  // strides in bytes (concat and slice; works for any element type).
+  void (*copy_rows)(const void* src, int64_t src_stride, void* dst, int64_t dst_stride,
+                    int64_t rows, int64_t row_bytes);
+
+  // y = x with dims permuted: y dim i is x dim perm[i]. `shape` is x's shape.
+  void (*permute)(const float* x, const int64_t* shape, const int* perm, int ndim, float* y);
+
+  // Embedding: out[i, :] = table[ids[i], :] (ids already range-checked);
+  // backward: grad_table[ids[i], :] += grad_out[i, :].
+  void (*gather_rows)(const float* table, const int32_t* ids, int64_t n, int64_t dim, float* out);
+  void (*scatter_add_rows)(const float* grad_out, const int32_t* ids, int64_t n, int64_t dim,
+                           float* grad_table);
+
+  // Cross-entropy of logits [rows, cols] against int32 targets, PyTorch semantics:
+  // rows whose target is ignore_index contribute nothing; per other row the loss is
+  // (1-eps) * -log p_target + eps * mean_c(-log p_c). Writes the per-row losses
+  // (0 for ignored rows) and log_probs [rows, cols] for the backward pass.
+  void (*cross_entropy)(const float* logits, const int32_t* targets, int64_t rows, int64_t cols,
+                        int32_t ignore_index, float eps, float* row_loss, float* log_probs);
+  // dlogits = scale * (softmax - ((1-eps) onehot + eps/cols)), 0 on ignored rows.
+  void (*cross_entropy_backward)(const float* log_probs, const int32_t* targets, int64_t rows,
+                                 int64_t cols, int32_t ignore_index, float eps, float scale,
+                                 float* dlogits);
+};
+
+const Table& scalar_table();
+// The table ops use. Defaults to the fastest table built for this CPU.
+const Table& active();
+void set_active(const Table& table);
+
+}  // namespace sf::kernels

@@ -1,0 +1,307 @@
+// The reference kernels: plain loops, written for clarity. Every faster kernel
+// is tested against these.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "kernels.h"
+
+namespace sf::kernels {
+namespace {
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+          float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  for (int64_t p = 0; p < batch; ++p) {
+    const float* A = a + p * stride_a;
+    const float* B = b + p * stride_b;
+    float* C = c + p * stride_c;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0.0f;
+        for (int64_t l = 0; l < k; ++l) {
+          float av = trans_a ? A[l * lda + i] : A[i * lda + l];
+          float bv = trans_b ? B[j * ldb + l] : B[l * ldb + j];
+          acc += av * bv;
+        }
+        // beta == 0 must not read C: it may hold garbage (even NaN).
+        C[i * ldc + j] = alpha * acc + (beta == 0.0f ? 0.0f : beta * C[i * ldc + j]);
+      }
+    }
+  }
+}
+
+// Visits every index of `shape` in row-major order, calling f(out_index,
+// offset_a, offset_b) with the operands' offsets under their broadcast strides.
+template <class F>
+void for_each_broadcast(const int64_t* shape, int ndim, const int64_t* sa, const int64_t* sb,
+                        F f) {
+  int64_t total = 1;
+  for (int d = 0; d < ndim; ++d) total *= shape[d];
+  std::vector<int64_t> index(ndim, 0);
+  int64_t oa = 0, ob = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    f(i, oa, ob);
+    // Odometer increment: bump the last dim, carry into earlier ones.
+    for (int d = ndim - 1; d >= 0; --d) {
+      oa += sa[d];
+      ob += sb[d];
+      if (++index[d] < shape[d]) break;
+      oa -= sa[d] * shape[d];
+      ob -= sb[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+float apply(Binary op, float x, float y) {
+  switch (op) {
+    case Binary::Add: return x + y;
+    case Binary::Sub: return x - y;
+    case Binary::Mul: return x * y;
+    case Binary::Div: return x / y;
+  }
+  return 0.0f;
+}
+
+template <class T>
+int32_t holds(Predicate op, T x, T y) {
+  switch (op) {
+    case Predicate::Eq: return x == y;
+    case Predicate::Ne: return x != y;
+    case Predicate::Lt: return x < y;
+    case Predicate::Le: return x <= y;
+    case Predicate::Gt: return x > y;
+    case Predicate::Ge: return x >= y;
+    case Predicate::And: return x != T(0) && y != T(0);
+    case Predicate::Or: return x != T(0) || y != T(0);
+  }
+  return 0;
+}
+
+void binary(Binary op, Strided<float> a, Strided<float> b, float* out, const int64_t* shape,
+            int ndim) {
+  for_each_broadcast(shape, ndim, a.strides, b.strides, [&](int64_t i, int64_t oa, int64_t ob) {
+    out[i] = apply(op, a.data[oa], b.data[ob]);
+  });
+}
+
+void predicate(Predicate op, Strided<float> a, Strided<float> b, int32_t* out,
+               const int64_t* shape, int ndim) {
+  for_each_broadcast(shape, ndim, a.strides, b.strides, [&](int64_t i, int64_t oa, int64_t ob) {
+    out[i] = holds(op, a.data[oa], b.data[ob]);
+  });
+}
+
+void predicate_int(Predicate op, Strided<int32_t> a, Strided<int32_t> b, int32_t* out,
+                   const int64_t* shape, int ndim) {
+  for_each_broadcast(shape, ndim, a.strides, b.strides, [&](int64_t i, int64_t oa, int64_t ob) {
+    out[i] = holds(op, a.data[oa], b.data[ob]);
+  });
+}
+
+void masked_fill(Strided<float> x, Strided<int32_t> mask, float value, float* out,
+                 const int64_t* shape, int ndim) {
+  for_each_broadcast(shape, ndim, x.strides, mask.strides,
+                     [&](int64_t i, int64_t ox, int64_t om) {
+                       out[i] = mask.data[om] != 0 ? value : x.data[ox];
+                     });
+}
+
+void unary(Unary op, const float* x, float* y, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i];
+    switch (op) {
+      case Unary::Neg: y[i] = -v; break;
+      case Unary::Exp: y[i] = std::exp(v); break;
+      case Unary::Log: y[i] = std::log(v); break;
+      case Unary::Sqrt: y[i] = std::sqrt(v); break;
+      case Unary::Relu: y[i] = v > 0.0f ? v : 0.0f; break;
+      case Unary::Tanh: y[i] = std::tanh(v); break;
+      case Unary::Sigmoid: y[i] = 1.0f / (1.0f + std::exp(-v)); break;
+      case Unary::AddScalar: y[i] = v + s; break;
+      case Unary::MulScalar: y[i] = v * s; break;
+      case Unary::PowScalar: y[i] = std::pow(v, s); break;
+      case Unary::RSubScalar: y[i] = s - v; break;
+      case Unary::RDivScalar: y[i] = s / v; break;
+    }
+  }
+}
+
+void sum_to(const float* x, const int64_t* shape, int ndim, float* out,
+            const int64_t* out_strides) {
+  std::vector<int64_t> unused(ndim, 0);
+  for_each_broadcast(shape, ndim, out_strides, unused.data(),
+                     [&](int64_t i, int64_t o, int64_t) { out[o] += x[i]; });
+}
+
+void sum_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* out) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < n; ++i) acc += x[(o * n + i) * inner + j];
+      out[o * inner + j] = acc;
+    }
+}
+
+void max_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* out, int32_t* arg) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      int64_t best = 0;
+      for (int64_t i = 1; i < n; ++i)
+        if (x[(o * n + i) * inner + j] > x[(o * n + best) * inner + j]) best = i;
+      out[o * inner + j] = x[(o * n + best) * inner + j];
+      if (arg) arg[o * inner + j] = static_cast<int32_t>(best);
+    }
+}
+
+// Subtracting the row max keeps exp() from overflowing on large logits.
+void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    float mx = *std::max_element(xr, xr + cols);
+    float total = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) total += (yr[c] = std::exp(xr[c] - mx));
+    for (int64_t c = 0; c < cols; ++c) yr[c] /= total;
+  }
+}
+
+// log_softmax(x) = x - max - log(sum(exp(x - max))).
+void log_softmax(const float* x, float* y, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float mx = *std::max_element(xr, xr + cols);
+    float total = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) total += std::exp(xr[c] - mx);
+    float shift = mx + std::log(total);
+    for (int64_t c = 0; c < cols; ++c) y[r * cols + c] = xr[c] - shift;
+  }
+}
+
+void softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *yr = y + r * cols, *gr = dy + r * cols;
+    float dot = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) dot += gr[c] * yr[c];
+    for (int64_t c = 0; c < cols; ++c) dx[r * cols + c] = yr[c] * (gr[c] - dot);
+  }
+}
+
+void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *yr = y + r * cols, *gr = dy + r * cols;
+    float total = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) total += gr[c];
+    for (int64_t c = 0; c < cols; ++c) dx[r * cols + c] = gr[c] - std::exp(yr[c]) * total;
+  }
+}
+
+void topk(const float* x, int64_t rows, int64_t cols, int64_t k, float* values, int32_t* indices) {
+  std::vector<int32_t> order(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t i, int32_t j) {
+      return xr[i] > xr[j] || (xr[i] == xr[j] && i < j);
+    });
+    for (int64_t i = 0; i < k; ++i) {
+      values[r * k + i] = xr[order[i]];
+      indices[r * k + i] = order[i];
+    }
+  }
+}
+
+void copy_rows(const void* src, int64_t src_stride, void* dst, int64_t dst_stride, int64_t rows,
+               int64_t row_bytes) {
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(static_cast<char*>(dst) + r * dst_stride,
+                static_cast<const char*>(src) + r * src_stride, row_bytes);
+}
+
+void permute(const float* x, const int64_t* shape, const int* perm, int ndim, float* y) {
+  // Walk y in order; x is read through strides permuted to y's dims.
+  std::vector<int64_t> x_strides(ndim), y_shape(ndim), read_strides(ndim), zero(ndim, 0);
+  int64_t stride = 1;
+  for (int d = ndim - 1; d >= 0; stride *= shape[d], --d) x_strides[d] = stride;
+  for (int d = 0; d < ndim; ++d) {
+    y_shape[d] = shape[perm[d]];
+    read_strides[d] = x_strides[perm[d]];
+  }
+  for_each_broadcast(y_shape.data(), ndim, read_strides.data(), zero.data(),
+                     [&](int64_t i, int64_t ox, int64_t) { y[i] = x[ox]; });
+}
+
+void gather_rows(const float* table, const int32_t* ids, int64_t n, int64_t dim, float* out) {
+  for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * dim, table + ids[i] * dim, dim * 4);
+}
+
+void scatter_add_rows(const float* grad_out, const int32_t* ids, int64_t n, int64_t dim,
+                      float* grad_table) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < dim; ++j) grad_table[ids[i] * dim + j] += grad_out[i * dim + j];
+}
+
+void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t cols,
+                   int32_t ignore_index, float eps, float* row_loss, float* log_probs) {
+  log_softmax(logits, log_probs, rows, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (targets[r] == ignore_index) {
+      row_loss[r] = 0.0f;
+      continue;
+    }
+    const float* lp = log_probs + r * cols;
+    float mean_nll = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) mean_nll -= lp[c];
+    mean_nll /= static_cast<float>(cols);
+    row_loss[r] = (1.0f - eps) * -lp[targets[r]] + eps * mean_nll;
+  }
+}
+
+void cross_entropy_backward(const float* log_probs, const int32_t* targets, int64_t rows,
+                            int64_t cols, int32_t ignore_index, float eps, float scale,
+                            float* dlogits) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* d = dlogits + r * cols;
+    if (targets[r] == ignore_index) {
+      std::fill(d, d + cols, 0.0f);
+      continue;
+    }
+    const float* lp = log_probs + r * cols;
+    for (int64_t c = 0; c < cols; ++c) d[c] = scale * (std::exp(lp[c]) - eps / cols);
+    d[targets[r]] -= scale * (1.0f - eps);
+  }
+}
+
+}  // namespace
+
+const Table& scalar_table() {
+  static const Table table{
+      .name = "scalar",
+      .gemm = gemm,
+      .binary = binary,
+      .predicate = predicate,
+      .predicate_int = predicate_int,
+      .masked_fill = masked_fill,
+      .unary = unary,
+      .sum_to = sum_to,
+      .sum_axis = sum_axis,
+      .max_axis = max_axis,
+      .softmax = softmax,
+      .log_softmax = log_softmax,
+      .softmax_backward = softmax_backward,
+      .log_softmax_backward = log_softmax_backward,
+      .topk = topk,
+      .copy_rows = copy_rows,
+      .permute = permute,
+      .gather_rows = gather_rows,
+      .scatter_add_rows = scatter_add_rows,
+      .cross_entropy = cross_entropy,
+      .cross_entropy_backward = cross_entropy_backward,
+  };
+  return table;
+}
+
+}  // namespace sf::kernels

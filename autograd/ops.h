@@ -1,0 +1,104 @@
+// Differentiable ops on tensors, and the no-grad helpers decoding needs.
+// Binary ops broadcast as NumPy and PyTorch do. Axis arguments may be negative
+// (counted from the end). Every op checks its arguments and throws sf::Error.
+#pragma once
+#include <utility>
+
+#include "random.h"
+#include "tensor.h"
+
+namespace sf {
+
+// --- elementwise ------------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& x);
+Tensor add_scalar(const Tensor& x, float s);
+Tensor mul_scalar(const Tensor& x, float s);
+Tensor rsub_scalar(float s, const Tensor& x);  // s - x
+Tensor rdiv_scalar(float s, const Tensor& x);  // s / x
+Tensor pow(const Tensor& x, float exponent);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+// out = mask ? value : x, where mask (int32, nonzero = true) broadcasts against x.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, float value);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+inline Tensor operator+(const Tensor& x, float s) { return add_scalar(x, s); }
+inline Tensor operator+(float s, const Tensor& x) { return add_scalar(x, s); }
+inline Tensor operator-(const Tensor& x, float s) { return add_scalar(x, -s); }
+inline Tensor operator-(float s, const Tensor& x) { return rsub_scalar(s, x); }
+inline Tensor operator*(const Tensor& x, float s) { return mul_scalar(x, s); }
+inline Tensor operator*(float s, const Tensor& x) { return mul_scalar(x, s); }
+inline Tensor operator/(const Tensor& x, float s) { return mul_scalar(x, 1.0f / s); }
+inline Tensor operator/(float s, const Tensor& x) { return rdiv_scalar(s, x); }
+
+// --- matrix products ----------------------------------------------------------
+struct MatmulOptions {
+  bool trans_a = false;  // use a's last two dims transposed, without a copy
+  bool trans_b = false;
+};
+// [..., M, K] x [..., K, N] -> [..., M, N], batch dims broadcast. With trans_b,
+// b is [..., N, K]: attention's Q K^T is matmul(q, k, {.trans_b = true}).
+Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions options = {});
+
+// --- reductions -------------------------------------------------------------
+Tensor sum(const Tensor& x);  // all elements -> scalar
+Tensor sum(const Tensor& x, int axis, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, int axis, bool keepdim = false);
+Tensor max(const Tensor& x, int axis, bool keepdim = false);  // gradient to the first max
+// Unbiased (n - 1) variance and standard deviation, as torch.var / torch.std (`std` would clash with namespace std).
+Tensor var(const Tensor& x, int axis, bool keepdim = false);
+Tensor stddev(const Tensor& x, int axis, bool keepdim = false);
+// Sums `x` down to `shape` (the reverse of broadcasting to x's shape).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+
+// --- softmax and loss ---------------------------------------------------------
+Tensor softmax(const Tensor& x);      // over the last axis
+Tensor log_softmax(const Tensor& x);  // over the last axis
+// Mean cross-entropy of logits [..., C] against int32 targets [...], exactly
+// torch.nn.CrossEntropyLoss(ignore_index, label_smoothing) with mean reduction.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100,
+                     float label_smoothing = 0.0f);
+
+// --- shape --------------------------------------------------------------------
+Tensor reshape(const Tensor& x, const Shape& shape);  // one size may be -1; aliases
+Tensor transpose(const Tensor& x, int dim0, int dim1);
+Tensor permute(const Tensor& x, const std::vector<int>& dims);
+Tensor concat(const std::vector<Tensor>& xs, int axis);   // float or int32
+Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end);  // [start, end)
+Tensor unsqueeze(const Tensor& x, int axis);
+
+// --- lookup and noise -----------------------------------------------------------
+// weight [V, D], ids int32 [...] -> [..., D]; backward scatter-adds into weight.
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+// Zeroes each element with probability p and scales the rest by 1/(1-p).
+Tensor dropout(const Tensor& x, float p, Rng& rng);
+
+// --- no-grad helpers (int32 results) ------------------------------------------------
+Tensor argmax(const Tensor& x);  // over the last axis
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k);  // values, int32 indices
+Tensor eq(const Tensor& a, const Tensor& b);  // same dtype, broadcast; 1 where true
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor arange(int64_t end);  // int32 [0, 1, ..., end-1]
+Tensor to_float(const Tensor& ints);
+
+}  // namespace sf

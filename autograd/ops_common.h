@@ -1,0 +1,33 @@
+// Helpers shared by the op implementations (not part of the public API).
+#pragma once
+#include "engine.h"
+#include "error.h"
+#include "kernels/kernels.h"
+#include "tensor.h"
+
+namespace sf::detail {
+
+inline const kernels::Table& kernels_of(const Tensor& t) { return t.device().kernels(); }
+
+// The shape both operands broadcast to (NumPy rules), or an error naming `op`.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+// Element strides that read `shape` as if it had been broadcast to `target`
+// (0 along broadcast dims), one per dim of `target`.
+Shape broadcast_strides(const Shape& shape, const Shape& target);
+
+// Maps a possibly negative axis into [0, ndim), or an error naming `op`.
+int normalize_axis(int axis, int ndim, const char* op);
+
+void require_float(const Tensor& t, const char* op);
+
+// The shape with dim `axis` removed (or set to 1 with keepdim).
+Shape reduced_shape(const Shape& shape, int axis, bool keepdim);
+
+// Splits `shape` around `axis` into the [outer, n, inner] view reductions use.
+struct AxisView {
+  int64_t outer, n, inner;
+};
+AxisView axis_view(const Shape& shape, int axis);
+
+}  // namespace sf::detail

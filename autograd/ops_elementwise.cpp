@@ -1,0 +1,154 @@
+// Elementwise ops. Each forward sits beside its backward; the backward is written
+// with the same ops (grad mode is off while it runs), so it reads as the calculus.
+#include "ops.h"
+#include "ops_common.h"
+
+namespace sf {
+using namespace detail;
+using kernels::Binary;
+using kernels::Unary;
+
+static Tensor binary_forward(Binary op, const Tensor& a, const Tensor& b, const char* name) {
+  require_float(a, name);
+  require_float(b, name);
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = Tensor::empty(shape);
+  Shape sa = broadcast_strides(a.shape(), shape), sb = broadcast_strides(b.shape(), shape);
+  kernels_of(a).binary(op, {a.data(), sa.data()}, {b.data(), sb.data()}, out.data(), shape.data(),
+                       static_cast<int>(shape.size()));
+  return out;
+}
+
+static Tensor unary_forward(Unary op, const Tensor& x, float s, const char* name) {
+  require_float(x, name);
+  Tensor out = Tensor::empty(x.shape());
+  kernels_of(x).unary(op, x.data(), out.data(), x.numel(), s);
+  return out;
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(Binary::Add, a, b, "add");
+  return record(out, "add", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> Grads {
+    return {sum_to(g, sa), sum_to(g, sb)};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(Binary::Sub, a, b, "sub");
+  return record(out, "sub", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> Grads {
+    return {sum_to(g, sa), sum_to(neg(g), sb)};
+  });
+}
+
+// d(ab)/da = b, d(ab)/db = a
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(Binary::Mul, a, b, "mul");
+  return record(out, "mul", {a, b}, [a, b](const Tensor& g) -> Grads {
+    return {a.requires_grad() ? sum_to(g * b, a.shape()) : Tensor(),
+            b.requires_grad() ? sum_to(g * a, b.shape()) : Tensor()};
+  });
+}
+
+// d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(Binary::Div, a, b, "div");
+  return record(out, "div", {a, b}, [a, b](const Tensor& g) -> Grads {
+    return {a.requires_grad() ? sum_to(g / b, a.shape()) : Tensor(),
+            b.requires_grad() ? sum_to(-(g * a) / (b * b), b.shape()) : Tensor()};
+  });
+}
+
+Tensor neg(const Tensor& x) {
+  Tensor out = unary_forward(Unary::Neg, x, 0.0f, "neg");
+  return record(out, "neg", {x}, [](const Tensor& g) -> Grads { return {neg(g)}; });
+}
+
+Tensor add_scalar(const Tensor& x, float s) {
+  Tensor out = unary_forward(Unary::AddScalar, x, s, "add_scalar");
+  return record(out, "add_scalar", {x}, [](const Tensor& g) -> Grads { return {g}; });
+}
+
+Tensor mul_scalar(const Tensor& x, float s) {
+  Tensor out = unary_forward(Unary::MulScalar, x, s, "mul_scalar");
+  return record(out, "mul_scalar", {x}, [s](const Tensor& g) -> Grads { return {g * s}; });
+}
+
+Tensor rsub_scalar(float s, const Tensor& x) {
+  Tensor out = unary_forward(Unary::RSubScalar, x, s, "rsub_scalar");
+  return record(out, "rsub_scalar", {x}, [](const Tensor& g) -> Grads { return {neg(g)}; });
+}
+
+// d(s/x)/dx = -s/x^2 = -y/x
+Tensor rdiv_scalar(float s, const Tensor& x) {
+  Tensor out = unary_forward(Unary::RDivScalar, x, s, "rdiv_scalar");
+  return record(out, "rdiv_scalar", {x}, [x, y = out.detach()](const Tensor& g) -> Grads {
+    return {-(g * y) / x};
+  });
+}
+
+// d(x^p)/dx = p x^(p-1)
+Tensor pow(const Tensor& x, float exponent) {
+  Tensor out = unary_forward(Unary::PowScalar, x, exponent, "pow");
+  return record(out, "pow", {x}, [x, exponent](const Tensor& g) -> Grads {
+    return {g * pow(x, exponent - 1.0f) * exponent};
+  });
+}
+
+// The backward of exp, sqrt, tanh and sigmoid reuses the output y (detached, so
+// the graph holds no reference cycle).
+Tensor exp(const Tensor& x) {
+  Tensor out = unary_forward(Unary::Exp, x, 0.0f, "exp");
+  return record(out, "exp", {x}, [y = out.detach()](const Tensor& g) -> Grads { return {g * y}; });
+}
+
+Tensor log(const Tensor& x) {
+  Tensor out = unary_forward(Unary::Log, x, 0.0f, "log");
+  return record(out, "log", {x}, [x](const Tensor& g) -> Grads { return {g / x}; });
+}
+
+// d sqrt(x)/dx = 1 / (2 sqrt(x))
+Tensor sqrt(const Tensor& x) {
+  Tensor out = unary_forward(Unary::Sqrt, x, 0.0f, "sqrt");
+  return record(out, "sqrt", {x}, [y = out.detach()](const Tensor& g) -> Grads {
+    return {g / (y * 2.0f)};
+  });
+}
+
+Tensor relu(const Tensor& x) {
+  Tensor out = unary_forward(Unary::Relu, x, 0.0f, "relu");
+  return record(out, "relu", {x}, [x](const Tensor& g) -> Grads {
+    return {masked_fill(g, le(x, Tensor::scalar(0.0f)), 0.0f)};
+  });
+}
+
+// d tanh(x)/dx = 1 - tanh(x)^2
+Tensor tanh(const Tensor& x) {
+  Tensor out = unary_forward(Unary::Tanh, x, 0.0f, "tanh");
+  return record(out, "tanh", {x}, [y = out.detach()](const Tensor& g) -> Grads {
+    return {g * (1.0f - y * y)};
+  });
+}
+
+// d sigmoid(x)/dx = sigmoid(x) (1 - sigmoid(x))
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = unary_forward(Unary::Sigmoid, x, 0.0f, "sigmoid");
+  return record(out, "sigmoid", {x}, [y = out.detach()](const Tensor& g) -> Grads {
+    return {g * y * (1.0f - y)};
+  });
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
+  require_float(x, "masked_fill");
+  if (mask.dtype() != DType::I32) fail("masked_fill: the mask must be int32");
+  Shape shape = broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
+  Tensor out = Tensor::empty(shape);
+  Shape sx = broadcast_strides(x.shape(), shape), sm = broadcast_strides(mask.shape(), shape);
+  kernels_of(x).masked_fill({x.data(), sx.data()}, {mask.ints(), sm.data()}, value, out.data(),
+                            shape.data(), static_cast<int>(shape.size()));
+  // Filled positions no longer depend on x.
+  return record(out, "masked_fill", {x}, [mask, sx = x.shape()](const Tensor& g) -> Grads {
+    return {sum_to(masked_fill(g, mask, 0.0f), sx)};
+  });
+}
+
+}  // namespace sf

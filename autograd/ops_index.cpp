@@ -1,0 +1,75 @@
+// No-grad helpers for decoding and masks: argmax, top-k, comparisons, arange.
+#include "ops.h"
+#include "ops_common.h"
+
+namespace sf {
+using namespace detail;
+using kernels::Predicate;
+
+Tensor argmax(const Tensor& x) {
+  require_float(x, "argmax");
+  if (x.ndim() == 0 || x.size(-1) == 0) fail("argmax: needs a non-empty last axis");
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  Tensor values = Tensor::empty(out_shape), indices = Tensor::empty(out_shape, DType::I32);
+  kernels_of(x).max_axis(x.data(), x.numel() / x.size(-1), x.size(-1), 1, values.data(),
+                         indices.ints());
+  return indices;
+}
+
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k) {
+  require_float(x, "topk");
+  if (x.ndim() == 0 || k < 0 || k > x.size(-1))
+    fail("topk: k = ", k, " for shape ", to_string(x.shape()));
+  Shape out_shape = x.shape();
+  out_shape.back() = k;
+  Tensor values = Tensor::empty(out_shape), indices = Tensor::empty(out_shape, DType::I32);
+  int64_t cols = x.size(-1);
+  kernels_of(x).topk(x.data(), cols == 0 ? 0 : x.numel() / cols, cols, k, values.data(),
+                     indices.ints());
+  return {values, indices};
+}
+
+static Tensor compare(Predicate op, const Tensor& a, const Tensor& b, const char* name) {
+  if (a.dtype() != b.dtype())
+    fail(name, ": operands are ", to_string(a.dtype()), " and ", to_string(b.dtype()));
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = Tensor::empty(shape, DType::I32);
+  Shape sa = broadcast_strides(a.shape(), shape), sb = broadcast_strides(b.shape(), shape);
+  int ndim = static_cast<int>(shape.size());
+  if (a.dtype() == DType::F32)
+    kernels_of(a).predicate(op, {a.data(), sa.data()}, {b.data(), sb.data()}, out.ints(),
+                            shape.data(), ndim);
+  else
+    kernels_of(a).predicate_int(op, {a.ints(), sa.data()}, {b.ints(), sb.data()}, out.ints(),
+                                shape.data(), ndim);
+  return out;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(Predicate::Eq, a, b, "eq"); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(Predicate::Ne, a, b, "ne"); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(Predicate::Lt, a, b, "lt"); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(Predicate::Le, a, b, "le"); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(Predicate::Gt, a, b, "gt"); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(Predicate::Ge, a, b, "ge"); }
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return compare(Predicate::And, a, b, "logical_and");
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return compare(Predicate::Or, a, b, "logical_or");
+}
+
+Tensor arange(int64_t end) {
+  if (end < 0) fail("arange: negative end ", end);
+  Tensor out = Tensor::empty({end}, DType::I32);
+  for (int64_t i = 0; i < end; ++i) out.ints()[i] = static_cast<int32_t>(i);
+  return out;
+}
+
+Tensor to_float(const Tensor& ints) {
+  if (ints.dtype() != DType::I32) fail("to_float: expected an int32 tensor");
+  Tensor out = Tensor::empty(ints.shape());
+  for (int64_t i = 0, n = ints.numel(); i < n; ++i) out.data()[i] = static_cast<float>(ints.ints()[i]);
+  return out;
+}
+
+}  // namespace sf

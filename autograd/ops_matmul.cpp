@@ -1,0 +1,96 @@
+// Matrix products. One GEMM kernel covers every case: the transposed-operand
+// flags let both the forward (Q K^T) and every backward product run without
+// transpose copies.
+#include "ops.h"
+#include "ops_common.h"
+
+namespace sf {
+using namespace detail;
+
+namespace {
+
+struct MatrixDims {
+  int64_t rows, cols;  // of op(X), the operand as the product uses it
+  int64_t ld;          // leading dimension of X as stored
+};
+
+MatrixDims matrix_dims(const Tensor& x, bool transposed) {
+  int64_t r = x.size(-2), c = x.size(-1);
+  return transposed ? MatrixDims{c, r, c} : MatrixDims{r, c, c};
+}
+
+Shape batch_shape(const Tensor& x) { return Shape(x.shape().begin(), x.shape().end() - 2); }
+
+// Batched product with broadcasting over batch dims. When an operand's batch is
+// either complete or a single matrix, one strided kernel call does all of it;
+// other broadcasts loop over the batch.
+Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
+  MatrixDims da = matrix_dims(a, o.trans_a), db = matrix_dims(b, o.trans_b);
+  if (da.cols != db.rows)
+    fail("matmul: shapes ", to_string(a.shape()), (o.trans_a ? "^T" : ""), " and ",
+         to_string(b.shape()), (o.trans_b ? "^T" : ""), " do not multiply (", da.cols, " vs ",
+         db.rows, ")");
+  int64_t m = da.rows, n = db.cols, k = da.cols;
+  Shape batch = broadcast_shapes(batch_shape(a), batch_shape(b), "matmul (batch dims)");
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = Tensor::empty(out_shape);
+  int64_t count = numel(batch);
+  if (count == 0 || m == 0 || n == 0) return out;
+
+  const auto& gemm = kernels_of(a).gemm;
+  int64_t size_a = a.size(-2) * a.size(-1), size_b = b.size(-2) * b.size(-1);
+  int64_t count_a = numel(batch_shape(a)), count_b = numel(batch_shape(b));
+  if ((count_a == count || count_a == 1) && (count_b == count || count_b == 1)) {
+    gemm(o.trans_a, o.trans_b, m, n, k, 1.0f, a.data(), da.ld, count_a == 1 ? 0 : size_a,
+         b.data(), db.ld, count_b == 1 ? 0 : size_b, 0.0f, out.data(), n, m * n, count);
+    return out;
+  }
+  Shape sa = broadcast_strides(batch_shape(a), batch), sb = broadcast_strides(batch_shape(b), batch);
+  Shape index(batch.size(), 0);
+  for (int64_t p = 0; p < count; ++p) {
+    int64_t ia = 0, ib = 0;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1, rest = p; d >= 0; --d) {
+      index[d] = rest % batch[d];
+      rest /= batch[d];
+      ia += index[d] * sa[d];
+      ib += index[d] * sb[d];
+    }
+    gemm(o.trans_a, o.trans_b, m, n, k, 1.0f, a.data() + ia * size_a, da.ld, 0,
+         b.data() + ib * size_b, db.ld, 0, 0.0f, out.data() + p * m * n, n, 0, 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o) {
+  require_float(a, "matmul");
+  require_float(b, "matmul");
+  if (a.ndim() < 2 || b.ndim() < 2)
+    fail("matmul: operands need 2 or more dims, got ", to_string(a.shape()), " and ",
+         to_string(b.shape()));
+  // x [..., T, K] times a weight matrix: fold the batch into rows, so the
+  // weight's gradient is one product summed over every row (no per-batch copies).
+  if (b.ndim() == 2 && a.ndim() > 2 && !o.trans_a) {
+    Shape out_shape = a.shape();
+    out_shape.back() = o.trans_b ? b.size(0) : b.size(1);
+    return reshape(matmul(reshape(a, {-1, a.size(-1)}), b, o), out_shape);
+  }
+  Tensor out = matmul_forward(a, b, o);
+  // C = op(A) op(B): dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, each written
+  // in the layout A and B are stored in.
+  return record(out, "matmul", {a, b}, [a, b, o](const Tensor& g) -> Grads {
+    Tensor ga, gb;
+    if (a.requires_grad())
+      ga = o.trans_a ? matmul(b, g, {.trans_a = o.trans_b, .trans_b = true})
+                     : matmul(g, b, {.trans_b = !o.trans_b});
+    if (b.requires_grad())
+      gb = o.trans_b ? matmul(g, a, {.trans_a = true, .trans_b = o.trans_a})
+                     : matmul(a, g, {.trans_a = !o.trans_a});
+    return {ga.defined() ? sum_to(ga, a.shape()) : ga, gb.defined() ? sum_to(gb, b.shape()) : gb};
+  });
+}
+
+}  // namespace sf

@@ -1,0 +1,110 @@
+// The ops a neural network is built from beyond arithmetic: softmax,
+// cross-entropy, embedding lookup and dropout.
+#include "ops.h"
+#include "ops_common.h"
+
+namespace sf {
+using namespace detail;
+
+static int64_t rows_of(const Tensor& x) { return x.ndim() == 0 ? 1 : x.numel() / x.size(-1); }
+
+static void require_rows(const Tensor& x, const char* op) {
+  require_float(x, op);
+  if (x.ndim() == 0) fail(op, ": needs at least one dim");
+}
+
+// softmax(x)_i = exp(x_i) / sum_j exp(x_j); dx = y * (dy - sum(dy * y)).
+Tensor softmax(const Tensor& x) {
+  require_rows(x, "softmax");
+  Tensor y = Tensor::empty(x.shape());
+  kernels_of(x).softmax(x.data(), y.data(), rows_of(x), x.size(-1));
+  return record(y, "softmax", {x}, [y = y.detach()](const Tensor& g) -> Grads {
+    Tensor dx = Tensor::empty(y.shape());
+    kernels_of(y).softmax_backward(y.data(), g.data(), dx.data(), rows_of(y), y.size(-1));
+    return {dx};
+  });
+}
+
+// log_softmax(x)_i = x_i - log sum_j exp(x_j); dx = dy - softmax(x) * sum(dy).
+Tensor log_softmax(const Tensor& x) {
+  require_rows(x, "log_softmax");
+  Tensor y = Tensor::empty(x.shape());
+  kernels_of(x).log_softmax(x.data(), y.data(), rows_of(x), x.size(-1));
+  return record(y, "log_softmax", {x}, [y = y.detach()](const Tensor& g) -> Grads {
+    Tensor dx = Tensor::empty(y.shape());
+    kernels_of(y).log_softmax_backward(y.data(), g.data(), dx.data(), rows_of(y), y.size(-1));
+    return {dx};
+  });
+}
+
+// loss = (1/R) sum over the R rows whose target is not ignored of
+//        (1-eps) (-log p_target) + eps * mean_c(-log p_c).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
+                     float label_smoothing) {
+  require_rows(logits, "cross_entropy");
+  if (targets.dtype() != DType::I32) fail("cross_entropy: targets must be int32");
+  Shape expect(logits.shape().begin(), logits.shape().end() - 1);
+  if (targets.shape() != expect)
+    fail("cross_entropy: targets of shape ", to_string(targets.shape()), " for logits of shape ",
+         to_string(logits.shape()), " (expected ", to_string(expect), ")");
+  if (label_smoothing < 0.0f || label_smoothing > 1.0f)
+    fail("cross_entropy: label_smoothing ", label_smoothing, " is outside [0, 1]");
+  int64_t rows = rows_of(logits), cols = logits.size(-1);
+  const int32_t* t = targets.ints();
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (t[r] == ignore_index) continue;
+    if (t[r] < 0 || t[r] >= cols)
+      fail("cross_entropy: target ", t[r], " out of range for ", cols, " classes");
+    ++counted;
+  }
+  Tensor row_loss = Tensor::empty({rows});
+  Tensor log_probs = Tensor::empty(logits.shape());
+  kernels_of(logits).cross_entropy(logits.data(), t, rows, cols, ignore_index, label_smoothing,
+                                   row_loss.data(), log_probs.data());
+  // With every target ignored the mean is 0/0 = NaN, as in PyTorch.
+  Tensor loss = sum(row_loss) / static_cast<float>(counted);
+  return record(loss, "cross_entropy", {logits},
+                [=](const Tensor& g) -> Grads {
+                  Tensor dx = Tensor::empty(log_probs.shape());
+                  kernels_of(g).cross_entropy_backward(
+                      log_probs.data(), targets.ints(), rows, cols, ignore_index,
+                      label_smoothing, g.item() / static_cast<float>(counted), dx.data());
+                  return {dx};
+                });
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  require_float(weight, "embedding");
+  if (weight.ndim() != 2) fail("embedding: the table must be 2-d, got ", to_string(weight.shape()));
+  if (ids.dtype() != DType::I32) fail("embedding: ids must be int32");
+  int64_t rows = weight.size(0), dim = weight.size(1);
+  const int32_t* id = ids.ints();
+  for (int64_t i = 0, n = ids.numel(); i < n; ++i)
+    if (id[i] < 0 || id[i] >= rows)
+      fail("embedding: index ", id[i], " out of range for a table of ", rows, " rows");
+  Shape out_shape = ids.shape();
+  out_shape.push_back(dim);
+  Tensor out = Tensor::empty(out_shape);
+  kernels_of(weight).gather_rows(weight.data(), id, ids.numel(), dim, out.data());
+  // Each looked-up row's gradient adds into the table row it came from.
+  return record(out, "embedding", {weight}, [ids, sw = weight.shape()](const Tensor& g) -> Grads {
+    Tensor grad = Tensor::zeros(sw);
+    kernels_of(g).scatter_add_rows(g.data(), ids.ints(), ids.numel(), sw[1], grad.data());
+    return {grad};
+  });
+}
+
+Tensor dropout(const Tensor& x, float p, Rng& rng) {
+  require_float(x, "dropout");
+  if (p < 0.0f || p >= 1.0f) fail("dropout: p = ", p, " is outside [0, 1)");
+  if (p == 0.0f) return x;
+  // Inverted dropout: survivors are scaled by 1/(1-p) so the expectation is x.
+  Tensor keep = Tensor::empty(x.shape());
+  float* k = keep.data();
+  float scale = 1.0f / (1.0f - p);
+  for (int64_t i = 0, n = keep.numel(); i < n; ++i) k[i] = rng.uniform() < p ? 0.0f : scale;
+  return x * keep;
+}
+
+}  // namespace sf

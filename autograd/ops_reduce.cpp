@@ -1,0 +1,78 @@
+// Reductions over an axis, and sum_to, the adjoint of broadcasting.
+#include "ops.h"
+#include "ops_common.h"
+
+namespace sf {
+using namespace detail;
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  if (broadcast_shapes(shape, x.shape(), "sum_to") != x.shape())
+    fail("sum_to: cannot sum ", to_string(x.shape()), " down to ", to_string(shape));
+  Tensor out = Tensor::zeros(shape);
+  Shape strides = broadcast_strides(shape, x.shape());
+  kernels_of(x).sum_to(x.data(), x.shape().data(), x.ndim(), out.data(), strides.data());
+  // Summing is linear: its adjoint broadcasts the gradient back.
+  return record(out, "sum_to", {x}, [sx = x.shape()](const Tensor& g) -> Grads {
+    return {broadcast_to(g, sx)};
+  });
+}
+
+// Adding zeros of the target shape broadcasts; add's backward is sum_to.
+Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  if (broadcast_shapes(x.shape(), shape, "broadcast_to") != shape)
+    fail("broadcast_to: cannot broadcast ", to_string(x.shape()), " to ", to_string(shape));
+  return x + Tensor::zeros(shape);
+}
+
+Tensor sum(const Tensor& x) { return sum(reshape(x, {x.numel()}), 0); }
+
+Tensor sum(const Tensor& x, int axis, bool keepdim) {
+  require_float(x, "sum");
+  axis = normalize_axis(axis, x.ndim(), "sum");
+  AxisView v = axis_view(x.shape(), axis);
+  Tensor out = Tensor::empty(reduced_shape(x.shape(), axis, keepdim));
+  kernels_of(x).sum_axis(x.data(), v.outer, v.n, v.inner, out.data());
+  return record(out, "sum", {x}, [sx = x.shape(), axis](const Tensor& g) -> Grads {
+    // Put the reduced axis back as size 1, then broadcast.
+    return {broadcast_to(reshape(g, reduced_shape(sx, axis, true)), sx)};
+  });
+}
+
+Tensor mean(const Tensor& x) { return sum(x) / static_cast<float>(x.numel()); }
+
+Tensor mean(const Tensor& x, int axis, bool keepdim) {
+  int64_t n = x.size(axis);
+  return sum(x, axis, keepdim) / static_cast<float>(n);
+}
+
+Tensor max(const Tensor& x, int axis, bool keepdim) {
+  require_float(x, "max");
+  axis = normalize_axis(axis, x.ndim(), "max");
+  if (x.size(axis) == 0) fail("max: empty axis ", axis, " in ", to_string(x.shape()));
+  AxisView v = axis_view(x.shape(), axis);
+  Shape kept = reduced_shape(x.shape(), axis, true);
+  Tensor out = Tensor::empty(reduced_shape(x.shape(), axis, keepdim));
+  Tensor arg = Tensor::empty(kept, DType::I32);
+  kernels_of(x).max_axis(x.data(), v.outer, v.n, v.inner, out.data(), arg.ints());
+  // The gradient flows to the (first) maximum only.
+  return record(out, "max", {x}, [sx = x.shape(), kept, axis, arg](const Tensor& g) -> Grads {
+    Shape position(sx.size(), 1);
+    position[axis] = sx[axis];
+    Tensor along = reshape(arange(sx[axis]), position);
+    return {masked_fill(broadcast_to(reshape(g, kept), sx), ne(along, arg), 0.0f)};
+  });
+}
+
+// var = sum((x - mean)^2) / (n - 1), composed from differentiable ops.
+Tensor var(const Tensor& x, int axis, bool keepdim) {
+  int64_t n = x.size(axis);
+  if (n < 2) fail("var: the unbiased variance needs 2 or more values along axis ", axis);
+  Tensor centered = x - mean(x, axis, true);
+  return sum(centered * centered, axis, keepdim) / static_cast<float>(n - 1);
+}
+
+Tensor stddev(const Tensor& x, int axis, bool keepdim) { return sqrt(var(x, axis, keepdim)); }
+
+}  // namespace sf

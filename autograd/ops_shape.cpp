@@ -1,0 +1,132 @@
+// Shape ops. reshape aliases the storage; the others copy into a new
+// contiguous tensor (every tensor is contiguous, which keeps kernels simple).
+#include <numeric>
+
+#include "ops.h"
+#include "ops_common.h"
+
+namespace sf {
+using namespace detail;
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  Shape target = shape;
+  int64_t known = 1, inferred = -1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == -1) {
+      if (inferred >= 0) fail("reshape: more than one -1 in ", to_string(shape));
+      inferred = static_cast<int64_t>(i);
+    } else if (target[i] < 0) {
+      fail("reshape: negative size in ", to_string(shape));
+    } else {
+      known *= target[i];
+    }
+  }
+  if (inferred >= 0 && known != 0 && x.numel() % known == 0) target[inferred] = x.numel() / known;
+  if (numel(target) != x.numel() || (inferred >= 0 && target[inferred] < 0))
+    fail("reshape: cannot view ", to_string(x.shape()), " (", x.numel(), " elements) as ",
+         to_string(shape));
+  Tensor out = x.alias(target);
+  return record(out, "reshape", {x}, [sx = x.shape()](const Tensor& g) -> Grads {
+    return {reshape(g, sx)};
+  });
+}
+
+Tensor unsqueeze(const Tensor& x, int axis) {
+  Shape shape = x.shape();
+  axis = normalize_axis(axis, x.ndim() + 1, "unsqueeze");
+  shape.insert(shape.begin() + axis, 1);
+  return reshape(x, shape);
+}
+
+Tensor permute(const Tensor& x, const std::vector<int>& dims) {
+  require_float(x, "permute");
+  int n = x.ndim();
+  std::vector<int> perm(dims.size());
+  std::vector<bool> seen(n, false);
+  if (static_cast<int>(dims.size()) != n) fail("permute: ", dims.size(), " dims for a ", n, "-d tensor");
+  for (int i = 0; i < n; ++i) {
+    perm[i] = normalize_axis(dims[i], n, "permute");
+    if (seen[perm[i]]) fail("permute: dim ", dims[i], " repeated");
+    seen[perm[i]] = true;
+  }
+  Shape out_shape(n);
+  for (int i = 0; i < n; ++i) out_shape[i] = x.shape()[perm[i]];
+  Tensor out = Tensor::empty(out_shape);
+  kernels_of(x).permute(x.data(), x.shape().data(), perm.data(), n, out.data());
+  return record(out, "permute", {x}, [perm](const Tensor& g) -> Grads {
+    std::vector<int> inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);
+    return {permute(g, inverse)};
+  });
+}
+
+Tensor transpose(const Tensor& x, int dim0, int dim1) {
+  std::vector<int> dims(x.ndim());
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[normalize_axis(dim0, x.ndim(), "transpose")],
+            dims[normalize_axis(dim1, x.ndim(), "transpose")]);
+  return permute(x, dims);
+}
+
+// Seen as [outer, n, inner] around the axis, each input is `outer` rows of
+// n_i * inner elements, placed side by side in the output's rows.
+Tensor concat(const std::vector<Tensor>& xs, int axis) {
+  if (xs.empty()) fail("concat: no tensors");
+  const Tensor& first = xs[0];
+  axis = normalize_axis(axis, first.ndim(), "concat");
+  Shape out_shape = first.shape();
+  out_shape[axis] = 0;
+  for (const Tensor& x : xs) {
+    Shape expect = first.shape();
+    if (x.ndim() == first.ndim()) expect[axis] = x.size(axis);
+    if (x.shape() != expect || x.dtype() != first.dtype())
+      fail("concat: ", to_string(x.shape()), " (", to_string(x.dtype()), ") does not match ",
+           to_string(first.shape()), " (", to_string(first.dtype()), ") outside axis ", axis);
+    out_shape[axis] += x.size(axis);
+  }
+  Tensor out = Tensor::empty(out_shape, first.dtype());
+  AxisView v = axis_view(out_shape, axis);
+  int64_t out_row = v.n * v.inner * kElementBytes, offset = 0;
+  std::vector<int64_t> sizes;
+  for (const Tensor& x : xs) {
+    int64_t row = x.size(axis) * v.inner * kElementBytes;
+    kernels_of(x).copy_rows(x.raw(), row, static_cast<char*>(out.raw()) + offset, out_row,
+                            v.outer, row);
+    offset += row;
+    sizes.push_back(x.size(axis));
+  }
+  if (first.dtype() != DType::F32) return out;
+  return record(out, "concat", xs, [sizes, axis](const Tensor& g) -> Grads {
+    Grads grads;
+    int64_t start = 0;
+    for (int64_t n : sizes) {
+      grads.push_back(slice(g, axis, start, start + n));
+      start += n;
+    }
+    return grads;
+  });
+}
+
+Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end) {
+  axis = normalize_axis(axis, x.ndim(), "slice");
+  int64_t n = x.size(axis);
+  if (start < 0 || end > n || start > end)
+    fail("slice: [", start, ", ", end, ") out of range for size ", n, " on axis ", axis);
+  Shape out_shape = x.shape();
+  out_shape[axis] = end - start;
+  Tensor out = Tensor::empty(out_shape, x.dtype());
+  AxisView v = axis_view(x.shape(), axis);
+  int64_t row = (end - start) * v.inner * kElementBytes;
+  kernels_of(x).copy_rows(static_cast<const char*>(x.raw()) + start * v.inner * kElementBytes,
+                          n * v.inner * kElementBytes, out.raw(), row, v.outer, row);
+  if (x.dtype() != DType::F32) return out;
+  // The adjoint pads the gradient with zeros back to x's extent.
+  return record(out, "slice", {x}, [sx = x.shape(), axis, start, end](const Tensor& g) -> Grads {
+    Shape before = sx, after = sx;
+    before[axis] = start;
+    after[axis] = sx[axis] - end;
+    return {concat({Tensor::zeros(before), g, Tensor::zeros(after)}, axis)};
+  });
+}
+
+}  // namespace sf

@@ -1,0 +1,40 @@
+// A small deterministic random generator (xoshiro256**, seeded through
+// splitmix64). Same seed, same numbers, on every platform and compiler — which
+// the standard library's distributions do not promise. Its state can be saved
+// and restored, so a resumed training run draws exactly the numbers the
+// uninterrupted one would have.
+#pragma once
+#include <array>
+#include <cstdint>
+
+#include "tensor.h"
+
+namespace sf {
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) { reseed(seed); }
+  void reseed(uint64_t seed);
+
+  uint64_t next_u64();
+  float uniform();                      // [0, 1)
+  float uniform(float low, float high);  // [low, high)
+  float normal();                       // mean 0, std 1 (Box-Muller)
+  uint64_t below(uint64_t n);           // uniform integer in [0, n)
+
+  using State = std::array<uint64_t, 4>;
+  State state() const { return state_; }
+  void set_state(const State& state) { state_ = state; }
+
+ private:
+  State state_{};
+};
+
+// Tensors filled from `rng`.
+Tensor uniform(const Shape& shape, float low, float high, Rng& rng);
+Tensor normal(const Shape& shape, float mean, float stddev, Rng& rng);
+// torch.nn.init.xavier_uniform_: U(-a, a), a = sqrt(6 / (fan_in + fan_out)),
+// fan_in = shape[1] * receptive field, fan_out = shape[0] * receptive field.
+Tensor xavier_uniform(const Shape& shape, Rng& rng);
+
+}  // namespace sf

@@ -1,0 +1,102 @@
+// Tensor: an n-dimensional array of float32 (or int32, for token ids and masks)
+// in contiguous row-major storage, with reverse-mode automatic differentiation.
+//
+// A Tensor is a cheap handle (a shared pointer): copying it shares the data.
+// Every tensor is contiguous. `reshape` and `detach` alias the storage (no copy);
+// `transpose`, `permute`, `slice` and `concat` copy into a new contiguous tensor.
+// Code that wants an independent copy calls `clone()`.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device.h"
+
+namespace sf {
+
+enum class DType { F32, I32 };
+constexpr int64_t kElementBytes = 4;  // both dtypes are 4 bytes wide
+using Shape = std::vector<int64_t>;
+
+int64_t numel(const Shape& shape);
+std::string to_string(const Shape& shape);  // "[2, 3]"
+Shape contiguous_strides(const Shape& shape);  // row-major element strides
+const char* to_string(DType dtype);
+
+class Tensor;
+struct Node;
+using Grads = std::vector<Tensor>;
+// Given the gradient of an op's output, returns the gradients of its inputs
+// (in the order they were recorded; an undefined Tensor where none is needed).
+using BackwardFn = std::function<Grads(const Tensor& grad_output)>;
+
+struct TensorImpl;
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: no shape, no data
+
+  // Factories. The data is uninitialised for `empty`.
+  static Tensor empty(const Shape& shape, DType dtype = DType::F32);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::F32);
+  static Tensor full(const Shape& shape, float value);
+  static Tensor ones(const Shape& shape) { return full(shape, 1.0f); }
+  static Tensor scalar(float value) { return full({}, value); }
+  static Tensor from(const std::vector<float>& values, const Shape& shape);
+  static Tensor from_ints(const std::vector<int32_t>& values, const Shape& shape);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  int ndim() const { return static_cast<int>(shape().size()); }
+  int64_t size(int dim) const;  // negative dims count from the end
+  int64_t numel() const { return sf::numel(shape()); }
+  DType dtype() const;
+  Device& device() const;
+
+  // Raw data; the dtype must match (F32 for data(), I32 for ints()).
+  float* data() const;
+  int32_t* ints() const;
+  void* raw() const;  // the bytes, whatever the dtype
+  float item() const;  // the value of a one-element float tensor
+  std::vector<float> to_vector() const;
+  std::vector<int32_t> to_int_vector() const;
+
+  // Autograd. A leaf that requires grad accumulates into grad() on backward().
+  bool requires_grad() const;
+  Tensor& set_requires_grad(bool value = true);
+  bool is_leaf() const;
+  Tensor grad() const;
+  void zero_grad();
+  void backward() const;                   // for a one-element tensor
+  void backward(const Tensor& grad) const;  // seed with `grad` (same shape)
+  Tensor detach() const;  // same storage, no history
+  Tensor clone() const;   // new storage, no history
+
+  // Internal: attaches the op that produced this tensor (see engine.h).
+  void set_grad_fn(std::shared_ptr<Node> node) const;
+  const std::shared_ptr<Node>& grad_fn() const;
+  // Internal: the gradient slot of a leaf, accumulated by the engine.
+  void accumulate_grad(const Tensor& grad) const;
+  // Internal: a tensor sharing this one's storage under another shape.
+  Tensor alias(const Shape& shape) const;
+  bool same_storage(const Tensor& other) const;
+
+ private:
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  TensorImpl& impl() const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+struct TensorImpl {
+  Shape shape;
+  DType dtype = DType::F32;
+  std::shared_ptr<Storage> storage;
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;
+};
+
+}  // namespace sf
