@@ -68,6 +68,16 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape);
 // --- softmax and loss ---------------------------------------------------------
 Tensor softmax(const Tensor& x);      // over the last axis
 Tensor log_softmax(const Tensor& x);  // over the last axis
+// Attention weights: softmax over the last axis of (mask ? scale * x : -1e9),
+// as the seed's scores / sqrt(d_k), masked_fill(mask == 0, -1e9), softmax —
+// fused. `mask` is int32 (nonzero = keep, 0 = hide), broadcast against x, or
+// undefined for no mask.
+Tensor masked_softmax(const Tensor& x, const Tensor& mask, float scale);
+// The seed's LayerNormalization over the last axis:
+// alpha * (x - mean) / (std + eps) + bias, std unbiased; alpha, bias [features].
+Tensor layer_norm(const Tensor& x, const Tensor& alpha, const Tensor& bias, float eps);
+// relu(x + bias), bias [features] broadcast over the rows of x [..., features].
+Tensor bias_relu(const Tensor& x, const Tensor& bias);
 // Mean cross-entropy of logits [..., C] against int32 targets [...], exactly
 // torch.nn.CrossEntropyLoss(ignore_index, label_smoothing) with mean reduction.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100,

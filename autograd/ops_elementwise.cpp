@@ -116,8 +116,10 @@ Tensor sqrt(const Tensor& x) {
 
 Tensor relu(const Tensor& x) {
   Tensor out = unary_forward(Unary::Relu, x, 0.0f, "relu");
-  return record(out, "relu", {x}, [x](const Tensor& g) -> Grads {
-    return {masked_fill(g, le(x, Tensor::scalar(0.0f)), 0.0f)};
+  return record(out, "relu", {x}, [y = out.detach()](const Tensor& g) -> Grads {
+    Tensor dx = Tensor::empty(y.shape());
+    kernels_of(y).relu_backward(y.data(), g.data(), dx.data(), y.numel());  // dy where y > 0
+    return {dx};
   });
 }
 

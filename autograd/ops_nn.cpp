@@ -37,6 +37,71 @@ Tensor log_softmax(const Tensor& x) {
   });
 }
 
+Tensor masked_softmax(const Tensor& x, const Tensor& mask, float scale) {
+  require_rows(x, "masked_softmax");
+  Shape mask_strides(x.ndim(), 0);
+  if (mask.defined()) {
+    if (mask.dtype() != DType::I32) fail("masked_softmax: the mask must be int32");
+    if (broadcast_shapes(x.shape(), mask.shape(), "masked_softmax") != x.shape())
+      fail("masked_softmax: mask ", to_string(mask.shape()), " does not broadcast to scores ",
+           to_string(x.shape()));
+    mask_strides = broadcast_strides(mask.shape(), x.shape());
+  }
+  kernels::Strided<int32_t> m{mask.defined() ? mask.ints() : nullptr, mask_strides.data()};
+  Tensor y = Tensor::empty(x.shape());
+  kernels_of(x).masked_softmax(x.data(), m, x.shape().data(), x.ndim(), scale, y.data());
+  return record(y, "masked_softmax", {x},
+                [y = y.detach(), mask, mask_strides, scale](const Tensor& g) -> Grads {
+                  kernels::Strided<int32_t> m{mask.defined() ? mask.ints() : nullptr,
+                                              mask_strides.data()};
+                  Tensor dx = Tensor::empty(y.shape());
+                  kernels_of(y).masked_softmax_backward(y.data(), g.data(), m, y.shape().data(),
+                                                        y.ndim(), scale, dx.data());
+                  return {dx};
+                });
+}
+
+static void require_feature_vector(const Tensor& v, const Tensor& x, const char* op,
+                                   const char* what) {
+  require_float(v, op);
+  if (v.shape() != Shape{x.size(-1)})
+    fail(op, ": ", what, " of shape ", to_string(v.shape()), " for inputs of shape ",
+         to_string(x.shape()), " (expected [", x.size(-1), "])");
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& alpha, const Tensor& bias, float eps) {
+  require_rows(x, "layer_norm");
+  require_feature_vector(alpha, x, "layer_norm", "alpha");
+  require_feature_vector(bias, x, "layer_norm", "bias");
+  int64_t rows = rows_of(x), cols = x.size(-1);
+  if (cols < 2) fail("layer_norm: the unbiased std needs 2 or more features");
+  Tensor y = Tensor::empty(x.shape()), mean = Tensor::empty({rows}), std = Tensor::empty({rows});
+  kernels_of(x).layer_norm(x.data(), alpha.data(), bias.data(), rows, cols, eps, y.data(),
+                           mean.data(), std.data());
+  return record(y, "layer_norm", {x, alpha, bias},
+                [x, alpha, mean, std, rows, cols, eps](const Tensor& g) -> Grads {
+                  Tensor dx = Tensor::empty(x.shape()), dalpha = Tensor::empty({cols}),
+                         dbias = Tensor::empty({cols});
+                  kernels_of(x).layer_norm_backward(x.data(), alpha.data(), mean.data(),
+                                                    std.data(), g.data(), rows, cols, eps,
+                                                    dx.data(), dalpha.data(), dbias.data());
+                  return {dx, dalpha, dbias};
+                });
+}
+
+// relu(x + b): dx = dy where the output is positive; dbias sums dx over rows.
+Tensor bias_relu(const Tensor& x, const Tensor& bias) {
+  require_rows(x, "bias_relu");
+  require_feature_vector(bias, x, "bias_relu", "bias");
+  Tensor y = Tensor::empty(x.shape());
+  kernels_of(x).bias_relu(x.data(), bias.data(), rows_of(x), x.size(-1), y.data());
+  return record(y, "bias_relu", {x, bias}, [y = y.detach()](const Tensor& g) -> Grads {
+    Tensor dx = Tensor::empty(y.shape());
+    kernels_of(y).relu_backward(y.data(), g.data(), dx.data(), y.numel());
+    return {dx, sum_to(dx, {y.size(-1)})};
+  });
+}
+
 // loss = (1/R) sum over the R rows whose target is not ignored of
 //        (1-eps) (-log p_target) + eps * mean_c(-log p_c).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
@@ -100,11 +165,18 @@ Tensor dropout(const Tensor& x, float p, Rng& rng) {
   if (p < 0.0f || p >= 1.0f) fail("dropout: p = ", p, " is outside [0, 1)");
   if (p == 0.0f) return x;
   // Inverted dropout: survivors are scaled by 1/(1-p) so the expectation is x.
-  Tensor keep = Tensor::empty(x.shape());
-  float* k = keep.data();
+  // One draw from rng seeds a stateless per-element hash (kernels.h); the
+  // backward pass applies the same mask to the gradient by reusing the seed.
   float scale = 1.0f / (1.0f - p);
-  for (int64_t i = 0, n = keep.numel(); i < n; ++i) k[i] = rng.uniform() < p ? 0.0f : scale;
-  return x * keep;
+  auto seed = static_cast<uint32_t>(rng.next_u64() >> 32);
+  auto threshold = static_cast<uint32_t>(static_cast<double>(p) * 4294967296.0);
+  Tensor y = Tensor::empty(x.shape());
+  kernels_of(x).dropout(x.data(), y.data(), x.numel(), scale, seed, threshold);
+  return record(y, "dropout", {x}, [scale, seed, threshold](const Tensor& g) -> Grads {
+    Tensor dx = Tensor::empty(g.shape());
+    kernels_of(g).dropout(g.data(), dx.data(), g.numel(), scale, seed, threshold);
+    return {dx};
+  });
 }
 
 }  // namespace sf

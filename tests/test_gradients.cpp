@@ -232,3 +232,27 @@ TEST_CASE("grad: a tensor used twice accumulates its gradient") {
   check_gradients([](const V& v) { return tanh(v[0]) * v[0] + exp(v[0] * v[1]) / (v[1] * v[1] + 1.0f); },
                   {random_tensor({3, 4}, 60), random_tensor({4}, 61)});
 }
+
+TEST_CASE("grad: masked_softmax (scaled, broadcast padding and causal masks)") {
+  Tensor pad = Tensor::from_ints({1, 1, 0, 1, 1, 1, 1, 0}, {2, 1, 1, 4});  // [B,1,1,S]
+  check_gradients([=](const V& x) { return masked_softmax(x[0], pad, 0.5f); },
+                  {random_tensor({2, 3, 4, 4}, 62, -2, 2)});
+  Tensor causal = ge(reshape(arange(4), {4, 1}), reshape(arange(4), {1, 4}));  // [T,T]
+  check_gradients([=](const V& x) { return masked_softmax(x[0], causal, 1.0f); },
+                  {random_tensor({2, 4, 4}, 63, -2, 2)});
+  check_gradients([](const V& x) { return masked_softmax(x[0], Tensor(), 2.0f); },
+                  {random_tensor({3, 5}, 64, -1, 1)});
+}
+
+TEST_CASE("grad: layer_norm (unbiased std, eps added to std)") {
+  check_gradients([](const V& x) { return layer_norm(x[0], x[1], x[2], 1e-6f); },
+                  {random_tensor({2, 3, 6}, 65, -2, 2), random_tensor({6}, 66, 0.5f, 1.5f),
+                   random_tensor({6}, 67)});
+}
+
+TEST_CASE("grad: bias_relu") {
+  Tensor x = random_tensor({2, 3, 5}, 68, 0.2f, 1.0f);
+  for (int64_t i = 0; i < x.numel(); i += 3) x.data()[i] = -x.data()[i] - 0.5f;
+  check_gradients([](const V& v) { return bias_relu(v[0], v[1]); },
+                  {x, random_tensor({5}, 69, -0.1f, 0.1f)});
+}

@@ -151,3 +151,30 @@ TEST_CASE("random: same seed, same numbers; state save and restore") {
   CHECK(hi < bound);
   CHECK(hi - lo > 1.8f * bound);  // it fills the range
 }
+
+TEST_CASE("values: fused ops equal their compositions") {
+  Rng rng(5);
+  Tensor x = uniform({2, 3, 4, 4}, -3, 3, rng);
+  Tensor mask = Tensor::from_ints({1, 1, 0, 1, 1, 0, 0, 0}, {2, 1, 1, 4});
+  Tensor composed = softmax(masked_fill(x * 0.5f, eq(mask, Tensor::from_ints({0}, {})), -1e9f));
+  Tensor fused = masked_softmax(x, mask, 0.5f);
+  for (int64_t i = 0; i < x.numel(); ++i) CHECK(fused.data()[i] == Approx(composed.data()[i]));
+  // A hidden key gets exactly zero weight.
+  CHECK(fused.data()[2] == 0.0f);
+
+  Tensor alpha = uniform({4}, 0.5f, 1.5f, rng), bias = uniform({4}, -1, 1, rng);
+  Tensor ln = layer_norm(x, alpha, bias, 1e-6f);
+  Tensor ln_composed = alpha * (x - mean(x, -1, true)) / (stddev(x, -1, true) + 1e-6f) + bias;
+  for (int64_t i = 0; i < x.numel(); ++i) CHECK(ln.data()[i] == Approx(ln_composed.data()[i]));
+
+  Tensor br = bias_relu(x, bias), br_composed = relu(x + bias);
+  CHECK(br.to_vector() == br_composed.to_vector());
+}
+
+TEST_CASE("values: layer_norm of a known vector") {
+  // [1, 2, 3, 4]: mean 2.5, unbiased std sqrt(5/3) = 1.29099445.
+  Tensor x = Tensor::from({1, 2, 3, 4}, {1, 4});
+  Tensor y = layer_norm(x, Tensor::from({1, 1, 2, 2}, {4}), Tensor::from({0, 0, 0, 1}, {4}), 1e-6f);
+  double s = 1.29099445 + 1e-6;
+  check_close(y, {float(-1.5 / s), float(-0.5 / s), float(2 * 0.5 / s), float(2 * 1.5 / s + 1)});
+}

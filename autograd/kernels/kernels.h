@@ -24,6 +24,19 @@ struct Strided {
   const int64_t* strides;
 };
 
+// Dropout's keep decision for element i: a stateless hash of (seed, i), so the
+// result does not depend on how threads split the work, and the backward pass
+// recomputes the mask instead of storing it. (The "lowbias32" integer hash.)
+inline bool dropout_keeps(uint32_t seed, uint64_t i, uint32_t threshold) {
+  uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u + seed;
+  h ^= h >> 16;
+  h *= 0x7feb352du;
+  h ^= h >> 15;
+  h *= 0x846ca68bu;
+  h ^= h >> 16;
+  return h >= threshold;  // P(keep) = 1 - threshold / 2^32
+}
+
 struct Table {
   const char* name;
 
@@ -68,6 +81,37 @@ struct Table {
   void (*softmax_backward)(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols);
   void (*log_softmax_backward)(const float* y, const float* dy, float* dx, int64_t rows,
                                int64_t cols);
+
+  // Attention weights over the last dim of x (`shape`, ndim dims):
+  // y = softmax(mask ? scale * x : -1e9), the seed's masked_fill(mask == 0, -1e9)
+  // after scaling. mask is int32 (0 = hidden) under broadcast strides, one per
+  // dim of `shape`; mask.data may be null for no mask.
+  void (*masked_softmax)(const float* x, Strided<int32_t> mask, const int64_t* shape, int ndim,
+                         float scale, float* y);
+  // dx = scale * y * (dy - sum(dy * y)) where the mask keeps, 0 where it hides.
+  void (*masked_softmax_backward)(const float* y, const float* dy, Strided<int32_t> mask,
+                                  const int64_t* shape, int ndim, float scale, float* dx);
+
+  // The seed's LayerNormalization per row of [rows, cols]:
+  // y = alpha * (x - mean) / (std + eps) + bias, std unbiased (n - 1).
+  // Saves mean and std per row for the backward pass.
+  void (*layer_norm)(const float* x, const float* alpha, const float* bias, int64_t rows,
+                     int64_t cols, float eps, float* y, float* mean, float* std);
+  // With xhat = (x - mean) / (std + eps) and g = dy * alpha:
+  // dx = (g - mean(g)) / (std + eps) - xhat * sum(g * xhat) / ((n - 1) std);
+  // dalpha = sum over rows of dy * xhat, dbias = sum over rows of dy (overwritten).
+  void (*layer_norm_backward)(const float* x, const float* alpha, const float* mean,
+                              const float* std, const float* dy, int64_t rows, int64_t cols,
+                              float eps, float* dx, float* dalpha, float* dbias);
+
+  // y = relu(x + bias) over [rows, cols], bias [cols]: a Linear layer's epilogue.
+  void (*bias_relu)(const float* x, const float* bias, int64_t rows, int64_t cols, float* y);
+  // dx = y > 0 ? dy : 0, from relu's output y.
+  void (*relu_backward)(const float* y, const float* dy, float* dx, int64_t n);
+
+  // y = x / (1 - p) where dropout_keeps(seed, i, threshold), else 0.
+  void (*dropout)(const float* x, float* y, int64_t n, float scale, uint32_t seed,
+                  uint32_t threshold);
 
   // Top k of each row of [rows, cols], largest first (ties: lower index first).
   void (*topk)(const float* x, int64_t rows, int64_t cols, int64_t k, float* values,

@@ -275,6 +275,98 @@ void cross_entropy_backward(const float* log_probs, const int32_t* targets, int6
   }
 }
 
+// Offset of row `row` (an index over all dims but the last) under `strides`.
+int64_t row_offset(int64_t row, const int64_t* shape, int ndim, const int64_t* strides) {
+  int64_t offset = 0;
+  for (int d = ndim - 2; d >= 0; --d) {
+    offset += (row % shape[d]) * strides[d];
+    row /= shape[d];
+  }
+  return offset;
+}
+
+constexpr float kMaskedScore = -1e9f;  // the seed's fill value for hidden scores
+
+void masked_softmax(const float* x, Strided<int32_t> mask, const int64_t* shape, int ndim,
+                    float scale, float* y) {
+  int64_t cols = shape[ndim - 1], rows = 1;
+  for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
+  std::vector<float> scores(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* m = mask.data ? mask.data + row_offset(r, shape, ndim, mask.strides) : nullptr;
+    for (int64_t c = 0; c < cols; ++c)
+      scores[c] = !m || m[c * mask.strides[ndim - 1]] ? scale * x[r * cols + c] : kMaskedScore;
+    softmax(scores.data(), y + r * cols, 1, cols);
+  }
+}
+
+void masked_softmax_backward(const float* y, const float* dy, Strided<int32_t> mask,
+                             const int64_t* shape, int ndim, float scale, float* dx) {
+  int64_t cols = shape[ndim - 1], rows = 1;
+  for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
+  softmax_backward(y, dy, dx, rows, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* m = mask.data ? mask.data + row_offset(r, shape, ndim, mask.strides) : nullptr;
+    for (int64_t c = 0; c < cols; ++c)
+      dx[r * cols + c] = !m || m[c * mask.strides[ndim - 1]] ? scale * dx[r * cols + c] : 0.0f;
+  }
+}
+
+void layer_norm(const float* x, const float* alpha, const float* bias, int64_t rows, int64_t cols,
+                float eps, float* y, float* mean, float* std) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float mu = 0.0f, ss = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) mu += xr[c];
+    mu /= static_cast<float>(cols);
+    for (int64_t c = 0; c < cols; ++c) ss += (xr[c] - mu) * (xr[c] - mu);
+    float s = std::sqrt(ss / static_cast<float>(cols - 1));
+    for (int64_t c = 0; c < cols; ++c)
+      y[r * cols + c] = alpha[c] * (xr[c] - mu) / (s + eps) + bias[c];
+    mean[r] = mu;
+    std[r] = s;
+  }
+}
+
+void layer_norm_backward(const float* x, const float* alpha, const float* mean, const float* std,
+                         const float* dy, int64_t rows, int64_t cols, float eps, float* dx,
+                         float* dalpha, float* dbias) {
+  std::fill(dalpha, dalpha + cols, 0.0f);
+  std::fill(dbias, dbias + cols, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * cols, *gr = dy + r * cols;
+    float inv = 1.0f / (std[r] + eps);
+    float mean_g = 0.0f, dot = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) {
+      float xhat = (xr[c] - mean[r]) * inv, g = gr[c] * alpha[c];
+      mean_g += g;
+      dot += g * xhat;
+      dalpha[c] += gr[c] * xhat;
+      dbias[c] += gr[c];
+    }
+    mean_g /= static_cast<float>(cols);
+    // A constant row has std 0: its xhat is 0, and so is the second term.
+    float k = std[r] > 0.0f ? dot / (static_cast<float>(cols - 1) * std[r]) : 0.0f;
+    for (int64_t c = 0; c < cols; ++c) {
+      float xhat = (xr[c] - mean[r]) * inv;
+      dx[r * cols + c] = (gr[c] * alpha[c] - mean_g) * inv - xhat * k;
+    }
+  }
+}
+
+void bias_relu(const float* x, const float* bias, int64_t rows, int64_t cols, float* y) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) y[r * cols + c] = std::max(x[r * cols + c] + bias[c], 0.0f);
+}
+
+void relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
+  for (int64_t i = 0; i < n; ++i) y[i] = dropout_keeps(seed, i, threshold) ? x[i] * scale : 0.0f;
+}
+
 }  // namespace
 
 const Table& scalar_table() {
@@ -293,6 +385,13 @@ const Table& scalar_table() {
       .log_softmax = log_softmax,
       .softmax_backward = softmax_backward,
       .log_softmax_backward = log_softmax_backward,
+      .masked_softmax = masked_softmax,
+      .masked_softmax_backward = masked_softmax_backward,
+      .layer_norm = layer_norm,
+      .layer_norm_backward = layer_norm_backward,
+      .bias_relu = bias_relu,
+      .relu_backward = relu_backward,
+      .dropout = dropout,
       .topk = topk,
       .copy_rows = copy_rows,
       .permute = permute,
