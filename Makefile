@@ -5,7 +5,13 @@ MAKEFLAGS += -j$(shell nproc) --no-print-directory
 CXX ?= g++
 SHELL := /bin/bash
 
-BASE_FLAGS := -std=c++20 -Wall -Wextra -pthread -MMD -MP -I.
+# -march=native: SIMD for the build machine's CPU; PORTABLE=1 builds for any x86-64.
+ifeq ($(PORTABLE),1)
+  ARCH_FLAGS :=
+else
+  ARCH_FLAGS := -march=native
+endif
+BASE_FLAGS := -std=c++20 -Wall -Wextra -pthread -MMD -MP -I. $(ARCH_FLAGS)
 ifeq ($(SANITIZE),1)
   BUILD := build/sanitize
   # The sanitizers see every allocation when the caching allocator is off.
@@ -14,12 +20,7 @@ ifeq ($(SANITIZE),1)
   LDFLAGS ?= -fsanitize=address,undefined
 else
   BUILD := build
-  # -march=native: SIMD for the build machine's CPU (PORTABLE=1 for any x86-64).
-  ifeq ($(PORTABLE),1)
-    CXXFLAGS ?= -O3 -g
-  else
-    CXXFLAGS ?= -O3 -g -march=native
-  endif
+  CXXFLAGS ?= -O3 -g
 endif
 ALL_FLAGS := $(BASE_FLAGS) $(CXXFLAGS)
 

@@ -21,6 +21,14 @@ class Device {
 
 Device& cpu();
 
+// Counts of the CPU device's allocations: served by the system, or reused from
+// its cache of freed blocks.
+struct AllocationStats {
+  int64_t system_allocations = 0;
+  int64_t cache_hits = 0;
+};
+AllocationStats cpu_allocation_stats();
+
 // A block of device memory, freed by its device when the last tensor using it goes.
 class Storage {
  public:

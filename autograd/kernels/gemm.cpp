@@ -147,6 +147,14 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
   __m512 lo[R], hi[R];  // columns 0-15 and 16-31 of each row
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
+#ifdef EXP_PF
+  // Start fetching the C tile now; it is needed only after the k loop.
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16), _MM_HINT_T0);
+  }
+#endif
   for (int64_t p = 0; p < kc; ++p) {
     const __m512 b_lo = _mm512_load_ps(b);
     const __m512 b_hi = _mm512_load_ps(b + 16);

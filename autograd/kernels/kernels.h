@@ -37,6 +37,17 @@ inline bool dropout_keeps(uint32_t seed, uint64_t i, uint32_t threshold) {
   return h >= threshold;  // P(keep) = 1 - threshold / 2^32
 }
 
+// Offset of row `row` (an index over all dims of `shape` but the last) under
+// per-dim `strides`.
+inline int64_t row_offset(int64_t row, const int64_t* shape, int ndim, const int64_t* strides) {
+  int64_t offset = 0;
+  for (int d = ndim - 2; d >= 0; --d) {
+    offset += (row % shape[d]) * strides[d];
+    row /= shape[d];
+  }
+  return offset;
+}
+
 struct Table {
   const char* name;
 
@@ -144,6 +155,7 @@ struct Table {
 };
 
 const Table& scalar_table();
+const Table& fast_table();  // SIMD for the build's target CPU, threaded
 // The table ops use. Defaults to the fastest table built for this CPU.
 const Table& active();
 void set_active(const Table& table);

@@ -275,16 +275,6 @@ void cross_entropy_backward(const float* log_probs, const int32_t* targets, int6
   }
 }
 
-// Offset of row `row` (an index over all dims but the last) under `strides`.
-int64_t row_offset(int64_t row, const int64_t* shape, int ndim, const int64_t* strides) {
-  int64_t offset = 0;
-  for (int d = ndim - 2; d >= 0; --d) {
-    offset += (row % shape[d]) * strides[d];
-    row /= shape[d];
-  }
-  return offset;
-}
-
 constexpr float kMaskedScore = -1e9f;  // the seed's fill value for hidden scores
 
 void masked_softmax(const float* x, Strided<int32_t> mask, const int64_t* shape, int ndim,

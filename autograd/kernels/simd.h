@@ -10,6 +10,13 @@
 #include <immintrin.h>
 #endif
 
+// GCC 12's AVX-512 intrinsics read an "undefined" register as a pass-through
+// value and then warn about it (GCC bug 105593, fixed in GCC 13): a false alarm.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace sf::kernels::simd {
 
 #if defined(__AVX512F__)

@@ -1,0 +1,560 @@
+// The fast kernels: SIMD (simd.h) and threads (thread_pool.h). Each one computes
+// what its scalar reference in scalar.cpp computes; shapes the fast path does not
+// cover fall back to the reference. Tested against scalar.cpp in
+// tests/test_kernels.cpp.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gemm.h"
+#include "kernels.h"
+#include "simd.h"
+#include "thread_pool.h"
+
+namespace sf::kernels {
+namespace {
+
+using simd::Vec;
+constexpr int W = Vec::width;
+
+// Work per parallel chunk: large enough that waking a thread pays off.
+constexpr int64_t kGrainElements = 1 << 14;
+
+int64_t grain_rows(int64_t cols) { return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(cols, 1)); }
+
+// --- elementwise with broadcasting -------------------------------------------------
+
+// Merges adjacent dims that every operand walks contiguously (or not at all),
+// so [B, T, D] + [B, T, D] becomes one long dim and [B, T, D] + [D] two.
+struct Collapsed {
+  std::vector<int64_t> shape, sa, sb;
+};
+
+Collapsed collapse(const int64_t* shape, int ndim, const int64_t* sa, const int64_t* sb) {
+  Collapsed c;
+  for (int d = 0; d < ndim; ++d) {
+    if (shape[d] == 1) continue;
+    if (!c.shape.empty() && c.sa.back() == sa[d] * shape[d] && c.sb.back() == sb[d] * shape[d]) {
+      c.shape.back() *= shape[d];
+      c.sa.back() = sa[d];
+      c.sb.back() = sb[d];
+    } else {
+      c.shape.push_back(shape[d]);
+      c.sa.push_back(sa[d]);
+      c.sb.push_back(sb[d]);
+    }
+  }
+  if (c.shape.empty()) c = {{1}, {0}, {0}};
+  return c;
+}
+
+// Runs f(row, offset_a, offset_b, n, step_a, step_b) over the rows of the
+// collapsed view, whose last dim has operand steps of 0 or 1, in parallel.
+// Returns false when the view has another inner step (the caller falls back).
+template <class F>
+bool for_each_row(const int64_t* shape, int ndim, const int64_t* sa, const int64_t* sb, F f) {
+  Collapsed c = collapse(shape, ndim, sa, sb);
+  int nd = static_cast<int>(c.shape.size());
+  int64_t n = c.shape.back(), step_a = c.sa.back(), step_b = c.sb.back();
+  if (step_a > 1 || step_b > 1) return false;
+  int64_t rows = 1;
+  for (int d = 0; d < nd - 1; ++d) rows *= c.shape[d];
+  auto offsets = [&](int64_t row, int64_t& oa, int64_t& ob) {
+    oa = ob = 0;
+    for (int d = nd - 2; d >= 0; --d) {
+      int64_t i = row % c.shape[d];
+      row /= c.shape[d];
+      oa += i * c.sa[d];
+      ob += i * c.sb[d];
+    }
+  };
+  if (rows == 1) {  // one long row: split it
+    parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) {
+      f(int64_t{0}, b * step_a, b * step_b, e - b, step_a, step_b, b);
+    });
+    return true;
+  }
+  parallel_for(0, rows, grain_rows(n), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t oa, ob;
+      offsets(r, oa, ob);
+      f(r, oa, ob, n, step_a, step_b, r * n);
+    }
+  });
+  return true;
+}
+
+// `op` is generic: it runs on Vec for the body and on float for the tail.
+template <class Op>
+void binary_row(const float* a, int64_t step_a, const float* b, int64_t step_b, float* out,
+                int64_t n, Op op) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    Vec va = step_a ? Vec::load(a + i) : Vec::set1(*a);
+    Vec vb = step_b ? Vec::load(b + i) : Vec::set1(*b);
+    op(va, vb).store(out + i);
+  }
+  for (; i < n; ++i) out[i] = op(a[i * step_a], b[i * step_b]);
+}
+
+void binary(Binary op, Strided<float> a, Strided<float> b, float* out, const int64_t* shape,
+            int ndim) {
+  bool done = for_each_row(shape, ndim, a.strides, b.strides,
+                           [&](int64_t, int64_t oa, int64_t ob, int64_t n, int64_t sa,
+                               int64_t sb, int64_t o) {
+    const float *pa = a.data + oa, *pb = b.data + ob;
+    float* po = out + o;
+    switch (op) {
+      case Binary::Add: binary_row(pa, sa, pb, sb, po, n, [](auto x, auto y) { return x + y; }); break;
+      case Binary::Sub: binary_row(pa, sa, pb, sb, po, n, [](auto x, auto y) { return x - y; }); break;
+      case Binary::Mul: binary_row(pa, sa, pb, sb, po, n, [](auto x, auto y) { return x * y; }); break;
+      case Binary::Div: binary_row(pa, sa, pb, sb, po, n, [](auto x, auto y) { return x / y; }); break;
+    }
+  });
+  if (!done) scalar_table().binary(op, a, b, out, shape, ndim);
+}
+
+void masked_fill(Strided<float> x, Strided<int32_t> mask, float value, float* out,
+                 const int64_t* shape, int ndim) {
+  bool done = for_each_row(shape, ndim, x.strides, mask.strides,
+                           [&](int64_t, int64_t ox, int64_t om, int64_t n, int64_t sx,
+                               int64_t sm, int64_t o) {
+    for (int64_t i = 0; i < n; ++i)
+      out[o + i] = mask.data[om + i * sm] != 0 ? value : x.data[ox + i * sx];
+  });
+  if (!done) scalar_table().masked_fill(x, mask, value, out, shape, ndim);
+}
+
+void unary(Unary op, const float* x, float* y, int64_t n, float s) {
+  auto vec_map = [&](auto f) {
+    parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) {
+      int64_t i = b;
+      for (; i + W <= e; i += W) f(Vec::load(x + i)).store(y + i);
+      if (i < e) scalar_table().unary(op, x + i, y + i, e - i, s);
+    });
+  };
+  Vec vs = Vec::set1(s), zero = Vec::set1(0.0f), one = Vec::set1(1.0f);
+  switch (op) {
+    case Unary::Neg: return vec_map([&](Vec v) { return zero - v; });
+    case Unary::Exp: return vec_map([&](Vec v) { return simd::exp(v); });
+    case Unary::Relu: return vec_map([&](Vec v) { return max(v, zero); });
+    case Unary::Sigmoid: return vec_map([&](Vec v) { return one / (one + simd::exp(zero - v)); });
+    case Unary::AddScalar: return vec_map([&](Vec v) { return v + vs; });
+    case Unary::MulScalar: return vec_map([&](Vec v) { return v * vs; });
+    case Unary::RSubScalar: return vec_map([&](Vec v) { return vs - v; });
+    case Unary::RDivScalar: return vec_map([&](Vec v) { return vs / v; });
+    default:  // log, sqrt, tanh, pow: not on a hot path; the library functions are exact
+      parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) {
+        scalar_table().unary(op, x + b, y + b, e - b, s);
+      });
+  }
+}
+
+// --- reductions ---------------------------------------------------------------------
+
+float row_sum(const float* x, int64_t n) {
+  Vec acc = Vec::set1(0.0f);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc = acc + Vec::load(x + i);
+  float total = acc.sum();
+  for (; i < n; ++i) total += x[i];
+  return total;
+}
+
+float row_max(const float* x, int64_t n) {
+  Vec acc = Vec::set1(-INFINITY);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc = max(acc, Vec::load(x + i));
+  float best = acc.max();
+  for (; i < n; ++i) best = std::max(best, x[i]);
+  return best;
+}
+
+// out[j] += x[j] over a row, vectorised.
+void add_row(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) (Vec::load(out + i) + Vec::load(x + i)).store(out + i);
+  for (; i < n; ++i) out[i] += x[i];
+}
+
+void sum_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* out) {
+  if (inner == 1) {
+    parallel_for(0, outer, grain_rows(n), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) out[o] = row_sum(x + o * n, n);
+    });
+    return;
+  }
+  // Sum whole rows of `inner` elements: each output column block is one thread's.
+  parallel_for(0, outer, grain_rows(n * inner), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      float* dst = out + o * inner;
+      std::fill(dst, dst + inner, 0.0f);
+      for (int64_t i = 0; i < n; ++i) add_row(x + (o * n + i) * inner, dst, inner);
+    }
+  });
+}
+
+// Column sums ([rows, cols] -> [cols], e.g. a bias gradient), split by columns.
+void column_sums(const float* x, int64_t rows, int64_t cols, float* out) {
+  int64_t block = std::max<int64_t>(W, (cols / num_threads() + W - 1) / W * W);
+  parallel_for(0, (cols + block - 1) / block, rows * block >= kGrainElements ? 1 : INT64_MAX,
+               [&](int64_t b, int64_t e) {
+    int64_t c0 = b * block, c1 = std::min(cols, e * block);
+    for (int64_t r = 0; r < rows; ++r) add_row(x + r * cols + c0, out + c0, c1 - c0);
+  });
+}
+
+void sum_to(const float* x, const int64_t* shape, int ndim, float* out, const int64_t* out_strides) {
+  std::vector<int64_t> unit(ndim);
+  int64_t stride = 1;
+  for (int d = ndim - 1; d >= 0; stride *= shape[d], --d) unit[d] = stride;
+  Collapsed c = collapse(shape, ndim, out_strides, unit.data());
+  // [rows, cols] -> [cols] and [rows, cols] -> [rows] are the common cases.
+  if (c.shape.size() == 2 && c.sa[0] == 0 && c.sa[1] == 1)
+    return column_sums(x, c.shape[0], c.shape[1], out);
+  if (c.shape.size() == 2 && c.sa[0] == 1 && c.sa[1] == 0)
+    return sum_axis(x, c.shape[0], c.shape[1], 1, out);
+  scalar_table().sum_to(x, shape, ndim, out, out_strides);
+}
+
+void max_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* out, int32_t* arg) {
+  if (inner != 1 || arg) return scalar_table().max_axis(x, outer, n, inner, out, arg);
+  parallel_for(0, outer, grain_rows(n), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) out[o] = row_max(x + o * n, n);
+  });
+}
+
+// --- softmax family ------------------------------------------------------------------
+
+// y = exp(x - shift) over a row; returns the sum of y.
+float exp_row(const float* x, float shift, float* y, int64_t n) {
+  Vec acc = Vec::set1(0.0f), vs = Vec::set1(shift);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    Vec e = simd::exp(Vec::load(x + i) - vs);
+    e.store(y + i);
+    acc = acc + e;
+  }
+  float total = acc.sum();
+  for (; i < n; ++i) total += (y[i] = std::exp(x[i] - shift));
+  return total;
+}
+
+void scale_row(float* y, float s, int64_t n) {
+  Vec vs = Vec::set1(s);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) (Vec::load(y + i) * vs).store(y + i);
+  for (; i < n; ++i) y[i] *= s;
+}
+
+void softmax_row(const float* x, float* y, int64_t n) {
+  float total = exp_row(x, row_max(x, n), y, n);
+  scale_row(y, 1.0f / total, n);
+}
+
+// log_softmax(x) = x - (max + log sum exp(x - max)); y doubles as scratch.
+void log_softmax_row(const float* x, float* y, int64_t n) {
+  float mx = row_max(x, n);
+  float shift = mx + std::log(exp_row(x, mx, y, n));
+  Vec vs = Vec::set1(shift);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) (Vec::load(x + i) - vs).store(y + i);
+  for (; i < n; ++i) y[i] = x[i] - shift;
+}
+
+template <class F>
+void for_rows(int64_t rows, int64_t cols, F f) {
+  parallel_for(0, rows, grain_rows(cols), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) f(r);
+  });
+}
+
+void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
+  for_rows(rows, cols, [&](int64_t r) { softmax_row(x + r * cols, y + r * cols, cols); });
+}
+
+void log_softmax(const float* x, float* y, int64_t rows, int64_t cols) {
+  for_rows(rows, cols, [&](int64_t r) { log_softmax_row(x + r * cols, y + r * cols, cols); });
+}
+
+float dot_row(const float* a, const float* b, int64_t n) {
+  Vec acc = Vec::set1(0.0f);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc = fma(Vec::load(a + i), Vec::load(b + i), acc);
+  float total = acc.sum();
+  for (; i < n; ++i) total += a[i] * b[i];
+  return total;
+}
+
+// dx = scale * y * (dy - dot)
+void softmax_backward_row(const float* y, const float* dy, float* dx, int64_t n, float scale) {
+  float dot = dot_row(y, dy, n);
+  Vec vd = Vec::set1(dot), vs = Vec::set1(scale);
+  int64_t i = 0;
+  for (; i + W <= n; i += W)
+    (vs * Vec::load(y + i) * (Vec::load(dy + i) - vd)).store(dx + i);
+  for (; i < n; ++i) dx[i] = scale * y[i] * (dy[i] - dot);
+}
+
+void softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols) {
+  for_rows(rows, cols, [&](int64_t r) {
+    softmax_backward_row(y + r * cols, dy + r * cols, dx + r * cols, cols, 1.0f);
+  });
+}
+
+void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols) {
+  for_rows(rows, cols, [&](int64_t r) {
+    const float *yr = y + r * cols, *gr = dy + r * cols;
+    float* dr = dx + r * cols;
+    float total = row_sum(gr, cols);
+    Vec vt = Vec::set1(total);
+    int64_t i = 0;
+    for (; i + W <= cols; i += W)
+      (Vec::load(gr + i) - simd::exp(Vec::load(yr + i)) * vt).store(dr + i);
+    for (; i < cols; ++i) dr[i] = gr[i] - std::exp(yr[i]) * total;
+  });
+}
+
+constexpr float kMaskedScore = -1e9f;
+
+void masked_softmax(const float* x, Strided<int32_t> mask, const int64_t* shape, int ndim,
+                    float scale, float* y) {
+  int64_t cols = shape[ndim - 1], rows = 1;
+  for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
+  int64_t mstep = mask.strides[ndim - 1];
+  for_rows(rows, cols, [&](int64_t r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    // Scaled, masked scores into y, then softmax in place.
+    const int32_t* m = mask.data ? mask.data + row_offset(r, shape, ndim, mask.strides) : nullptr;
+    for (int64_t c = 0; c < cols; ++c) yr[c] = !m || m[c * mstep] ? scale * xr[c] : kMaskedScore;
+    softmax_row(yr, yr, cols);
+  });
+}
+
+void masked_softmax_backward(const float* y, const float* dy, Strided<int32_t> mask,
+                             const int64_t* shape, int ndim, float scale, float* dx) {
+  int64_t cols = shape[ndim - 1], rows = 1;
+  for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
+  int64_t mstep = mask.strides[ndim - 1];
+  for_rows(rows, cols, [&](int64_t r) {
+    float* dr = dx + r * cols;
+    softmax_backward_row(y + r * cols, dy + r * cols, dr, cols, scale);
+    if (!mask.data) return;
+    const int32_t* m = mask.data + row_offset(r, shape, ndim, mask.strides);
+    for (int64_t c = 0; c < cols; ++c)
+      if (!m[c * mstep]) dr[c] = 0.0f;
+  });
+}
+
+// --- layer norm and friends ----------------------------------------------------------
+
+void layer_norm(const float* x, const float* alpha, const float* bias, int64_t rows, int64_t cols,
+                float eps, float* y, float* mean, float* std) {
+  for_rows(rows, cols, [&](int64_t r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    float mu = row_sum(xr, cols) / static_cast<float>(cols);
+    Vec vmu = Vec::set1(mu), acc = Vec::set1(0.0f);
+    int64_t i = 0;
+    for (; i + W <= cols; i += W) {
+      Vec d = Vec::load(xr + i) - vmu;
+      acc = fma(d, d, acc);
+    }
+    float ss = acc.sum();
+    for (; i < cols; ++i) ss += (xr[i] - mu) * (xr[i] - mu);
+    float s = std::sqrt(ss / static_cast<float>(cols - 1)), inv = 1.0f / (s + eps);
+    Vec vinv = Vec::set1(inv);
+    for (i = 0; i + W <= cols; i += W)
+      fma(Vec::load(alpha + i), (Vec::load(xr + i) - vmu) * vinv, Vec::load(bias + i)).store(yr + i);
+    for (; i < cols; ++i) yr[i] = alpha[i] * ((xr[i] - mu) * inv) + bias[i];
+    mean[r] = mu;
+    std[r] = s;
+  });
+}
+
+// dx per row in parallel; dalpha and dbias summed over rows per column block.
+void layer_norm_backward(const float* x, const float* alpha, const float* mean, const float* std,
+                         const float* dy, int64_t rows, int64_t cols, float eps, float* dx,
+                         float* dalpha, float* dbias) {
+  for_rows(rows, cols, [&](int64_t r) {
+    const float *xr = x + r * cols, *gr = dy + r * cols;
+    float* dr = dx + r * cols;
+    float inv = 1.0f / (std[r] + eps), mu = mean[r];
+    Vec vmu = Vec::set1(mu), vinv = Vec::set1(inv), sum_g = Vec::set1(0.0f), dot = sum_g;
+    int64_t i = 0;
+    for (; i + W <= cols; i += W) {
+      Vec g = Vec::load(gr + i) * Vec::load(alpha + i);
+      sum_g = sum_g + g;
+      dot = fma(g, (Vec::load(xr + i) - vmu) * vinv, dot);
+    }
+    float sg = sum_g.sum(), sd = dot.sum();
+    for (; i < cols; ++i) {
+      float g = gr[i] * alpha[i];
+      sg += g;
+      sd += g * (xr[i] - mu) * inv;
+    }
+    float mean_g = sg / static_cast<float>(cols);
+    float k = std[r] > 0.0f ? sd / (static_cast<float>(cols - 1) * std[r]) : 0.0f;
+    Vec vmg = Vec::set1(mean_g), vk = Vec::set1(k);
+    for (i = 0; i + W <= cols; i += W) {
+      Vec xhat = (Vec::load(xr + i) - vmu) * vinv;
+      ((Vec::load(gr + i) * Vec::load(alpha + i) - vmg) * vinv - xhat * vk).store(dr + i);
+    }
+    for (; i < cols; ++i) dr[i] = (gr[i] * alpha[i] - mean_g) * inv - (xr[i] - mu) * inv * k;
+  });
+  int64_t block = std::max<int64_t>(W, (cols / num_threads() + W - 1) / W * W);
+  parallel_for(0, (cols + block - 1) / block, rows * block >= kGrainElements ? 1 : INT64_MAX,
+               [&](int64_t b, int64_t e) {
+    int64_t c0 = b * block, c1 = std::min(cols, e * block);
+    std::fill(dalpha + c0, dalpha + c1, 0.0f);
+    std::fill(dbias + c0, dbias + c1, 0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      float inv = 1.0f / (std[r] + eps), mu = mean[r];
+      for (int64_t c = c0; c < c1; ++c) {
+        float g = dy[r * cols + c];
+        dalpha[c] += g * (x[r * cols + c] - mu) * inv;
+        dbias[c] += g;
+      }
+    }
+  });
+}
+
+void bias_relu(const float* x, const float* bias, int64_t rows, int64_t cols, float* y) {
+  for_rows(rows, cols, [&](int64_t r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    Vec zero = Vec::set1(0.0f);
+    int64_t i = 0;
+    for (; i + W <= cols; i += W) max(Vec::load(xr + i) + Vec::load(bias + i), zero).store(yr + i);
+    for (; i < cols; ++i) yr[i] = std::max(xr[i] + bias[i], 0.0f);
+  });
+}
+
+void relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
+  parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) {
+    int64_t i = b;
+    for (; i + W <= e; i += W) select_positive(Vec::load(y + i), Vec::load(dy + i)).store(dx + i);
+    for (; i < e; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  });
+}
+
+// The hash loop is plain integer code that the compiler vectorises.
+void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
+  parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = dropout_keeps(seed, i, threshold) ? x[i] * scale : 0.0f;
+  });
+}
+
+// --- cross-entropy ---------------------------------------------------------------------
+
+void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t cols,
+                   int32_t ignore_index, float eps, float* row_loss, float* log_probs) {
+  for_rows(rows, cols, [&](int64_t r) {
+    float* lp = log_probs + r * cols;
+    log_softmax_row(logits + r * cols, lp, cols);
+    if (targets[r] == ignore_index) {
+      row_loss[r] = 0.0f;
+      return;
+    }
+    float mean_nll = -row_sum(lp, cols) / static_cast<float>(cols);
+    row_loss[r] = (1.0f - eps) * -lp[targets[r]] + eps * mean_nll;
+  });
+}
+
+void cross_entropy_backward(const float* log_probs, const int32_t* targets, int64_t rows,
+                            int64_t cols, int32_t ignore_index, float eps, float scale,
+                            float* dlogits) {
+  for_rows(rows, cols, [&](int64_t r) {
+    float* d = dlogits + r * cols;
+    if (targets[r] == ignore_index) {
+      std::fill(d, d + cols, 0.0f);
+      return;
+    }
+    const float* lp = log_probs + r * cols;
+    Vec vs = Vec::set1(scale), off = Vec::set1(scale * eps / static_cast<float>(cols));
+    int64_t i = 0;
+    for (; i + W <= cols; i += W) (vs * simd::exp(Vec::load(lp + i)) - off).store(d + i);
+    for (; i < cols; ++i) d[i] = scale * (std::exp(lp[i]) - eps / static_cast<float>(cols));
+    d[targets[r]] -= scale * (1.0f - eps);
+  });
+}
+
+// --- data movement -------------------------------------------------------------------
+
+void copy_rows(const void* src, int64_t src_stride, void* dst, int64_t dst_stride, int64_t rows,
+               int64_t row_bytes) {
+  parallel_for(0, rows, std::max<int64_t>(1, 4 * kGrainElements / std::max<int64_t>(row_bytes, 1)),
+               [&](int64_t b, int64_t e) {
+    scalar_table().copy_rows(static_cast<const char*>(src) + b * src_stride, src_stride,
+                             static_cast<char*>(dst) + b * dst_stride, dst_stride, e - b, row_bytes);
+  });
+}
+
+// Permutations that keep the last dim (attention's head split and merge) copy
+// whole rows; others use the reference.
+void permute(const float* x, const int64_t* shape, const int* perm, int ndim, float* y) {
+  if (ndim < 2 || perm[ndim - 1] != ndim - 1) return scalar_table().permute(x, shape, perm, ndim, y);
+  std::vector<int64_t> x_strides(ndim), y_shape(ndim);
+  int64_t stride = 1;
+  for (int d = ndim - 1; d >= 0; stride *= shape[d], --d) x_strides[d] = stride;
+  for (int d = 0; d < ndim; ++d) y_shape[d] = shape[perm[d]];
+  int64_t cols = shape[ndim - 1], rows = 1;
+  for (int d = 0; d < ndim - 1; ++d) rows *= y_shape[d];
+  for_rows(rows, cols, [&](int64_t r) {
+    int64_t offset = 0, rest = r;
+    for (int d = ndim - 2; d >= 0; --d) {
+      offset += (rest % y_shape[d]) * x_strides[perm[d]];
+      rest /= y_shape[d];
+    }
+    std::memcpy(y + r * cols, x + offset, cols * sizeof(float));
+  });
+}
+
+void gather_rows(const float* table, const int32_t* ids, int64_t n, int64_t dim, float* out) {
+  for_rows(n, dim, [&](int64_t i) { std::memcpy(out + i * dim, table + ids[i] * dim, dim * sizeof(float)); });
+}
+
+// Serial over ids (two ids may name the same row), vectorised over the row.
+void scatter_add_rows(const float* grad_out, const int32_t* ids, int64_t n, int64_t dim,
+                      float* grad_table) {
+  for (int64_t i = 0; i < n; ++i) add_row(grad_out + i * dim, grad_table + ids[i] * dim, dim);
+}
+
+}  // namespace
+
+const Table& fast_table() {
+  static const Table table = [] {
+    Table t = scalar_table();
+    t.name = "fast";
+    t.gemm = gemm_fast;
+    t.binary = binary;
+    t.masked_fill = masked_fill;
+    t.unary = unary;
+    t.sum_to = sum_to;
+    t.sum_axis = sum_axis;
+    t.max_axis = max_axis;
+    t.softmax = softmax;
+    t.log_softmax = log_softmax;
+    t.softmax_backward = softmax_backward;
+    t.log_softmax_backward = log_softmax_backward;
+    t.masked_softmax = masked_softmax;
+    t.masked_softmax_backward = masked_softmax_backward;
+    t.layer_norm = layer_norm;
+    t.layer_norm_backward = layer_norm_backward;
+    t.bias_relu = bias_relu;
+    t.relu_backward = relu_backward;
+    t.dropout = dropout;
+    t.copy_rows = copy_rows;
+    t.permute = permute;
+    t.gather_rows = gather_rows;
+    t.scatter_add_rows = scatter_add_rows;
+    t.cross_entropy = cross_entropy;
+    t.cross_entropy_backward = cross_entropy_backward;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace sf::kernels
