@@ -32,7 +32,7 @@ TESTS := $(BUILD)/tests
 
 obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all test deps clean
+.PHONY: all test bench deps bench-deps clean
 all: $(LIB)
 
 # Build dependencies, installed when missing (see tools/need-packages).
@@ -54,6 +54,17 @@ $(TESTS): $(call obj,$(TEST_SRC)) $(LIB)
 # The suite's last line is "tests: N passed, M failed" (printed by tests/main.cpp).
 test: $(TESTS)
 	@$(TESTS)
+
+# Benchmarks: always optimised; OpenBLAS is the reference (the library never links it).
+bench-deps:
+	@tools/need-packages libopenblas-dev:/usr/include/x86_64-linux-gnu/cblas.h
+
+build/bench: bench/bench.cpp build/libscratchformer.a | deps bench-deps
+	$(CXX) $(BASE_FLAGS) -O3 $< build/libscratchformer.a -lopenblas -o $@
+
+bench:
+	@$(MAKE) SANITIZE= build/bench
+	@build/bench build/bench.json
 
 clean:
 	rm -rf build

@@ -440,10 +440,16 @@ void relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
   });
 }
 
-// The hash loop is plain integer code that the compiler vectorises.
+// The hash is 32-bit integer arithmetic, which the compiler vectorises once the
+// loop is branch-free and its index is 32-bit (dropout_keeps uses the low 32
+// bits of i).
 void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
-  parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = dropout_keeps(seed, i, threshold) ? x[i] * scale : 0.0f;
+  parallel_for(0, n, kGrainElements, [=](int64_t b, int64_t e) {
+    auto first = static_cast<uint32_t>(b);
+    const float* xb = x + b;
+    float* yb = y + b;
+    for (uint32_t j = 0, count = static_cast<uint32_t>(e - b); j < count; ++j)
+      yb[j] = xb[j] * (dropout_keeps(seed, first + j, threshold) ? scale : 0.0f);
   });
 }
 

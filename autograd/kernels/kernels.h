@@ -27,8 +27,8 @@ struct Strided {
 // Dropout's keep decision for element i: a stateless hash of (seed, i), so the
 // result does not depend on how threads split the work, and the backward pass
 // recomputes the mask instead of storing it. (The "lowbias32" integer hash.)
-inline bool dropout_keeps(uint32_t seed, uint64_t i, uint32_t threshold) {
-  uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u + seed;
+inline bool dropout_keeps(uint32_t seed, uint32_t i, uint32_t threshold) {
+  uint32_t h = i * 0x9E3779B1u + seed;
   h ^= h >> 16;
   h *= 0x7feb352du;
   h ^= h >> 15;

@@ -354,7 +354,8 @@ void relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
 }
 
 void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
-  for (int64_t i = 0; i < n; ++i) y[i] = dropout_keeps(seed, i, threshold) ? x[i] * scale : 0.0f;
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = dropout_keeps(seed, static_cast<uint32_t>(i), threshold) ? x[i] * scale : 0.0f;
 }
 
 }  // namespace
