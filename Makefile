@@ -22,18 +22,20 @@ else
   BUILD := build
   CXXFLAGS ?= -O3 -g
 endif
-ALL_FLAGS := $(BASE_FLAGS) $(CXXFLAGS)
+ALL_FLAGS := $(BASE_FLAGS) $(CXXFLAGS) -DSF_BUILD_DIR='"$(BUILD)"'
 
 LIB_SRC := $(wildcard autograd/*.cpp autograd/kernels/*.cpp nn/*.cpp optim/*.cpp data/*.cpp) \
            $(filter-out train/main.cpp,$(wildcard train/*.cpp))
 TEST_SRC := $(wildcard tests/*.cpp)
 LIB := $(BUILD)/libscratchformer.a
 TESTS := $(BUILD)/tests
+EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.cpp))
 
 obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
 
 .PHONY: all test bench deps bench-deps clean
-all: $(LIB)
+.SECONDARY:
+all: $(LIB) $(EXAMPLES)
 
 # Build dependencies, installed when missing (see tools/need-packages).
 deps:
@@ -48,7 +50,12 @@ $(LIB): $(call obj,$(LIB_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(TESTS): $(call obj,$(TEST_SRC)) $(LIB)
+# The suite runs the examples, so they are built first.
+$(TESTS): $(call obj,$(TEST_SRC)) $(LIB) | $(EXAMPLES)
+	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS)
+
+$(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)
+	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS)
 
 # The suite's last line is "tests: N passed, M failed" (printed by tests/main.cpp).

@@ -124,6 +124,19 @@ struct Table {
   void (*dropout)(const float* x, float* y, int64_t n, float scale, uint32_t seed,
                   uint32_t threshold);
 
+  // One optimizer update of n parameters p with gradients g, as PyTorch's
+  // torch.optim.Adam (l2 = weight_decay added to the gradient) and AdamW
+  // (decay = lr * weight_decay, applied to p first):
+  //   p *= 1 - decay; g += l2 p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  //   p -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)
+  // with step_size = lr / (1 - b1^t) and sqrt_bc2 = sqrt(1 - b2^t).
+  void (*adam_step)(float* p, const float* g, float* m, float* v, int64_t n, float step_size,
+                    float b1, float b2, float eps, float sqrt_bc2, float l2, float decay);
+  // torch.optim.SGD: g += l2 p; with momentum, buf = first ? g : momentum buf + g,
+  // and g = nesterov ? g + momentum buf : buf; then p -= lr g.
+  void (*sgd_step)(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,
+                   float l2, bool nesterov, bool first);
+
   // Top k of each row of [rows, cols], largest first (ties: lower index first).
   void (*topk)(const float* x, int64_t rows, int64_t cols, int64_t k, float* values,
                int32_t* indices);

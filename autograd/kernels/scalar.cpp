@@ -358,6 +358,29 @@ void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, ui
     y[i] = dropout_keeps(seed, static_cast<uint32_t>(i), threshold) ? x[i] * scale : 0.0f;
 }
 
+void adam_step(float* p, const float* g, float* m, float* v, int64_t n, float step_size, float b1,
+               float b2, float eps, float sqrt_bc2, float l2, float decay) {
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] *= 1.0f - decay;
+    float grad = g[i] + l2 * p[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * grad;
+    v[i] = b2 * v[i] + (1.0f - b2) * grad * grad;
+    p[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bc2 + eps);
+  }
+}
+
+void sgd_step(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float l2,
+              bool nesterov, bool first) {
+  for (int64_t i = 0; i < n; ++i) {
+    float grad = g[i] + l2 * p[i];
+    if (buf) {
+      buf[i] = first ? grad : momentum * buf[i] + grad;
+      grad = nesterov ? grad + momentum * buf[i] : buf[i];
+    }
+    p[i] -= lr * grad;
+  }
+}
+
 }  // namespace
 
 const Table& scalar_table() {
@@ -383,6 +406,8 @@ const Table& scalar_table() {
       .bias_relu = bias_relu,
       .relu_backward = relu_backward,
       .dropout = dropout,
+      .adam_step = adam_step,
+      .sgd_step = sgd_step,
       .topk = topk,
       .copy_rows = copy_rows,
       .permute = permute,

@@ -34,6 +34,7 @@ struct Vec {
   friend Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
   friend Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
   friend Vec round(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT)}; }
+  friend Vec sqrt(Vec a) { return {_mm512_sqrt_ps(a.v)}; }
   // 2^n for integral-valued n, built in the exponent bits.
   friend Vec exp2_int(Vec n) {
     __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n.v),
@@ -62,6 +63,7 @@ struct Vec {
   friend Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
   friend Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
   friend Vec round(Vec a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+  friend Vec sqrt(Vec a) { return {_mm256_sqrt_ps(a.v)}; }
   friend Vec exp2_int(Vec n) {
     __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n.v),
                                                       _mm256_set1_epi32(127)), 23);
@@ -98,6 +100,7 @@ struct Vec {
   friend Vec max(Vec a, Vec b) { return {a.v > b.v ? a.v : b.v}; }
   friend Vec min(Vec a, Vec b) { return {a.v < b.v ? a.v : b.v}; }
   friend Vec round(Vec a) { return {std::nearbyint(a.v)}; }
+  friend Vec sqrt(Vec a) { return {std::sqrt(a.v)}; }
   friend Vec exp2_int(Vec n) { return {std::ldexp(1.0f, static_cast<int>(n.v))}; }
   friend Vec select_positive(Vec a, Vec b) { return {a.v > 0.0f ? b.v : 0.0f}; }
   float sum() const { return v; }

@@ -1,0 +1,34 @@
+// The example programs run and do what they say.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+// Runs a command; returns its exit status and what it printed.
+std::pair<int, std::string> run(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[256];
+  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+}  // namespace
+
+TEST_CASE("examples: xor learns XOR with every optimizer") {
+  for (std::string kind : {"adam", "adamw", "sgd"}) {
+    CAPTURE(kind);
+    auto [status, output] = run(std::string(SF_BUILD_DIR) + "/examples/xor " + kind);
+    CAPTURE(output);
+    CHECK(status == 0);
+    CHECK(output.find("accuracy: 100%") != std::string::npos);
+  }
+  auto [status, output] = run(std::string(SF_BUILD_DIR) + "/examples/xor momentum");
+  CHECK(status == 2);
+  CHECK(output.find("unknown optimizer 'momentum'") != std::string::npos);
+}

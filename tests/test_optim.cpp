@@ -1,0 +1,254 @@
+// Optimizers against PyTorch's update rules, schedules, clipping, accumulation
+// and exact state round trips.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+
+#include "autograd/engine.h"
+#include "autograd/error.h"
+#include "autograd/ops.h"
+#include "nn/layers.h"
+#include "optim/accumulation.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+using namespace sf;
+using namespace sf::optim;
+using doctest::Approx;
+
+namespace {
+
+// torch.optim's rules, in double, written out independently of optim/.
+struct Reference {
+  std::string kind;  // adam | adamw | sgd
+  double lr, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0, momentum = 0;
+  bool nesterov = false;
+  std::vector<double> m, v, buf;
+  int t = 0;
+
+  void step(std::vector<double>& p, std::vector<double> g) {
+    ++t;
+    m.resize(p.size());
+    v.resize(p.size());
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (kind == "sgd") {
+        g[i] += wd * p[i];
+        if (momentum != 0) {
+          buf.resize(p.size());
+          buf[i] = t == 1 ? g[i] : momentum * buf[i] + g[i];
+          g[i] = nesterov ? g[i] + momentum * buf[i] : buf[i];
+        }
+        p[i] -= lr * g[i];
+        continue;
+      }
+      if (kind == "adamw") p[i] *= 1 - lr * wd;
+      else g[i] += wd * p[i];
+      m[i] = b1 * m[i] + (1 - b1) * g[i];
+      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+      double denom = std::sqrt(v[i]) / std::sqrt(1 - std::pow(b2, t)) + eps;
+      p[i] -= lr / (1 - std::pow(b1, t)) * m[i] / denom;
+    }
+  }
+};
+
+std::unique_ptr<Optimizer> make(const std::string& kind, NamedTensors params, float lr, float wd,
+                                float momentum = 0, bool nesterov = false) {
+  if (kind == "sgd") return std::make_unique<Sgd>(params, lr, SgdOptions{momentum, wd, nesterov});
+  return std::make_unique<Adam>(params, lr, AdamOptions{0.9f, 0.999f, 1e-8f, wd, kind == "adamw"});
+}
+
+// Runs 3 steps of `loss` with ours and the reference, comparing every step.
+void check_trajectory(const std::string& kind, std::vector<float> start,
+                      const std::function<Tensor(const Tensor&)>& loss,
+                      const std::function<std::vector<double>(const std::vector<double>&)>& grad,
+                      float lr, float wd, float momentum = 0, bool nesterov = false) {
+  Tensor x = Tensor::from(start, {static_cast<int64_t>(start.size())}).set_requires_grad();
+  auto opt = make(kind, {{"x", x}}, lr, wd, momentum, nesterov);
+  Reference ref{kind, lr};
+  ref.wd = wd;
+  ref.momentum = momentum;
+  ref.nesterov = nesterov;
+  std::vector<double> p(start.begin(), start.end());
+  for (int step = 1; step <= 3; ++step) {
+    opt->zero_grad();
+    loss(x).backward();
+    opt->step();
+    ref.step(p, grad(p));
+    for (size_t i = 0; i < p.size(); ++i) {
+      CAPTURE(step);
+      CAPTURE(i);
+      CHECK(x.data()[i] == Approx(p[i]).epsilon(0).scale(0).epsilon(1e-6));
+      CHECK(std::fabs(x.data()[i] - p[i]) <= 1e-6);
+    }
+  }
+}
+
+// f(x) = sum(c_i x_i^2) / 2 with c = [1, 3, 0.5].
+Tensor quadratic(const Tensor& x) { return sum(x * x * Tensor::from({1, 3, 0.5f}, {3})) * 0.5f; }
+std::vector<double> quadratic_grad(const std::vector<double>& p) {
+  return {p[0], 3 * p[1], 0.5 * p[2]};
+}
+
+// Rosenbrock: f(a, b) = (1 - a)^2 + 10 (b - a^2)^2.
+Tensor rosenbrock(const Tensor& x) {
+  Tensor a = slice(x, 0, 0, 1), b = slice(x, 0, 1, 2);
+  Tensor u = 1.0f - a, w = b - a * a;
+  return sum(u * u + w * w * 10.0f);
+}
+std::vector<double> rosenbrock_grad(const std::vector<double>& p) {
+  double a = p[0], b = p[1];
+  return {-2 * (1 - a) - 40 * a * (b - a * a), 20 * (b - a * a)};
+}
+
+}  // namespace
+
+TEST_CASE("optim: Adam's first step moves each parameter by lr against its gradient's sign") {
+  Tensor x = Tensor::from({1.0f, -2.0f}, {2}).set_requires_grad();
+  Adam adam({{"x", x}}, 0.1f);
+  sum(x * x).backward();
+  adam.step();
+  // m = 0.1 g, v = 0.001 g^2: the corrected step is lr * g / (|g| + eps).
+  CHECK(x.data()[0] == Approx(0.9f));
+  CHECK(x.data()[1] == Approx(-1.9f));
+}
+
+TEST_CASE("optim: Adam trajectories match torch.optim.Adam for 3 steps") {
+  check_trajectory("adam", {1, -2, 0.5f}, quadratic, quadratic_grad, 0.1f, 0.0f);
+  check_trajectory("adam", {1, -2, 0.5f}, quadratic, quadratic_grad, 0.1f, 0.05f);  // L2
+  check_trajectory("adam", {-1.2f, 1.0f}, rosenbrock, rosenbrock_grad, 0.05f, 0.0f);
+}
+
+TEST_CASE("optim: AdamW trajectories match torch.optim.AdamW for 3 steps") {
+  check_trajectory("adamw", {1, -2, 0.5f}, quadratic, quadratic_grad, 0.1f, 0.1f);
+  check_trajectory("adamw", {-1.2f, 1.0f}, rosenbrock, rosenbrock_grad, 0.05f, 0.01f);
+}
+
+TEST_CASE("optim: SGD trajectories (plain, momentum, Nesterov, weight decay) for 3 steps") {
+  check_trajectory("sgd", {1, -2, 0.5f}, quadratic, quadratic_grad, 0.1f, 0.0f);
+  check_trajectory("sgd", {1, -2, 0.5f}, quadratic, quadratic_grad, 0.1f, 0.01f, 0.9f);
+  check_trajectory("sgd", {-1.2f, 1.0f}, rosenbrock, rosenbrock_grad, 0.001f, 0.0f, 0.9f, true);
+}
+
+TEST_CASE("optim: SGD by hand on f = x^2 with momentum 0.5") {
+  // g = 2x. x0 = 1: g1 = 2, buf1 = 2, x1 = 1 - 0.1*2 = 0.8;
+  // g2 = 1.6, buf2 = 0.5*2 + 1.6 = 2.6, x2 = 0.8 - 0.26 = 0.54.
+  Tensor x = Tensor::from({1.0f}, {1}).set_requires_grad();
+  Sgd sgd({{"x", x}}, 0.1f, {.momentum = 0.5f});
+  for (float expect : {0.8f, 0.54f}) {
+    sgd.zero_grad();
+    sum(x * x).backward();
+    sgd.step();
+    CHECK(x.data()[0] == Approx(expect));
+  }
+}
+
+TEST_CASE("optim: an MLP learns XOR with each optimizer") {
+  for (std::string kind : {"adam", "adamw", "sgd"}) {
+    CAPTURE(kind);
+    Rng init(1);
+    nn::Linear hidden(2, 8, init), out(8, 2, init);
+    NamedTensors params = {{"hidden.weight", hidden.weight}, {"hidden.bias", hidden.bias},
+                           {"out.weight", out.weight},       {"out.bias", out.bias}};
+    auto opt = kind == "sgd" ? make(kind, params, 0.5f, 0.0f, 0.9f) : make(kind, params, 0.05f, 0.01f);
+    Tensor x = Tensor::from({0, 0, 0, 1, 1, 0, 1, 1}, {4, 2});
+    Tensor y = Tensor::from_ints({0, 1, 1, 0}, {4});
+    for (int step = 0; step < 300; ++step) {
+      opt->zero_grad();
+      cross_entropy(out.forward(tanh(hidden.forward(x))), y).backward();
+      opt->step();
+    }
+    NoGradGuard no_grad;
+    CHECK(argmax(out.forward(tanh(hidden.forward(x)))).to_int_vector() == y.to_int_vector());
+  }
+}
+
+TEST_CASE("optim: gradient clipping keeps the direction; small norms are untouched") {
+  Tensor a = Tensor::zeros({2}).set_requires_grad(), b = Tensor::zeros({1}).set_requires_grad();
+  NamedTensors params = {{"a", a}, {"b", b}};
+  // Gradients [6, 0] and [8]: norm 10.
+  (sum(a * Tensor::from({6, 0}, {2})) + sum(b * 8.0f)).backward();
+  CHECK(grad_norm(params) == Approx(10.0f));
+  CHECK(clip_grad_norm(params, 1.0f) == Approx(10.0f));
+  CHECK(a.grad().data()[0] == Approx(0.6f).epsilon(1e-5));
+  CHECK(a.grad().data()[1] == 0.0f);
+  CHECK(b.grad().data()[0] == Approx(0.8f).epsilon(1e-5));
+  CHECK(grad_norm(params) == Approx(1.0f).epsilon(1e-5));
+  // Below the bound nothing changes, bit for bit.
+  std::vector<float> before = a.grad().to_vector();
+  clip_grad_norm(params, 5.0f);
+  CHECK(a.grad().to_vector() == before);
+}
+
+TEST_CASE("optim: schedules as SPEC §4 defines them") {
+  ScheduleOptions noam{Schedule::Noam, 2.0f, 4000, 100000, 512};
+  // Before warmup ends the rate grows linearly; after, as step^-0.5.
+  CHECK(learning_rate(noam, 1) == Approx(2.0 / std::sqrt(512.0) * std::pow(4000.0, -1.5)));
+  CHECK(learning_rate(noam, 4000) == Approx(2.0 / std::sqrt(512.0) / std::sqrt(4000.0)));
+  CHECK(learning_rate(noam, 16000) == Approx(2.0 / std::sqrt(512.0) / std::sqrt(16000.0)));
+  ScheduleOptions cosine{Schedule::Cosine, 0.1f, 10, 110, 512};
+  CHECK(learning_rate(cosine, 5) == Approx(0.05f));
+  CHECK(learning_rate(cosine, 10) == Approx(0.1f));
+  CHECK(learning_rate(cosine, 60) == Approx(0.05f));
+  CHECK(learning_rate(cosine, 110) == Approx(0.0f).scale(1));
+  CHECK(learning_rate({Schedule::Constant, 0.3f}, 7) == 0.3f);
+  CHECK(parse_schedule("noam") == Schedule::Noam);
+  CHECK_THROWS_AS(parse_schedule("linear"), Error);
+}
+
+TEST_CASE("optim: gradient accumulation steps every k batches and at the epoch's end") {
+  GradAccumulation acc(3);
+  CHECK(acc.loss_scale() == Approx(1.0f / 3));
+  std::vector<bool> due;
+  for (int b = 0; b < 7; ++b) due.push_back(acc.step_due(b == 6));
+  CHECK(due == std::vector<bool>{false, false, true, false, false, true, true});
+  CHECK_THROWS_AS(GradAccumulation(0), Error);
+}
+
+TEST_CASE("optim: 10 steps straight equal 5, save, load into a fresh optimizer, 5 more") {
+  for (std::string kind : {"adam", "adamw", "sgd"}) {
+    CAPTURE(kind);
+    auto run = [&](bool resume) {
+      Rng init(4);
+      nn::Linear layer(3, 2, init);
+      NamedTensors params = {{"layer.weight", layer.weight}, {"layer.bias", layer.bias}};
+      Tensor x = uniform({5, 3}, -1, 1, init);
+      Tensor y = Tensor::from_ints({0, 1, 1, 0, 1}, {5});
+      auto opt = make(kind, params, 0.05f, 0.01f, 0.9f, true);
+      std::string path = (std::filesystem::temp_directory_path() / ("sf_optim_" + kind + ".safetensors")).string();
+      for (int step = 0; step < 10; ++step) {
+        if (resume && step == 5) {
+          opt->save(path);
+          opt = make(kind, params, 0.05f, 0.01f, 0.9f, true);
+          opt->load(path);
+          CHECK(opt->steps() == 5);
+        }
+        opt->zero_grad();
+        cross_entropy(layer.forward(x), y).backward();
+        opt->step();
+      }
+      std::remove(path.c_str());
+      return layer.weight.to_vector();
+    };
+    CHECK(run(false) == run(true));
+  }
+}
+
+TEST_CASE("optim: loading state for another optimizer or model is a clear error") {
+  Tensor x = Tensor::ones({2}).set_requires_grad(), z = Tensor::ones({3}).set_requires_grad();
+  Adam adam({{"x", x}}, 0.1f);
+  sum(x * x).backward();
+  adam.step();
+  std::string path = (std::filesystem::temp_directory_path() / "sf_optim_err.safetensors").string();
+  adam.save(path);
+  Sgd sgd({{"x", x}}, 0.1f, {.momentum = 0.9f});
+  CHECK_THROWS_WITH_AS(sgd.load(path), doctest::Contains("is for 'adam', not 'sgd'"), Error);
+  Adam other({{"x", z}}, 0.1f);
+  CHECK_THROWS_WITH_AS(other.load(path), doctest::Contains("exp_avg.x has shape [2]"), Error);
+  Adam renamed({{"y", x}}, 0.1f);
+  CHECK_THROWS_WITH_AS(renamed.load(path), doctest::Contains("does not have"), Error);
+  std::remove(path.c_str());
+}
