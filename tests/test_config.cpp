@@ -1,0 +1,140 @@
+// Config loading: defaults, overrides, and one clear error per kind of mistake.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "autograd/error.h"
+#include "train/config.h"
+
+using namespace sf;
+using namespace sf::train;
+
+namespace {
+
+std::string write_config(const std::string& text) {
+  static int counter = 0;
+  auto path = std::filesystem::temp_directory_path() / ("sf_config_" + std::to_string(counter++) + ".json");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+// The error message load_config gives for `text` with `overrides`.
+std::string error_for(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  std::string path = write_config(text);
+  try {
+    load_config(path, overrides);
+  } catch (const Error& e) {
+    std::string message = e.what();
+    CHECK(message.rfind(path, 0) == 0);  // starts with the file
+    return message.substr(path.size());
+  }
+  FAIL("no error for ", text);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("config: an empty object gives the seed's defaults") {
+  Config c = load_config(write_config("{}"));
+  CHECK(c.batch_size == 8);
+  CHECK(c.num_epochs == 20);
+  CHECK(c.lr == doctest::Approx(1e-4));
+  CHECK(c.seq_len == 350);
+  CHECK(c.d_model == 512);
+  CHECK(c.N == 6);
+  CHECK(c.h == 8);
+  CHECK(c.d_ff == 2048);
+  CHECK(c.dropout == doctest::Approx(0.1));
+  CHECK(c.label_smoothing == doctest::Approx(0.1));
+  CHECK(c.seed == 42);
+  CHECK(c.lang_src == "en");
+  CHECK(c.lang_tgt == "it");
+  CHECK(c.data.task == kDefaultTask);
+  CHECK(c.data.size == 20000);
+  CHECK(c.model_folder == "weights");
+  CHECK(c.model_basename == "tmodel_");
+  CHECK(c.keep_checkpoints == 5);
+  CHECK_FALSE(c.preload.has_value());
+  CHECK(c.tokenizer_path("de") == "tokenizer_de.json");
+  CHECK(c.experiment_name == "runs/tmodel");
+  CHECK(c.optimizer.name == "adam");
+  CHECK(c.optimizer.beta2 == doctest::Approx(0.999));
+  CHECK(c.optimizer.eps == doctest::Approx(1e-9));
+  CHECK(c.schedule == "constant");
+  CHECK(c.warmup_steps == 4000);
+  CHECK_FALSE(c.clip_grad_norm.has_value());
+  CHECK(c.grad_accum == 1);
+  CHECK(c.device == "cpu");
+  CHECK(c.val_examples == 2);
+  CHECK(c.beam == 1);
+  CHECK(c.length_penalty == doctest::Approx(0.6));
+}
+
+TEST_CASE("config: values, nested objects, integers as numbers, and --set overrides") {
+  std::string path = write_config(R"({"lr": 1, "d_model": 64, "h": 4, "data": {"task": "reverse", "size": 500},
+    "optimizer": {"name": "sgd", "momentum": 0.9, "nesterov": true}, "preload": "latest",
+    "clip_grad_norm": 1})");
+  Config c = load_config(path, {"batch_size=32", "optimizer.name=adamw", "lang_tgt=rev",
+                                "data.size=700", "clip_grad_norm=null", "schedule=noam"});
+  CHECK(c.lr == 1.0f);
+  CHECK(c.batch_size == 32);
+  CHECK(c.optimizer.name == "adamw");
+  CHECK(c.optimizer.momentum == doctest::Approx(0.9));
+  CHECK(c.lang_tgt == "rev");
+  CHECK(c.data.task == "reverse");
+  CHECK(c.data.size == 700);
+  CHECK(c.preload == "latest");
+  CHECK_FALSE(c.clip_grad_norm.has_value());
+  CHECK(c.schedule == "noam");
+  Config files = load_config(write_config(R"({"data": {"train": "a.tsv", "format": "jsonl"}})"));
+  CHECK(files.data.train == "a.tsv");
+  CHECK(files.data.format == "jsonl");
+  CHECK_FALSE(files.data.is_task());
+}
+
+TEST_CASE("config: malformed JSON names the line") {
+  CHECK(error_for("{\n  \"lr\": 1,\n  \"seed\": ,\n}") .find(":3: malformed JSON") == 0);
+  CHECK(error_for("").find(":1: malformed JSON") == 0);
+}
+
+TEST_CASE("config: unknown keys, top-level and nested") {
+  CHECK(error_for(R"({"learning_rate": 0.1})") == ": key 'learning_rate': unknown key");
+  CHECK(error_for(R"({"optimizer": {"beta": 0.9}})") == ": key 'optimizer.beta': unknown key");
+  CHECK(error_for(R"({"data": {"task": "copy", "train": "x"}})").find("exactly one of") != std::string::npos);
+  CHECK(error_for("{}", {"nosuch=1"}) == ": key 'nosuch': unknown key");
+}
+
+TEST_CASE("config: wrong types") {
+  CHECK(error_for(R"({"batch_size": 8.5})") == ": key 'batch_size': expected an integer, got number 8.5");
+  CHECK(error_for(R"({"batch_size": "8"})") == ": key 'batch_size': expected an integer, got string \"8\"");
+  CHECK(error_for(R"({"lr": "fast"})") == ": key 'lr': expected a number, got string \"fast\"");
+  CHECK(error_for(R"({"bucket": 1})") == ": key 'bucket': expected true or false, got number 1");
+  CHECK(error_for(R"({"lang_src": 3})") == ": key 'lang_src': expected a string, got number 3");
+  CHECK(error_for(R"({"optimizer": {"betas": [0.9]}})").find("'optimizer.betas': expected an array of two") != std::string::npos);
+  CHECK(error_for(R"({"preload": 5})").find("'preload': expected null") != std::string::npos);
+  CHECK(error_for(R"([1, 2])") == ": must be a JSON object");
+}
+
+TEST_CASE("config: out-of-range values") {
+  CHECK(error_for(R"({"d_model": 30, "h": 4})") == ": key 'd_model': must be divisible by h (30 % 4 != 0)");
+  CHECK(error_for(R"({"seq_len": 2})") == ": key 'seq_len': must be >= 3, got 2");
+  CHECK(error_for(R"({"lr": 0})") == ": key 'lr': must be > 0, got 0");
+  CHECK(error_for(R"({"lr": -1e-3})") == ": key 'lr': must be > 0, got -0.001");
+  CHECK(error_for(R"({"lang_tgt": "en"})") == ": key 'lang_tgt': must differ from lang_src (\"en\")");
+  CHECK(error_for(R"({"dropout": 1})") == ": key 'dropout': must be in [0, 1), got 1");
+  CHECK(error_for(R"({"schedule": "linear"})") ==
+        ": key 'schedule': must be one of \"constant\", \"noam\", \"cosine\", got \"linear\"");
+  CHECK(error_for(R"({"data": {"task": "sorting"}})").find("'data.task': must be one of") != std::string::npos);
+  CHECK(error_for(R"({"optimizer": {"name": "sgd", "nesterov": true}})") == ": key 'optimizer.nesterov': needs momentum > 0");
+  CHECK(error_for(R"({"clip_grad_norm": 0})").find("'clip_grad_norm': expected null or a number > 0") != std::string::npos);
+  CHECK(error_for(R"({"grad_accum": 0})") == ": key 'grad_accum': must be >= 1, got 0");
+  CHECK(error_for(R"({"val_examples": -1})") == ": key 'val_examples': must be >= 0, got -1");
+}
+
+TEST_CASE("config: a missing file and a bad --set") {
+  CHECK_THROWS_WITH_AS(load_config("/nonexistent/c.json"),
+                       "/nonexistent/c.json: cannot open the config file", Error);
+  CHECK(error_for("{}", {"batch_size"}) == ": --set 'batch_size': expected key=value");
+  CHECK(error_for(R"({"lr": 1})", {"lr.x=1"}) == ": --set lr.x: 'lr.' is not an object");
+}

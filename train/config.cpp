@@ -1,0 +1,250 @@
+#include "config.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "autograd/error.h"
+
+namespace sf::train {
+
+using nlohmann::json;
+
+namespace {
+
+// Reads the keys of one JSON object into fields, checking each key's type and
+// range, and at the end that no key was left unread (an unknown key).
+class ObjectReader {
+ public:
+  ObjectReader(const json& object, std::string source, std::string prefix)
+      : object_(object), source_(std::move(source)), prefix_(std::move(prefix)) {
+    if (!object_.is_object()) error("", "must be a JSON object");
+  }
+
+  [[noreturn]] void error(const std::string& key, const std::string& what) const {
+    std::string name = prefix_ + key;
+    if (name.empty()) fail(source_, ": ", what);
+    fail(source_, ": key '", name, "': ", what);
+  }
+
+  const json* find(const std::string& key) {
+    seen_.insert(key);
+    auto it = object_.find(key);
+    return it == object_.end() ? nullptr : &*it;
+  }
+
+  // Integers: a JSON integer (not 2.5, not "2").
+  void integer(const std::string& key, int64_t& out, int64_t min) {
+    const json* v = find(key);
+    if (!v) return;
+    if (!v->is_number_integer()) error(key, "expected an integer, got " + describe(*v));
+    out = v->get<int64_t>();
+    if (out < min) error(key, "must be >= " + std::to_string(min) + ", got " + std::to_string(out));
+  }
+
+  // Numbers: any JSON number, integers included. `check` says what is wrong or "".
+  template <class Check>
+  void number(const std::string& key, float& out, Check check) {
+    const json* v = find(key);
+    if (!v) return;
+    if (!v->is_number()) error(key, "expected a number, got " + describe(*v));
+    out = v->get<float>();
+    if (std::string problem = check(out); !problem.empty()) error(key, problem + ", got " + v->dump());
+  }
+
+  void boolean(const std::string& key, bool& out) {
+    const json* v = find(key);
+    if (!v) return;
+    if (!v->is_boolean()) error(key, "expected true or false, got " + describe(*v));
+    out = v->get<bool>();
+  }
+
+  void string(const std::string& key, std::string& out, const std::vector<std::string>& allowed = {}) {
+    const json* v = find(key);
+    if (!v) return;
+    if (!v->is_string()) error(key, "expected a string, got " + describe(*v));
+    out = v->get<std::string>();
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), out) == allowed.end()) {
+      std::string list;
+      for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + ("\"" + a + "\"");
+      error(key, "must be one of " + list + ", got \"" + out + "\"");
+    }
+    if (allowed.empty() && out.empty()) error(key, "must not be empty");
+  }
+
+  void finish() const {
+    for (auto it = object_.begin(); it != object_.end(); ++it)
+      if (!seen_.count(it.key())) error(it.key(), "unknown key");
+  }
+
+  static std::string describe(const json& v) {
+    std::string text = v.dump();
+    if (text.size() > 40) text = text.substr(0, 37) + "...";
+    return std::string(v.type_name()) + " " + text;
+  }
+
+ private:
+  const json& object_;
+  std::string source_, prefix_;
+  std::set<std::string> seen_;
+};
+
+std::string positive(float v) { return v > 0.0f ? "" : "must be > 0"; }
+std::string non_negative(float v) { return v >= 0.0f ? "" : "must be >= 0"; }
+std::string probability(float v) { return v >= 0.0f && v < 1.0f ? "" : "must be in [0, 1)"; }
+std::string fraction(float v) { return v >= 0.0f && v <= 1.0f ? "" : "must be in [0, 1]"; }
+
+const std::vector<std::string> kTasks = {"copy", "reverse", "dates", "numbers", "grammar"};
+
+void read_data(ObjectReader& top, DataConfig& data, const std::string& source) {
+  const json* v = top.find("data");
+  if (!v) {
+    data.task = kDefaultTask;
+    return;
+  }
+  ObjectReader r(*v, source, "data.");
+  bool has_task = v->is_object() && v->contains("task"), has_train = v->is_object() && v->contains("train");
+  if (has_task == has_train) r.error("", "needs exactly one of \"task\" (a built-in task) or \"train\" (a file)");
+  if (has_task) {
+    r.string("task", data.task, kTasks);
+    r.integer("size", data.size, 1);
+  } else {
+    r.string("train", data.train);
+    r.string("valid", data.valid);
+    r.string("format", data.format, {"tsv", "jsonl"});
+  }
+  r.finish();
+}
+
+void read_optimizer(ObjectReader& top, OptimizerConfig& o, const std::string& source) {
+  const json* v = top.find("optimizer");
+  if (!v) return;
+  ObjectReader r(*v, source, "optimizer.");
+  r.string("name", o.name, {"adam", "adamw", "sgd"});
+  if (const json* betas = r.find("betas")) {
+    if (!betas->is_array() || betas->size() != 2 || !(*betas)[0].is_number() || !(*betas)[1].is_number())
+      r.error("betas", "expected an array of two numbers, got " + ObjectReader::describe(*betas));
+    o.beta1 = (*betas)[0].get<float>();
+    o.beta2 = (*betas)[1].get<float>();
+    if (!probability(o.beta1).empty() || !probability(o.beta2).empty())
+      r.error("betas", "each must be in [0, 1), got " + betas->dump());
+  }
+  r.number("eps", o.eps, positive);
+  r.number("weight_decay", o.weight_decay, non_negative);
+  r.number("momentum", o.momentum, non_negative);
+  r.boolean("nesterov", o.nesterov);
+  if (o.nesterov && o.momentum <= 0.0f) r.error("nesterov", "needs momentum > 0");
+  r.finish();
+}
+
+Config from_json(const json& root, const std::string& source) {
+  Config c;
+  c.source = source;
+  ObjectReader r(root, source, "");
+  r.integer("batch_size", c.batch_size, 1);
+  r.integer("num_epochs", c.num_epochs, 0);
+  r.number("lr", c.lr, positive);
+  r.integer("seq_len", c.seq_len, 3);
+  r.integer("d_model", c.d_model, 1);
+  r.integer("N", c.N, 1);
+  r.integer("h", c.h, 1);
+  r.integer("d_ff", c.d_ff, 1);
+  if (c.d_model % c.h != 0)
+    r.error("d_model", "must be divisible by h (" + std::to_string(c.d_model) + " % " +
+                           std::to_string(c.h) + " != 0)");
+  r.number("dropout", c.dropout, probability);
+  r.number("label_smoothing", c.label_smoothing, fraction);
+  r.integer("seed", c.seed, 0);
+  r.string("lang_src", c.lang_src);
+  r.string("lang_tgt", c.lang_tgt);
+  if (c.lang_src == c.lang_tgt) r.error("lang_tgt", "must differ from lang_src (\"" + c.lang_src + "\")");
+  read_data(r, c.data, source);
+  r.number("val_fraction", c.val_fraction, probability);
+  r.boolean("max_len_filter", c.max_len_filter);
+  r.boolean("bucket", c.bucket);
+  r.integer("min_frequency", c.min_frequency, 1);
+  r.string("model_folder", c.model_folder);
+  r.string("model_basename", c.model_basename);
+  r.integer("keep_checkpoints", c.keep_checkpoints, 0);
+  if (const json* v = r.find("preload"); v && !v->is_null()) {
+    if (!v->is_string() || v->get<std::string>().empty())
+      r.error("preload", "expected null, \"latest\" or a checkpoint path, got " + ObjectReader::describe(*v));
+    c.preload = v->get<std::string>();
+  }
+  r.string("tokenizer_file", c.tokenizer_file);
+  r.string("experiment_name", c.experiment_name);
+  read_optimizer(r, c.optimizer, source);
+  r.string("schedule", c.schedule, {"constant", "noam", "cosine"});
+  r.integer("warmup_steps", c.warmup_steps, 0);
+  if (c.schedule == "noam" && c.warmup_steps < 1) r.error("warmup_steps", "must be >= 1 for schedule \"noam\"");
+  if (const json* v = r.find("clip_grad_norm"); v && !v->is_null()) {
+    if (!v->is_number() || v->get<float>() <= 0.0f)
+      r.error("clip_grad_norm", "expected null or a number > 0, got " + ObjectReader::describe(*v));
+    c.clip_grad_norm = v->get<float>();
+  }
+  r.integer("grad_accum", c.grad_accum, 1);
+  r.string("device", c.device, {"cpu", "opencl"});
+  r.integer("threads", c.threads, 0);
+  r.integer("val_examples", c.val_examples, 0);
+  r.integer("beam", c.beam, 1);
+  r.number("length_penalty", c.length_penalty, non_negative);
+  r.finish();
+  return c;
+}
+
+// The 1-based line of byte `offset` in `text`.
+int64_t line_of(const std::string& text, size_t offset) {
+  offset = std::min(offset, text.size());
+  return 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n');
+}
+
+void apply_override(json& root, const std::string& assignment, const std::string& source) {
+  size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    fail(source, ": --set '", assignment, "': expected key=value");
+  std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) value = text;  // not JSON: a plain string
+  json* node = &root;
+  std::stringstream parts(key);
+  std::string part, walked;
+  std::getline(parts, part, '.');
+  for (std::string next; std::getline(parts, next, '.'); part = next) {
+    walked += part + ".";
+    json& child = (*node)[part];
+    if (child.is_null()) child = json::object();
+    if (!child.is_object()) fail(source, ": --set ", key, ": '", walked, "' is not an object");
+    node = &child;
+  }
+  (*node)[part] = value;
+}
+
+}  // namespace
+
+std::string Config::tokenizer_path(const std::string& lang) const {
+  std::string path = tokenizer_file;
+  for (size_t at; (at = path.find("{0}")) != std::string::npos;) path.replace(at, 3, lang);
+  return path;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open the config file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    std::string what = e.what();
+    size_t colon = what.find(": ", what.find("parse error"));
+    fail(path, ":", line_of(text, e.byte == 0 ? 0 : e.byte - 1), ": malformed JSON: ",
+         colon == std::string::npos ? what : what.substr(colon + 2));
+  }
+  for (const std::string& o : overrides) apply_override(root, o, path);
+  return from_json(root, path);
+}
+
+}  // namespace sf::train

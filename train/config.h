@@ -1,0 +1,69 @@
+// The training configuration (SPEC §4): a JSON file with the seed project's
+// keys and defaults, overridden by `--set key=value` arguments, validated as a
+// whole before anything runs. Every problem is an sf::Error whose message
+// starts with the file (and line, for malformed JSON) and names the key.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sf::train {
+
+struct DataConfig {
+  // Either a built-in toy task ...
+  std::string task;     // copy | reverse | dates | numbers | grammar
+  int64_t size = 20000;  // pairs to generate
+  // ... or files.
+  std::string train, valid, format = "tsv";  // tsv | jsonl
+  bool is_task() const { return !task.empty(); }
+};
+
+struct OptimizerConfig {
+  std::string name = "adam";  // adam | adamw | sgd
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-9f, weight_decay = 0.0f;
+  float momentum = 0.0f;  // sgd
+  bool nesterov = false;  // sgd
+};
+
+struct Config {
+  std::string source;  // the config file, for messages
+
+  int64_t batch_size = 8, num_epochs = 20;
+  float lr = 1e-4f;
+  int64_t seq_len = 350, d_model = 512, N = 6, h = 8, d_ff = 2048;
+  float dropout = 0.1f, label_smoothing = 0.1f;
+  int64_t seed = 42;
+  std::string lang_src = "en", lang_tgt = "it";
+  DataConfig data;
+  float val_fraction = 0.1f;
+  bool max_len_filter = true, bucket = false;
+  int64_t min_frequency = 2;
+  std::string model_folder = "weights", model_basename = "tmodel_";
+  int64_t keep_checkpoints = 5;
+  std::optional<std::string> preload;  // "latest" or a path
+  std::string tokenizer_file = "tokenizer_{0}.json", experiment_name = "runs/tmodel";
+  OptimizerConfig optimizer;
+  std::string schedule = "constant";  // constant | noam | cosine
+  int64_t warmup_steps = 4000;
+  std::optional<float> clip_grad_norm;
+  int64_t grad_accum = 1;
+  std::string device = "cpu";  // cpu | opencl
+  int64_t threads = 0, val_examples = 2, beam = 1;
+  float length_penalty = 0.6f;
+
+  // tokenizer_file with {0} replaced by the language.
+  std::string tokenizer_path(const std::string& lang) const;
+};
+
+// Reads `path`, applies each "key=value" override (dotted keys reach into
+// nested objects; the value is JSON when it parses as JSON, else a string),
+// and validates every key.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The default task when a config names no data (the one `make demo` trains).
+inline constexpr const char* kDefaultTask = "dates";
+
+}  // namespace sf::train
