@@ -1,0 +1,145 @@
+#include "metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "autograd/error.h"
+
+namespace sf::train {
+
+namespace {
+
+void require_same_size(size_t hypotheses, size_t references, const char* metric) {
+  if (hypotheses != references)
+    fail(metric, ": ", hypotheses, " hypotheses for ", references, " references");
+}
+
+// Counts of the n-grams of `items`.
+template <class Sequence>
+std::map<Sequence, int64_t> ngram_counts(const Sequence& items, size_t n) {
+  std::map<Sequence, int64_t> counts;
+  for (size_t i = 0; i + n <= items.size(); ++i) ++counts[Sequence(items.begin() + i, items.begin() + i + n)];
+  return counts;
+}
+
+// Matches clipped by the reference counts: sum over n-grams of min(hyp, ref).
+template <class Sequence>
+int64_t clipped_matches(const std::map<Sequence, int64_t>& hyp, const std::map<Sequence, int64_t>& ref) {
+  int64_t matches = 0;
+  for (const auto& [gram, count] : hyp)
+    if (auto it = ref.find(gram); it != ref.end()) matches += std::min(count, it->second);
+  return matches;
+}
+
+template <class Sequence>
+int64_t total(const std::map<Sequence, int64_t>& counts) {
+  int64_t sum = 0;
+  for (const auto& [gram, count] : counts) sum += count;
+  return sum;
+}
+
+}  // namespace
+
+double corpus_bleu(const std::vector<Words>& hypotheses, const std::vector<Words>& references) {
+  require_same_size(hypotheses.size(), references.size(), "bleu");
+  constexpr int kOrder = 4;
+  int64_t matches[kOrder] = {}, counts[kOrder] = {}, hyp_length = 0, ref_length = 0;
+  for (size_t s = 0; s < hypotheses.size(); ++s) {
+    hyp_length += static_cast<int64_t>(hypotheses[s].size());
+    ref_length += static_cast<int64_t>(references[s].size());
+    for (int n = 1; n <= kOrder; ++n) {
+      auto hyp = ngram_counts(hypotheses[s], n), ref = ngram_counts(references[s], n);
+      matches[n - 1] += clipped_matches(hyp, ref);
+      counts[n - 1] += total(hyp);
+    }
+  }
+  // Without smoothing, an order with no match makes the geometric mean 0.
+  double log_precision = 0.0;
+  for (int n = 0; n < kOrder; ++n) {
+    if (matches[n] == 0) return 0.0;
+    log_precision += std::log(double(matches[n]) / double(counts[n])) / kOrder;
+  }
+  // Brevity penalty: exp(1 - r/c) when the hypotheses are shorter.
+  double bp = hyp_length > ref_length ? 1.0 : std::exp(1.0 - double(ref_length) / double(hyp_length));
+  return 100.0 * bp * std::exp(log_precision);
+}
+
+double corpus_chrf(const std::vector<std::u32string>& hypotheses,
+                   const std::vector<std::u32string>& references) {
+  require_same_size(hypotheses.size(), references.size(), "chrf");
+  constexpr int kOrder = 6;
+  constexpr double kBeta = 2.0;
+  int64_t hyp_total[kOrder] = {}, ref_total[kOrder] = {}, matched[kOrder] = {};
+  auto without_spaces = [](std::u32string s) {
+    s.erase(std::remove_if(s.begin(), s.end(), [](char32_t c) { return c == U' '; }), s.end());
+    return s;
+  };
+  for (size_t s = 0; s < hypotheses.size(); ++s) {
+    std::u32string hyp = without_spaces(hypotheses[s]), ref = without_spaces(references[s]);
+    for (int n = 1; n <= kOrder; ++n) {
+      auto h = ngram_counts(hyp, n), r = ngram_counts(ref, n);
+      hyp_total[n - 1] += total(h);
+      ref_total[n - 1] += total(r);
+      matched[n - 1] += clipped_matches(h, r);
+    }
+  }
+  // Average precision and recall over the orders present on both sides.
+  double precision = 0.0, recall = 0.0;
+  int effective = 0;
+  for (int n = 0; n < kOrder; ++n) {
+    if (hyp_total[n] == 0 || ref_total[n] == 0) continue;
+    precision += double(matched[n]) / double(hyp_total[n]);
+    recall += double(matched[n]) / double(ref_total[n]);
+    ++effective;
+  }
+  if (effective == 0) return 0.0;
+  precision /= effective;
+  recall /= effective;
+  if (precision + recall == 0.0) return 0.0;
+  double b2 = kBeta * kBeta;
+  return 100.0 * (1.0 + b2) * precision * recall / (b2 * precision + recall);
+}
+
+template <class Sequence>
+int64_t edit_distance(const Sequence& a, const Sequence& b) {
+  // One row of the dynamic-programming table at a time.
+  std::vector<int64_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int64_t>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    int64_t diagonal = row[0];
+    row[0] = static_cast<int64_t>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      int64_t substitute = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
+    }
+  }
+  return row[b.size()];
+}
+
+template int64_t edit_distance(const std::u32string&, const std::u32string&);
+template int64_t edit_distance(const Words&, const Words&);
+
+template <class Sequence>
+static double error_rate(const std::vector<Sequence>& hypotheses,
+                         const std::vector<Sequence>& references, const char* metric) {
+  require_same_size(hypotheses.size(), references.size(), metric);
+  int64_t errors = 0, length = 0;
+  for (size_t s = 0; s < hypotheses.size(); ++s) {
+    errors += edit_distance(hypotheses[s], references[s]);
+    length += static_cast<int64_t>(references[s].size());
+  }
+  return length == 0 ? (errors == 0 ? 0.0 : INFINITY) : double(errors) / double(length);
+}
+
+double corpus_cer(const std::vector<std::u32string>& hypotheses,
+                  const std::vector<std::u32string>& references) {
+  return error_rate(hypotheses, references, "cer");
+}
+
+double corpus_wer(const std::vector<Words>& hypotheses, const std::vector<Words>& references) {
+  return error_rate(hypotheses, references, "wer");
+}
+
+}  // namespace sf::train
