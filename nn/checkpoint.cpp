@@ -1,0 +1,78 @@
+#include "checkpoint.h"
+
+#include <charconv>
+
+#include "autograd/error.h"
+
+namespace sf::nn {
+
+safetensors::Metadata checkpoint_metadata(const TransformerConfig& c) {
+  safetensors::Metadata m{{"d_model", std::to_string(c.d_model)},
+                          {"N", std::to_string(c.N)},
+                          {"h", std::to_string(c.h)},
+                          {"d_ff", std::to_string(c.d_ff)},
+                          {"src_vocab_size", std::to_string(c.src_vocab_size)},
+                          {"tgt_vocab_size", std::to_string(c.tgt_vocab_size)}};
+  if (c.src_seq_len == c.tgt_seq_len) {
+    m["seq_len"] = std::to_string(c.src_seq_len);
+  } else {
+    m["src_seq_len"] = std::to_string(c.src_seq_len);
+    m["tgt_seq_len"] = std::to_string(c.tgt_seq_len);
+  }
+  return m;
+}
+
+static int64_t metadata_int(const safetensors::Metadata& m, const std::string& key,
+                            const std::string& path) {
+  auto it = m.find(key);
+  if (it == m.end()) fail(path, ": __metadata__ has no '", key, "'");
+  const std::string& text = it->second;
+  int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value <= 0)
+    fail(path, ": __metadata__ '", key, "' is \"", text, "\", not a positive integer");
+  return value;
+}
+
+TransformerConfig config_from_metadata(const safetensors::Metadata& m, const std::string& path) {
+  TransformerConfig c;
+  c.d_model = metadata_int(m, "d_model", path);
+  c.N = metadata_int(m, "N", path);
+  c.h = metadata_int(m, "h", path);
+  c.d_ff = metadata_int(m, "d_ff", path);
+  c.src_vocab_size = metadata_int(m, "src_vocab_size", path);
+  c.tgt_vocab_size = metadata_int(m, "tgt_vocab_size", path);
+  if (m.count("seq_len")) {
+    c.src_seq_len = c.tgt_seq_len = metadata_int(m, "seq_len", path);
+  } else {
+    c.src_seq_len = metadata_int(m, "src_seq_len", path);
+    c.tgt_seq_len = metadata_int(m, "tgt_seq_len", path);
+  }
+  return c;
+}
+
+void save_checkpoint(const Transformer& model, const std::string& path) {
+  safetensors::save(path, model.state_dict(), checkpoint_metadata(model.config()));
+}
+
+void load_checkpoint(Transformer& model, const std::string& path) {
+  safetensors::Contents contents = safetensors::load(path);
+  // The shapes pin down every hyperparameter but h, so the metadata is checked
+  // too when present.
+  if (!contents.metadata.empty()) {
+    safetensors::Metadata expected = checkpoint_metadata(model.config());
+    for (const auto& [key, value] : expected) {
+      auto it = contents.metadata.find(key);
+      if (it == contents.metadata.end()) fail(path, ": __metadata__ has no '", key, "'");
+      if (it->second != value)
+        fail(path, ": __metadata__ says ", key, " = ", it->second, ", the model has ", value);
+    }
+  }
+  model.load_state_dict(contents.tensors, path);
+}
+
+TransformerConfig read_checkpoint_config(const std::string& path) {
+  return config_from_metadata(safetensors::load_metadata(path), path);
+}
+
+}  // namespace sf::nn

@@ -1,0 +1,28 @@
+// Model weights as safetensors files (SPEC §5): the state dict in its order
+// (SPEC §6 names), with the hyperparameters in __metadata__ as strings so the
+// file alone says what model to build:
+//   d_model, N, h, d_ff, seq_len (or src_seq_len and tgt_seq_len when they
+//   differ), src_vocab_size, tgt_vocab_size.
+// Dropout is not stored: it is a training setting, not part of the model's shape.
+#pragma once
+#include <string>
+
+#include "autograd/safetensors.h"
+#include "transformer.h"
+
+namespace sf::nn {
+
+safetensors::Metadata checkpoint_metadata(const TransformerConfig& config);
+// The config a checkpoint's metadata describes (dropout left at its default).
+TransformerConfig config_from_metadata(const safetensors::Metadata& metadata,
+                                       const std::string& path);
+
+void save_checkpoint(const Transformer& model, const std::string& path);
+// Loads weights into `model`: names, dtypes and shapes must match its state dict
+// exactly, and the metadata, when the file has any (a file exported from
+// PyTorch may not), must describe the same model.
+void load_checkpoint(Transformer& model, const std::string& path);
+// Reads only the header: the config to pass to build_transformer.
+TransformerConfig read_checkpoint_config(const std::string& path);
+
+}  // namespace sf::nn

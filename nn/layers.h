@@ -1,0 +1,102 @@
+// The Transformer's building blocks other than attention (SPEC §7), each a
+// Module with the parameter names of SPEC §6. Constructors take `init`, the
+// generator for the initial weights (PyTorch's defaults; build_transformer then
+// re-initialises every 2-D+ parameter with Xavier-uniform, as the seed does), and
+// `noise`, the model's dropout generator.
+#pragma once
+#include <functional>
+
+#include "module.h"
+
+namespace sf::nn {
+
+// torch.nn.Linear: y = x W^T + b, weight [out, in], bias [out], both drawn from
+// U(-1/sqrt(in), 1/sqrt(in)) as PyTorch's default initialisation gives.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, Rng& init);
+  Tensor forward(const Tensor& x) const;
+  Tensor forward_relu(const Tensor& x) const;  // relu(forward(x)), bias and relu fused
+
+  Tensor weight, bias;
+};
+
+// torch.nn.Embedding: rows of weight [num_embeddings, dim], initialised N(0, 1).
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim, Rng& init);
+  Tensor forward(const Tensor& ids) const { return embedding(weight, ids); }
+
+  Tensor weight;
+};
+
+// Token ids [B, S] -> embeddings [B, S, d_model], scaled by sqrt(d_model).
+class InputEmbeddings : public Module {
+ public:
+  InputEmbeddings(int64_t d_model, int64_t vocab_size, Rng& init);
+  Tensor forward(const Tensor& ids) const;
+
+  Embedding embedding;
+
+ private:
+  int64_t d_model_;
+};
+
+// Adds the sinusoidal encoding of positions start, start+1, ... to x [B, S, D]
+// and applies dropout. pe[0, pos, 2i] = sin(pos / 10000^(2i/D)),
+// pe[0, pos, 2i+1] = cos(pos / 10000^(2i/D)); a buffer [1, seq_len, D], saved
+// in the state dict as the seed's is.
+class PositionalEncoding : public Module {
+ public:
+  PositionalEncoding(int64_t d_model, int64_t seq_len, float dropout, Rng& noise);
+  Tensor forward(const Tensor& x, int64_t start = 0);
+
+  Tensor pe;
+  Dropout dropout;
+};
+
+// alpha * (x - mean) / (std + eps) + bias over the last dim, std unbiased
+// (n - 1), as the seed computes it (not torch.nn.LayerNorm, which adds eps to
+// the biased variance).
+class LayerNormalization : public Module {
+ public:
+  explicit LayerNormalization(int64_t features, float eps = 1e-6f);
+  Tensor forward(const Tensor& x) const;
+
+  Tensor alpha, bias;
+
+ private:
+  float eps_;
+};
+
+// linear_2(dropout(relu(linear_1(x)))).
+class FeedForwardBlock : public Module {
+ public:
+  FeedForwardBlock(int64_t d_model, int64_t d_ff, float dropout, Rng& init, Rng& noise);
+  Tensor forward(const Tensor& x);
+
+  Linear linear_1;
+  Dropout dropout;
+  Linear linear_2;
+};
+
+// Pre-norm residual: x + dropout(sublayer(norm(x))).
+class ResidualConnection : public Module {
+ public:
+  ResidualConnection(int64_t features, float dropout, Rng& noise);
+  Tensor forward(const Tensor& x, const std::function<Tensor(const Tensor&)>& sublayer);
+
+  Dropout dropout;
+  LayerNormalization norm;
+};
+
+// [..., d_model] -> log-probabilities [..., vocab_size]: log_softmax(proj(x)).
+class ProjectionLayer : public Module {
+ public:
+  ProjectionLayer(int64_t d_model, int64_t vocab_size, Rng& init);
+  Tensor forward(const Tensor& x) const { return log_softmax(proj.forward(x)); }
+
+  Linear proj;
+};
+
+}  // namespace sf::nn

@@ -1,0 +1,100 @@
+#include "module.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "autograd/error.h"
+
+namespace sf::nn {
+
+Tensor Module::register_parameter(const std::string& name, Tensor value) {
+  value.set_requires_grad();
+  parameters_.emplace_back(name, value);
+  return value;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor value) {
+  buffers_.emplace_back(name, value);
+  return value;
+}
+
+void Module::register_module(const std::string& name, Module& child) {
+  children_.emplace_back(name, &child);
+}
+
+void Module::collect(const std::string& prefix, bool parameters, bool buffers,
+                     NamedTensors& out) const {
+  if (parameters)
+    for (const auto& [name, t] : parameters_) out.emplace_back(prefix + name, t);
+  if (buffers)
+    for (const auto& [name, t] : buffers_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_)
+    child->collect(prefix + name + ".", parameters, buffers, out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", true, false, out);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", false, true, out);
+  return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  collect("", true, true, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t total = 0;
+  for (const Tensor& t : parameters()) total += t.numel();
+  return total;
+}
+
+void Module::load_state_dict(const NamedTensors& tensors, const std::string& source) {
+  std::map<std::string, Tensor> given;
+  for (const auto& [name, t] : tensors)
+    if (!given.emplace(name, t).second) fail(source, ": tensor '", name, "' appears twice");
+  NamedTensors own = state_dict();
+  std::set<std::string> expected;
+  // Check everything before copying anything.
+  for (const auto& [name, t] : own) {
+    expected.insert(name);
+    auto it = given.find(name);
+    if (it == given.end()) fail(source, ": tensor '", name, "' is missing");
+    const Tensor& src = it->second;
+    if (src.dtype() != t.dtype())
+      fail(source, ": tensor '", name, "' is ", to_string(src.dtype()), ", the model needs ",
+           to_string(t.dtype()));
+    if (src.shape() != t.shape())
+      fail(source, ": tensor '", name, "' has shape ", to_string(src.shape()),
+           ", the model needs ", to_string(t.shape()));
+  }
+  for (const auto& [name, t] : given)
+    if (!expected.count(name)) fail(source, ": unexpected tensor '", name, "' (not in the model)");
+  for (const auto& [name, t] : own)
+    std::memcpy(t.raw(), given.at(name).raw(), static_cast<size_t>(t.numel() * kElementBytes));
+}
+
+void Module::zero_grad() {
+  for (Tensor& t : parameters()) t.zero_grad();
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+}  // namespace sf::nn

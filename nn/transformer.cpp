@@ -1,0 +1,177 @@
+#include "transformer.h"
+
+#include <cstring>
+
+#include "autograd/error.h"
+
+namespace sf::nn {
+
+EncoderBlock::EncoderBlock(const TransformerConfig& c, Rng& init, Rng& noise)
+    : self_attention_block(c.d_model, c.h, c.dropout, init, noise),
+      feed_forward_block(c.d_model, c.d_ff, c.dropout, init, noise) {
+  register_module("self_attention_block", self_attention_block);
+  register_module("feed_forward_block", feed_forward_block);
+  register_module("residual_connections", residual_connections);
+  for (int i = 0; i < 2; ++i) residual_connections.append(c.d_model, c.dropout, noise);
+}
+
+Tensor EncoderBlock::forward(const Tensor& x, const Tensor& src_mask) {
+  Tensor y = residual_connections[0].forward(x, [&](const Tensor& z) {
+    return self_attention_block.forward(z, z, z, src_mask);
+  });
+  return residual_connections[1].forward(y, [&](const Tensor& z) {
+    return feed_forward_block.forward(z);
+  });
+}
+
+Encoder::Encoder(const TransformerConfig& c, Rng& init, Rng& noise) : norm(c.d_model) {
+  register_module("layers", layers);
+  register_module("norm", norm);
+  for (int64_t i = 0; i < c.N; ++i) layers.append(c, init, noise);
+}
+
+Tensor Encoder::forward(const Tensor& x, const Tensor& mask) {
+  Tensor y = x;
+  for (size_t i = 0; i < layers.size(); ++i) y = layers[i].forward(y, mask);
+  return norm.forward(y);
+}
+
+DecoderBlock::DecoderBlock(const TransformerConfig& c, Rng& init, Rng& noise)
+    : self_attention_block(c.d_model, c.h, c.dropout, init, noise),
+      cross_attention_block(c.d_model, c.h, c.dropout, init, noise),
+      feed_forward_block(c.d_model, c.d_ff, c.dropout, init, noise) {
+  register_module("self_attention_block", self_attention_block);
+  register_module("cross_attention_block", cross_attention_block);
+  register_module("feed_forward_block", feed_forward_block);
+  register_module("residual_connections", residual_connections);
+  for (int i = 0; i < 3; ++i) residual_connections.append(c.d_model, c.dropout, noise);
+}
+
+Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask,
+                             const Tensor& tgt_mask) {
+  Tensor y = residual_connections[0].forward(x, [&](const Tensor& z) {
+    return self_attention_block.forward(z, z, z, tgt_mask);
+  });
+  y = residual_connections[1].forward(y, [&](const Tensor& z) {
+    return cross_attention_block.forward(z, memory, memory, src_mask);
+  });
+  return residual_connections[2].forward(y, [&](const Tensor& z) {
+    return feed_forward_block.forward(z);
+  });
+}
+
+Tensor DecoderBlock::forward_cached(const Tensor& x, LayerCache& cache, const Tensor& src_mask,
+                                    const Tensor& self_mask) {
+  Tensor y = residual_connections[0].forward(x, [&](const Tensor& z) {
+    // A position's key and value depend only on its own input, so the earlier
+    // positions' are reused and the new ones appended.
+    KeyValues fresh = self_attention_block.project_kv(z);
+    if (cache.self.keys.defined()) {
+      cache.self.keys = concat({cache.self.keys, fresh.keys}, 2);
+      cache.self.values = concat({cache.self.values, fresh.values}, 2);
+    } else {
+      cache.self = fresh;
+    }
+    return self_attention_block.attend(z, cache.self, self_mask);
+  });
+  y = residual_connections[1].forward(y, [&](const Tensor& z) {
+    return cross_attention_block.attend(z, cache.cross, src_mask);
+  });
+  return residual_connections[2].forward(y, [&](const Tensor& z) {
+    return feed_forward_block.forward(z);
+  });
+}
+
+Decoder::Decoder(const TransformerConfig& c, Rng& init, Rng& noise) : norm(c.d_model) {
+  register_module("layers", layers);
+  register_module("norm", norm);
+  for (int64_t i = 0; i < c.N; ++i) layers.append(c, init, noise);
+}
+
+Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask,
+                        const Tensor& tgt_mask) {
+  Tensor y = x;
+  for (size_t i = 0; i < layers.size(); ++i) y = layers[i].forward(y, memory, src_mask, tgt_mask);
+  return norm.forward(y);
+}
+
+Tensor Decoder::forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask) {
+  if (cache.layers.size() != layers.size())
+    fail("decoder: the cache has ", cache.layers.size(), " layers, the decoder ", layers.size());
+  int64_t n = x.size(1);
+  // One new position sees every cached one: no mask needed. Several new ones
+  // must not see each other's future.
+  Tensor self_mask = n > 1 ? causal_mask(n, cache.length + n) : Tensor();
+  Tensor y = x;
+  for (size_t i = 0; i < layers.size(); ++i)
+    y = layers[i].forward_cached(y, cache.layers[i], src_mask, self_mask);
+  cache.length += n;
+  return norm.forward(y);
+}
+
+Transformer::Transformer(const TransformerConfig& config, Rng& init)
+    : config_(config),
+      dropout_rng_(init.next_u64()),
+      encoder(config, init, dropout_rng_),
+      decoder(config, init, dropout_rng_),
+      src_embed(config.d_model, config.src_vocab_size, init),
+      tgt_embed(config.d_model, config.tgt_vocab_size, init),
+      src_pos(config.d_model, config.src_seq_len, config.dropout, dropout_rng_),
+      tgt_pos(config.d_model, config.tgt_seq_len, config.dropout, dropout_rng_),
+      projection_layer(config.d_model, config.tgt_vocab_size, init) {
+  register_module("encoder", encoder);
+  register_module("decoder", decoder);
+  register_module("src_embed", src_embed);
+  register_module("tgt_embed", tgt_embed);
+  register_module("src_pos", src_pos);
+  register_module("tgt_pos", tgt_pos);
+  register_module("projection_layer", projection_layer);
+}
+
+Tensor Transformer::encode(const Tensor& src, const Tensor& src_mask) {
+  return encoder.forward(src_pos.forward(src_embed.forward(src)), src_mask);
+}
+
+Tensor Transformer::decode(const Tensor& memory, const Tensor& src_mask, const Tensor& tgt,
+                           const Tensor& tgt_mask) {
+  return decoder.forward(tgt_pos.forward(tgt_embed.forward(tgt)), memory, src_mask, tgt_mask);
+}
+
+DecoderCache Transformer::start_decoding(const Tensor& memory) const {
+  DecoderCache cache;
+  for (size_t i = 0; i < decoder.layers.size(); ++i)
+    cache.layers.push_back({{}, decoder.layers[i].cross_attention_block.project_kv(memory)});
+  return cache;
+}
+
+Tensor Transformer::decode_next(DecoderCache& cache, const Tensor& src_mask, const Tensor& tgt) {
+  return decoder.forward_cached(tgt_pos.forward(tgt_embed.forward(tgt), cache.length), cache,
+                                src_mask);
+}
+
+std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, Rng& init) {
+  if (config.src_vocab_size <= 0 || config.tgt_vocab_size <= 0 || config.d_model <= 0 ||
+      config.N <= 0 || config.d_ff <= 0 || config.src_seq_len <= 0 || config.tgt_seq_len <= 0)
+    fail("build_transformer: sizes must be positive (vocab ", config.src_vocab_size, "/",
+         config.tgt_vocab_size, ", seq_len ", config.src_seq_len, "/", config.tgt_seq_len,
+         ", d_model ", config.d_model, ", N ", config.N, ", d_ff ", config.d_ff, ")");
+  auto model = std::make_unique<Transformer>(config, init);
+  for (const Tensor& p : model->parameters())
+    if (p.ndim() > 1) {
+      Tensor x = xavier_uniform(p.shape(), init);
+      std::memcpy(p.data(), x.data(), static_cast<size_t>(p.numel()) * sizeof(float));
+    }
+  return model;
+}
+
+std::unique_ptr<Transformer> build_transformer(int64_t src_vocab_size, int64_t tgt_vocab_size,
+                                               int64_t src_seq_len, int64_t tgt_seq_len,
+                                               int64_t d_model, int64_t N, int64_t h,
+                                               float dropout, int64_t d_ff, uint64_t seed) {
+  Rng init(seed);
+  return build_transformer({src_vocab_size, tgt_vocab_size, src_seq_len, tgt_seq_len, d_model, N,
+                            h, d_ff, dropout},
+                           init);
+}
+
+}  // namespace sf::nn

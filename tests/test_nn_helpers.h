@@ -1,0 +1,89 @@
+// Shared pieces of the nn tests: a tiny model, token batches, a scratch folder.
+#pragma once
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "nn/transformer.h"
+
+namespace sf::testing {
+
+constexpr int32_t kSos = 2, kEos = 3;
+
+inline nn::TransformerConfig tiny_config() {
+  nn::TransformerConfig c;
+  c.src_vocab_size = 13;
+  c.tgt_vocab_size = 11;
+  c.src_seq_len = c.tgt_seq_len = 24;
+  c.d_model = 8;
+  c.N = 2;
+  c.h = 2;
+  c.d_ff = 16;
+  c.dropout = 0.1f;
+  return c;
+}
+
+inline std::unique_ptr<nn::Transformer> tiny_model(const nn::TransformerConfig& c = tiny_config(),
+                                                   uint64_t seed = 42) {
+  Rng init(seed);
+  return nn::build_transformer(c, init);
+}
+
+// Sentences of token ids (no specials), padded with [PAD] to `length` each.
+inline Tensor pad_batch(const std::vector<std::vector<int32_t>>& rows, int64_t length) {
+  std::vector<int32_t> ids;
+  for (const auto& row : rows) {
+    REQUIRE(static_cast<int64_t>(row.size()) <= length);
+    ids.insert(ids.end(), row.begin(), row.end());
+    ids.insert(ids.end(), length - row.size(), nn::kPadId);
+  }
+  return Tensor::from_ints(ids, {static_cast<int64_t>(rows.size()), length});
+}
+
+// Teacher forcing as the seed batches it: decoder input [SOS] w..., label w... [EOS].
+struct Batch {
+  Tensor src, tgt, label;
+};
+
+inline Batch make_batch(const std::vector<std::vector<int32_t>>& sources,
+                        const std::vector<std::vector<int32_t>>& targets, int64_t length) {
+  std::vector<std::vector<int32_t>> inputs, labels;
+  for (const auto& t : targets) {
+    inputs.push_back({kSos});
+    inputs.back().insert(inputs.back().end(), t.begin(), t.end());
+    labels.push_back(t);
+    labels.back().push_back(kEos);
+  }
+  return {pad_batch(sources, length), pad_batch(inputs, length), pad_batch(labels, length)};
+}
+
+inline Tensor log_probs(nn::Transformer& model, const Tensor& src, const Tensor& tgt) {
+  Tensor src_mask = nn::padding_mask(src);
+  Tensor memory = model.encode(src, src_mask);
+  return model.project(model.decode(memory, src_mask, tgt, nn::decoder_mask(tgt)));
+}
+
+// The seed's loss: label-smoothed cross-entropy ignoring [PAD] labels.
+inline Tensor batch_loss(nn::Transformer& model, const Batch& b, float smoothing = 0.1f) {
+  return cross_entropy(log_probs(model, b.src, b.tgt), b.label, nn::kPadId, smoothing);
+}
+
+// A fresh folder under the system's temp dir, removed with everything in it.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "sf_test_XXXXXX").string();
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+}  // namespace sf::testing

@@ -1,0 +1,110 @@
+// The whole Transformer: gradients of the training loss, padding invariance,
+// and incremental (KV-cache) decoding against full decoding.
+#include <cmath>
+
+#include "autograd/error.h"
+#include "gradcheck.h"
+#include "test_nn_helpers.h"
+
+using namespace sf;
+using namespace sf::nn;
+using sf::testing::Batch;
+using sf::testing::batch_loss;
+using sf::testing::check_gradients;
+using sf::testing::log_probs;
+using sf::testing::make_batch;
+using V = std::vector<Tensor>;
+
+static const std::vector<std::vector<int32_t>> kSources = {{4, 5, 6, 7}, {8, 9, 10, 11, 12, 4, 5}};
+static const std::vector<std::vector<int32_t>> kTargets = {{4, 5, 6}, {7, 8, 9, 10, 4, 5}};
+
+TEST_CASE("grad: a 2-layer tiny Transformer's loss, through every parameter") {
+  auto model = testing::tiny_model(testing::tiny_config(), 43);
+  Batch batch = make_batch(kSources, kTargets, 8);
+  // Training mode: dropout is replayed identically on every evaluation.
+  Rng::State start = model->dropout_rng().state();
+  // A step of 1e-3 keeps central differences clear of the ReLU kinks.
+  check_gradients(
+      [&](const V&) {
+        model->dropout_rng().set_state(start);
+        return batch_loss(*model, batch);
+      },
+      model->parameters(), 1e-3f);
+}
+
+TEST_CASE("nn: padding to seq_len 10 or 20 gives the same loss and gradients") {
+  auto model = testing::tiny_model();
+  model->eval();  // dropout would draw different numbers for different shapes
+  auto run = [&](int64_t length) {
+    model->zero_grad();
+    Tensor loss = batch_loss(*model, make_batch(kSources, kTargets, length));
+    loss.backward();
+    std::vector<std::vector<float>> grads;
+    for (const Tensor& p : model->parameters()) grads.push_back(p.grad().to_vector());
+    return std::make_pair(loss.item(), grads);
+  };
+  auto [loss10, grads10] = run(10);
+  auto [loss20, grads20] = run(20);
+  CHECK(std::fabs(loss10 - loss20) <= 1e-5f);
+  NamedTensors params = model->named_parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    CAPTURE(params[i].first);
+    int bad = 0;
+    for (size_t j = 0; j < grads10[i].size(); ++j)
+      if (std::fabs(grads10[i][j] - grads20[i][j]) > 1e-5f + 1e-4f * std::fabs(grads10[i][j])) ++bad;
+    CHECK(bad == 0);
+  }
+}
+
+// Full decoding of `tgt` [B, T] vs the cache fed `chunks` tokens at a time.
+static void check_incremental(Transformer& model, const Tensor& src, const Tensor& tgt,
+                              const std::vector<int64_t>& chunks) {
+  NoGradGuard no_grad;
+  Tensor full = log_probs(model, src, tgt);  // [B, T, V]
+  Tensor src_mask = padding_mask(src);
+  Tensor memory = model.encode(src, src_mask);
+  DecoderCache cache = model.start_decoding(memory);
+  int64_t position = 0;
+  float worst = 0.0f;
+  for (int64_t n : chunks) {
+    Tensor step = model.project(model.decode_next(cache, src_mask, slice(tgt, 1, position, position + n)));
+    Tensor expect = slice(full, 1, position, position + n);
+    REQUIRE(step.shape() == expect.shape());
+    for (int64_t i = 0; i < step.numel(); ++i)
+      worst = std::max(worst, std::fabs(step.data()[i] - expect.data()[i]));
+    position += n;
+  }
+  CHECK(position == tgt.size(1));
+  CHECK(cache.length == position);
+  CHECK(worst <= 1e-5f);
+}
+
+TEST_CASE("nn: KV-cache decoding equals full decoding for 20 steps") {
+  auto model = testing::tiny_model();
+  model->eval();
+  Tensor src = testing::pad_batch(kSources, 9);  // one row padded
+  std::vector<int32_t> ids;
+  for (int row = 0; row < 2; ++row) {
+    ids.push_back(testing::kSos);
+    for (int t = 1; t < 20; ++t) ids.push_back(4 + (row * 3 + t * 5) % 7);
+  }
+  Tensor tgt = Tensor::from_ints(ids, {2, 20});
+  SUBCASE("one token per step") { check_incremental(*model, src, tgt, std::vector<int64_t>(20, 1)); }
+  SUBCASE("a prefix of 7, then chunks of 1, 5 and 1") {
+    std::vector<int64_t> chunks = {7, 1, 5};
+    chunks.resize(10, 1);
+    check_incremental(*model, src, tgt, chunks);
+  }
+}
+
+TEST_CASE("nn: decoding past tgt_seq_len is an error") {
+  TransformerConfig c = testing::tiny_config();
+  c.tgt_seq_len = 3;
+  auto model = testing::tiny_model(c);
+  NoGradGuard no_grad;
+  Tensor src = testing::pad_batch({{4, 5}}, 2);
+  DecoderCache cache = model->start_decoding(model->encode(src, padding_mask(src)));
+  model->decode_next(cache, padding_mask(src), Tensor::from_ints({2, 4, 5}, {1, 3}));
+  CHECK_THROWS_WITH_AS(model->decode_next(cache, padding_mask(src), Tensor::from_ints({6}, {1, 1})),
+                       doctest::Contains("beyond seq_len 3"), Error);
+}
