@@ -1,0 +1,235 @@
+"""PyTorch parity check for Scratchformer checkpoints (SPEC §5-§7).
+
+Usage: python3 pytorch_parity.py DIR
+
+DIR holds model.safetensors (our weights, hyperparameters in __metadata__) and
+batch.safetensors (src, tgt: int32 token ids; logprobs: our float32 output in
+eval mode). This script builds the seed's Transformer in PyTorch from SPEC §6/§7,
+loads our weights with load_state_dict(strict=True), recomputes the
+log-probabilities with the seed's masks and compares. Exit status 0 when they
+agree to 1e-4, 1 otherwise.
+"""
+import json
+import math
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+
+PAD = 1
+TOLERANCE = 1e-4
+
+
+def read_safetensors(path):
+    """(tensors in file order, metadata), parsed by hand: the safetensors
+    package may be absent."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    metadata = header.pop("__metadata__", {})
+    dtypes = {"F32": torch.float32, "I32": torch.int32}
+    data = bytearray(blob[8 + n:])  # writable, as torch.frombuffer wants
+    tensors = {}
+    for name, entry in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        begin, end = entry["data_offsets"]
+        flat = torch.frombuffer(data, dtype=dtypes[entry["dtype"]], count=(end - begin) // 4,
+                                offset=begin) if end > begin else torch.empty(0, dtype=dtypes[entry["dtype"]])
+        tensors[name] = flat.reshape(entry["shape"]).clone()
+    return tensors, metadata
+
+
+# --- the seed's model (SPEC §6 names, §7 maths) -----------------------------------
+
+class InputEmbeddings(nn.Module):
+    def __init__(self, d_model, vocab_size):
+        super().__init__()
+        self.d_model = d_model
+        self.embedding = nn.Embedding(vocab_size, d_model)
+
+    def forward(self, x):
+        return self.embedding(x) * math.sqrt(self.d_model)
+
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, seq_len, dropout):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        pe = torch.zeros(seq_len, d_model)
+        position = torch.arange(0, seq_len, dtype=torch.float).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe.unsqueeze(0))
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[:, :x.shape[1], :])
+
+
+class LayerNormalization(nn.Module):
+    def __init__(self, features, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.alpha = nn.Parameter(torch.ones(features))
+        self.bias = nn.Parameter(torch.zeros(features))
+
+    def forward(self, x):
+        mean = x.mean(dim=-1, keepdim=True)
+        std = x.std(dim=-1, keepdim=True)  # unbiased
+        return self.alpha * (x - mean) / (std + self.eps) + self.bias
+
+
+class FeedForwardBlock(nn.Module):
+    def __init__(self, d_model, d_ff, dropout):
+        super().__init__()
+        self.linear_1 = nn.Linear(d_model, d_ff)
+        self.dropout = nn.Dropout(dropout)
+        self.linear_2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.linear_2(self.dropout(torch.relu(self.linear_1(x))))
+
+
+class MultiHeadAttentionBlock(nn.Module):
+    def __init__(self, d_model, h, dropout):
+        super().__init__()
+        self.h = h
+        self.d_k = d_model // h
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, q, k, v, mask):
+        def heads(x):
+            return x.view(x.shape[0], x.shape[1], self.h, self.d_k).transpose(1, 2)
+
+        query, key, value = heads(self.w_q(q)), heads(self.w_k(k)), heads(self.w_v(v))
+        scores = (query @ key.transpose(-2, -1)) / math.sqrt(self.d_k)
+        if mask is not None:
+            scores = scores.masked_fill(mask == 0, -1e9)
+        weights = self.dropout(scores.softmax(dim=-1))
+        x = (weights @ value).transpose(1, 2).contiguous().view(q.shape[0], -1, self.h * self.d_k)
+        return self.w_o(x)
+
+
+class ResidualConnection(nn.Module):
+    def __init__(self, features, dropout):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.norm = LayerNormalization(features)
+
+    def forward(self, x, sublayer):
+        return x + self.dropout(sublayer(self.norm(x)))
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, d_model, h, d_ff, dropout):
+        super().__init__()
+        self.self_attention_block = MultiHeadAttentionBlock(d_model, h, dropout)
+        self.feed_forward_block = FeedForwardBlock(d_model, d_ff, dropout)
+        self.residual_connections = nn.ModuleList([ResidualConnection(d_model, dropout) for _ in range(2)])
+
+    def forward(self, x, src_mask):
+        x = self.residual_connections[0](x, lambda x: self.self_attention_block(x, x, x, src_mask))
+        return self.residual_connections[1](x, self.feed_forward_block)
+
+
+class DecoderBlock(nn.Module):
+    def __init__(self, d_model, h, d_ff, dropout):
+        super().__init__()
+        self.self_attention_block = MultiHeadAttentionBlock(d_model, h, dropout)
+        self.cross_attention_block = MultiHeadAttentionBlock(d_model, h, dropout)
+        self.feed_forward_block = FeedForwardBlock(d_model, d_ff, dropout)
+        self.residual_connections = nn.ModuleList([ResidualConnection(d_model, dropout) for _ in range(3)])
+
+    def forward(self, x, memory, src_mask, tgt_mask):
+        x = self.residual_connections[0](x, lambda x: self.self_attention_block(x, x, x, tgt_mask))
+        x = self.residual_connections[1](x, lambda x: self.cross_attention_block(x, memory, memory, src_mask))
+        return self.residual_connections[2](x, self.feed_forward_block)
+
+
+class Stack(nn.Module):
+    """Encoder or Decoder: the layers, then a final norm."""
+
+    def __init__(self, d_model, layers):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.norm = LayerNormalization(d_model)
+
+    def forward(self, x, *args):
+        for layer in self.layers:
+            x = layer(x, *args)
+        return self.norm(x)
+
+
+class ProjectionLayer(nn.Module):
+    def __init__(self, d_model, vocab_size):
+        super().__init__()
+        self.proj = nn.Linear(d_model, vocab_size)
+
+    def forward(self, x):
+        return torch.log_softmax(self.proj(x), dim=-1)
+
+
+class Transformer(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab, src_seq_len, tgt_seq_len, d_model, N, h, d_ff, dropout=0.1):
+        super().__init__()
+        self.encoder = Stack(d_model, [EncoderBlock(d_model, h, d_ff, dropout) for _ in range(N)])
+        self.decoder = Stack(d_model, [DecoderBlock(d_model, h, d_ff, dropout) for _ in range(N)])
+        self.src_embed = InputEmbeddings(d_model, src_vocab)
+        self.tgt_embed = InputEmbeddings(d_model, tgt_vocab)
+        self.src_pos = PositionalEncoding(d_model, src_seq_len, dropout)
+        self.tgt_pos = PositionalEncoding(d_model, tgt_seq_len, dropout)
+        self.projection_layer = ProjectionLayer(d_model, tgt_vocab)
+
+    def encode(self, src, src_mask):
+        return self.encoder(self.src_pos(self.src_embed(src)), src_mask)
+
+    def decode(self, memory, src_mask, tgt, tgt_mask):
+        return self.decoder(self.tgt_pos(self.tgt_embed(tgt)), memory, src_mask, tgt_mask)
+
+    def project(self, x):
+        return self.projection_layer(x)
+
+
+def causal_mask(size):
+    return torch.triu(torch.ones((1, size, size)), diagonal=1).type(torch.int) == 0
+
+
+def main():
+    folder = sys.argv[1]
+    weights, meta = read_safetensors(f"{folder}/model.safetensors")
+    batch, _ = read_safetensors(f"{folder}/batch.safetensors")
+    src_seq_len = int(meta.get("src_seq_len", meta.get("seq_len")))
+    tgt_seq_len = int(meta.get("tgt_seq_len", meta.get("seq_len")))
+    model = Transformer(int(meta["src_vocab_size"]), int(meta["tgt_vocab_size"]), src_seq_len, tgt_seq_len,
+                        int(meta["d_model"]), int(meta["N"]), int(meta["h"]), int(meta["d_ff"]))
+    model.load_state_dict(weights, strict=True)
+    if list(model.state_dict().keys()) != list(weights.keys()):
+        print("pytorch parity: the file's tensor order differs from PyTorch's state_dict order")
+        return 1
+    model.eval()
+
+    src, tgt = batch["src"].long(), batch["tgt"].long()
+    # The seed's masks: [B, 1, 1, S] not-pad; [B, 1, T, T] not-pad & causal.
+    src_mask = (src != PAD).unsqueeze(1).unsqueeze(1).int()
+    tgt_mask = (tgt != PAD).unsqueeze(1).unsqueeze(1).int() & causal_mask(tgt.shape[1]).unsqueeze(0)
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        logprobs = model.project(model.decode(memory, src_mask, tgt, tgt_mask))
+    ours = batch["logprobs"]
+    if logprobs.shape != ours.shape:
+        print(f"pytorch parity: shapes differ: PyTorch {list(logprobs.shape)}, ours {list(ours.shape)}")
+        return 1
+    diff = (logprobs - ours).abs().max().item()
+    verdict = "ok" if diff <= TOLERANCE else "MISMATCH"
+    print(f"pytorch parity (torch {torch.__version__}): {len(weights)} tensors loaded strict, "
+          f"{ours.numel()} log-probs, max |diff| = {diff:.3g} (tolerance {TOLERANCE:g}): {verdict}")
+    return 0 if diff <= TOLERANCE else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
