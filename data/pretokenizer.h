@@ -1,0 +1,20 @@
+// Pre-tokenisation (SPEC §5): the Hugging Face `Whitespace` pre-tokenizer, i.e.
+// the matches of the regex \w+|[^\w\s]+ with Python 3's Unicode \w and \s.
+// No normalisation: case and accents are kept. "l'uomo" -> l ' uomo;
+// "perché?!" -> perché ?!
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sf::data {
+
+// The words of `text`, as views into it: maximal runs of word characters and
+// maximal runs of other non-space characters; spaces only separate.
+// Throws sf::Error on invalid UTF-8.
+std::vector<std::string_view> pre_tokenize(std::string_view text);
+
+// The words joined by single spaces: how metrics see a sentence (SPEC §8).
+std::string pre_tokenized_text(std::string_view text);
+
+}  // namespace sf::data

@@ -1,0 +1,61 @@
+// The word-level tokenizer of the seed project (Hugging Face `tokenizers`:
+// WordLevel model + Whitespace pre-tokenizer, no normaliser), saved and loaded
+// in the `tokenizers` JSON format of SPEC §5.
+//
+// Vocabulary order (as HF's WordLevelTrainer): the four special tokens with ids
+// 0..3, then every word with count >= min_frequency, by descending count, ties
+// by ascending byte-wise string order. Unlike HF's trainer there is no
+// vocab_size cap (SPEC §5 keeps every frequent word).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sf::data {
+
+inline constexpr int32_t kUnkId = 0, kPadId = 1, kSosId = 2, kEosId = 3;
+inline constexpr std::array<std::string_view, 4> kSpecialTokens = {"[UNK]", "[PAD]", "[SOS]",
+                                                                   "[EOS]"};
+
+class Tokenizer {
+ public:
+  // Counts the pre-tokenised words of `texts` (one side of the training pairs).
+  static Tokenizer train(const std::vector<std::string_view>& texts, int64_t min_frequency);
+  // `source` names the file in error messages.
+  static Tokenizer from_json(const nlohmann::json& json, const std::string& source);
+  static Tokenizer load(const std::string& path);
+
+  nlohmann::ordered_json to_json() const;  // keys in SPEC §5's order
+  void save(const std::string& path) const;  // creates missing parent folders
+
+  // Ids of the words; unknown words are [UNK]. As HF, the special tokens'
+  // texts ("[PAD]", ...) written in the input are recognised as those tokens.
+  std::vector<int32_t> encode(std::string_view text) const;
+  // Tokens joined by single spaces, without [SOS], [EOS] and [PAD] ([UNK] kept
+  // as "[UNK]"), as `translate` prints them (SPEC §3).
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+  int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
+  const std::string& id_to_token(int32_t id) const;
+  // The id of a vocabulary entry, or -1 when it has none.
+  int32_t token_to_id(std::string_view token) const;
+
+ private:
+  explicit Tokenizer(std::vector<std::string> tokens);
+  void append_words(std::string_view text, std::vector<int32_t>& ids) const;
+
+  std::vector<std::string> tokens_;  // by id
+  // Transparent hash and equality, so lookups take a string_view.
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> ids_;
+};
+
+}  // namespace sf::data
