@@ -35,7 +35,11 @@ obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
 
 .PHONY: all test bench deps bench-deps clean
 .SECONDARY:
-all: $(LIB) $(EXAMPLES)
+CLI := $(BUILD)/scratchformer
+all: $(LIB) $(CLI) $(EXAMPLES)
+
+$(CLI): $(BUILD)/obj/train/main.o $(LIB)
+	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS)
 
 # Build dependencies, installed when missing (see tools/need-packages).
 deps:
@@ -50,8 +54,8 @@ $(LIB): $(call obj,$(LIB_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 
-# The suite runs the examples, so they are built first.
-$(TESTS): $(call obj,$(TEST_SRC)) $(LIB) | $(EXAMPLES)
+# The suite runs the examples and the command, so they are built first.
+$(TESTS): $(call obj,$(TEST_SRC)) $(LIB) | $(EXAMPLES) $(CLI)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS)
 
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)

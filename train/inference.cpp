@@ -1,0 +1,186 @@
+#include "inference.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+
+#include "autograd/engine.h"
+#include "autograd/error.h"
+#include "data/pretokenizer.h"
+#include "data/unicode.h"
+#include "nn/checkpoint.h"
+#include "train/checkpoints.h"
+#include "train/metrics.h"
+
+namespace sf::train {
+
+Session Session::open(const Config& config, const std::optional<std::string>& checkpoint) {
+  Session s{config, data::Tokenizer::load(config.tokenizer_path(config.lang_src)),
+            data::Tokenizer::load(config.tokenizer_path(config.lang_tgt)), nullptr, ""};
+  if (checkpoint) {
+    s.checkpoint = *checkpoint;
+  } else {
+    CheckpointStore store(config.model_folder, config.model_basename, config.keep_checkpoints);
+    std::optional<int64_t> latest = store.latest_epoch();
+    if (!latest)
+      fail(config.model_folder, ": no complete checkpoint '", config.model_basename,
+           "NN' here (train first, or pass --checkpoint)");
+    s.checkpoint = store.weights_path(CheckpointStore::epoch_tag(*latest));
+  }
+  nn::TransformerConfig model_config = nn::read_checkpoint_config(s.checkpoint);
+  if (model_config.src_vocab_size != s.src_tokenizer.vocab_size() ||
+      model_config.tgt_vocab_size != s.tgt_tokenizer.vocab_size())
+    fail(s.checkpoint, ": vocabulary sizes ", model_config.src_vocab_size, "/",
+         model_config.tgt_vocab_size, " do not match the tokenizers (",
+         s.src_tokenizer.vocab_size(), "/", s.tgt_tokenizer.vocab_size(), ")");
+  Rng init(static_cast<uint64_t>(config.seed));
+  s.model = nn::build_transformer(model_config, init);
+  nn::load_checkpoint(*s.model, s.checkpoint);
+  s.model->eval();
+  return s;
+}
+
+Tensor encoder_inputs(const std::vector<std::vector<int32_t>>& sources) {
+  size_t longest = 0;
+  for (const auto& s : sources) longest = std::max(longest, s.size());
+  int64_t width = static_cast<int64_t>(longest) + 2;
+  std::vector<int32_t> ids;
+  ids.reserve(sources.size() * width);
+  for (const auto& s : sources) {
+    ids.push_back(data::kSosId);
+    ids.insert(ids.end(), s.begin(), s.end());
+    ids.push_back(data::kEosId);
+    ids.insert(ids.end(), longest - s.size(), data::kPadId);
+  }
+  return Tensor::from_ints(ids, {static_cast<int64_t>(sources.size()), width});
+}
+
+// Indices of `lengths` in groups of at most `batch_size`, similar lengths
+// together, so little padding is computed.
+static std::vector<std::vector<size_t>> length_batches(const std::vector<size_t>& lengths,
+                                                       int64_t batch_size) {
+  std::vector<size_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return lengths[a] < lengths[b]; });
+  std::vector<std::vector<size_t>> batches;
+  for (size_t i = 0; i < order.size(); i += static_cast<size_t>(batch_size))
+    batches.emplace_back(order.begin() + i,
+                         order.begin() + std::min(order.size(), i + static_cast<size_t>(batch_size)));
+  return batches;
+}
+
+std::vector<TokenIds> translate_ids(nn::Transformer& model,
+                                    const std::vector<std::vector<int32_t>>& sources,
+                                    const DecodeOptions& options) {
+  std::vector<size_t> lengths;
+  for (const auto& s : sources) lengths.push_back(s.size());
+  std::vector<TokenIds> out(sources.size());
+  for (const auto& batch : length_batches(lengths, options.batch_size)) {
+    std::vector<std::vector<int32_t>> rows;
+    for (size_t i : batch) rows.push_back(sources[i]);
+    Tensor src = encoder_inputs(rows);
+    if (options.beam <= 1) {
+      std::vector<TokenIds> result = greedy_decode(model, src, options.max_len);
+      for (size_t j = 0; j < batch.size(); ++j) out[batch[j]] = std::move(result[j]);
+    } else {
+      std::vector<Hypothesis> result =
+          beam_search(model, src, options.beam, options.length_penalty, options.max_len);
+      for (size_t j = 0; j < batch.size(); ++j) out[batch[j]] = std::move(result[j].tokens);
+    }
+  }
+  return out;
+}
+
+std::vector<int32_t> encode_source(const Session& session, const std::string& text,
+                                   const std::string& where) {
+  std::vector<int32_t> ids = session.src_tokenizer.encode(text);
+  int64_t limit = session.config.seq_len - 2;
+  if (static_cast<int64_t>(ids.size()) > limit)
+    fail(where, ": the sentence has ", ids.size(), " tokens, more than seq_len - 2 = ", limit);
+  return ids;
+}
+
+std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
+                                         const DecodeOptions& options) {
+  std::vector<std::vector<int32_t>> sources;
+  for (size_t i = 0; i < sentences.size(); ++i)
+    sources.push_back(encode_source(session, sentences[i], "input sentence " + std::to_string(i + 1)));
+  std::vector<std::string> lines;
+  for (const TokenIds& ids : translate_ids(*session.model, sources, options))
+    lines.push_back(session.tgt_tokenizer.decode(ids));
+  return lines;
+}
+
+Scores score_translations(const std::vector<std::string>& hypotheses,
+                          const std::vector<std::string>& references) {
+  std::vector<Words> hyp_words, ref_words;
+  std::vector<std::u32string> hyp_chars, ref_chars;
+  int64_t exact = 0;
+  for (size_t i = 0; i < hypotheses.size(); ++i) {
+    std::string h = data::pre_tokenized_text(hypotheses[i]), r = data::pre_tokenized_text(references[i]);
+    exact += h == r;
+    auto words = [](const std::string& text) {
+      Words out;
+      for (std::string_view w : data::pre_tokenize(text)) out.emplace_back(w);
+      return out;
+    };
+    hyp_words.push_back(words(h));
+    ref_words.push_back(words(r));
+    hyp_chars.push_back(data::decode_utf8(h));
+    ref_chars.push_back(data::decode_utf8(r));
+  }
+  Scores s;
+  s.bleu = corpus_bleu(hyp_words, ref_words);
+  s.chrf = corpus_chrf(hyp_chars, ref_chars);
+  s.cer = corpus_cer(hyp_chars, ref_chars);
+  s.wer = corpus_wer(hyp_words, ref_words);
+  s.exact_match = hypotheses.empty() ? 0.0 : double(exact) / double(hypotheses.size());
+  return s;
+}
+
+std::vector<PairNll> score_pairs(nn::Transformer& model,
+                                 const std::vector<std::vector<int32_t>>& sources,
+                                 const std::vector<std::vector<int32_t>>& targets,
+                                 int64_t batch_size) {
+  NoGradGuard no_grad;
+  std::vector<size_t> lengths;
+  for (size_t i = 0; i < sources.size(); ++i) lengths.push_back(std::max(sources[i].size(), targets[i].size()));
+  std::vector<PairNll> out(sources.size());
+  for (const auto& batch : length_batches(lengths, batch_size)) {
+    std::vector<std::vector<int32_t>> src_rows;
+    size_t longest = 0;
+    for (size_t i : batch) {
+      src_rows.push_back(sources[i]);
+      longest = std::max(longest, targets[i].size());
+    }
+    // Decoder input [SOS] tgt [PAD]..., labels tgt [EOS] [PAD]...
+    int64_t width = static_cast<int64_t>(longest) + 1;
+    std::vector<int32_t> input, label;
+    for (size_t i : batch) {
+      const auto& t = targets[i];
+      input.push_back(data::kSosId);
+      input.insert(input.end(), t.begin(), t.end());
+      label.insert(label.end(), t.begin(), t.end());
+      label.push_back(data::kEosId);
+      input.insert(input.end(), longest - t.size(), data::kPadId);
+      label.insert(label.end(), longest - t.size(), data::kPadId);
+    }
+    auto rows = static_cast<int64_t>(batch.size());
+    Tensor src = encoder_inputs(src_rows), tgt = Tensor::from_ints(input, {rows, width});
+    Tensor src_mask = nn::padding_mask(src);
+    Tensor log_probs = model.project(
+        model.decode(model.encode(src, src_mask), src_mask, tgt, nn::decoder_mask(tgt)));
+    int64_t vocab = log_probs.size(-1);
+    for (int64_t r = 0; r < rows; ++r) {
+      size_t i = batch[r];
+      double nll = 0.0;
+      for (size_t t = 0; t <= targets[i].size(); ++t)
+        nll -= log_probs.data()[(r * width + static_cast<int64_t>(t)) * vocab + label[r * width + t]];
+      out[i] = {nll, static_cast<int64_t>(targets[i].size()) + 1};
+    }
+  }
+  return out;
+}
+
+}  // namespace sf::train

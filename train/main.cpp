@@ -1,0 +1,209 @@
+// The scratchformer command (SPEC §3): train, translate, eval, score.
+// Bad usage, config or input: one line "scratchformer: error: ..." and exit 2;
+// an internal error exits 1; an interrupted training run exits 130 after saving.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/error.h"
+#include "autograd/kernels/thread_pool.h"
+#include "data/corpus.h"
+#include "train/inference.h"
+#include "train/trainer.h"
+
+using namespace sf;
+using namespace sf::train;
+
+namespace {
+
+const char* kUsage = R"(usage: scratchformer SUBCOMMAND [options]
+
+Trains and runs "Attention Is All You Need" Transformers for translation.
+
+subcommands:
+  train      train a model from a JSON config
+  translate  translate sentences with a trained model
+  eval       translate a TSV file's sources and score them against its targets
+  score      teacher-forced negative log-likelihood of source/target pairs
+
+Run "scratchformer SUBCOMMAND --help" for a subcommand's options.
+)";
+
+const char* kTrainHelp = R"(usage: scratchformer train --config FILE [--set key=value ...]
+
+Trains the model the config describes (keys: SPEC.md section 4). Each --set
+overrides one key: dotted keys reach nested objects (--set optimizer.name=sgd);
+the value is JSON when it parses as JSON, otherwise a string. Shows progress,
+validates each epoch, writes checkpoints to model_folder and metrics to
+experiment_name/metrics.jsonl. Ctrl-C (SIGINT) or SIGTERM: finishes the current
+step, saves a checkpoint of the position reached and exits 130; train again
+with "preload": "latest" to continue exactly from there.
+)";
+
+const char* kTranslateHelp = R"(usage: scratchformer translate --config FILE [--checkpoint PATH] [--beam N] [TEXT ...]
+
+Translates each TEXT argument, or without TEXT each line of standard input, and
+prints one line per sentence: the target tokens joined by spaces. Uses the
+latest checkpoint in model_folder unless --checkpoint names one. --beam N uses
+beam search of width N (default: the config's beam).
+)";
+
+const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--checkpoint PATH] --data FILE.tsv [--beam N]
+
+Translates the sources of FILE.tsv (source<TAB>target lines) as translate does
+and prints one JSON object: {"bleu", "chrf", "cer", "wer", "sentences", "seconds"}.
+)";
+
+const char* kScoreHelp = R"(usage: scratchformer score --config FILE [--checkpoint PATH]
+
+Reads source<TAB>target lines on standard input and prints, per line,
+NLL<TAB>T: the negative log-likelihood (natural log, teacher forcing, no
+dropout, no label smoothing) of the target tokens and the final [EOS], and T,
+the number of target tokens + 1.
+)";
+
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct Arguments {
+  std::string config;
+  std::vector<std::string> sets, texts;
+  std::optional<std::string> checkpoint, data;
+  std::optional<int64_t> beam;
+  bool help = false;
+};
+
+// Parses the options `allowed` for `command`; anything else is a usage error.
+Arguments parse(const std::string& command, int argc, char** argv, const std::vector<std::string>& allowed,
+                bool takes_texts) {
+  Arguments a;
+  auto is_allowed = [&](const std::string& o) { return std::find(allowed.begin(), allowed.end(), o) != allowed.end(); };
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      a.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) == 0) {
+      if (!is_allowed(arg)) throw UsageError(command + ": unknown option " + arg);
+      if (i + 1 >= argc) throw UsageError(command + ": " + arg + " needs a value");
+      std::string value = argv[++i];
+      if (arg == "--config") a.config = value;
+      else if (arg == "--set") a.sets.push_back(value);
+      else if (arg == "--checkpoint") a.checkpoint = value;
+      else if (arg == "--data") a.data = value;
+      else if (arg == "--beam") {
+        char* end = nullptr;
+        long long beam = std::strtoll(value.c_str(), &end, 10);
+        if (*end != '\0' || beam < 1) throw UsageError(command + ": --beam needs an integer >= 1, got '" + value + "'");
+        a.beam = beam;
+      }
+      continue;
+    }
+    if (!takes_texts) throw UsageError(command + ": unexpected argument '" + arg + "'");
+    a.texts.push_back(arg);
+  }
+  if (!a.help && a.config.empty()) throw UsageError(command + ": --config FILE is required");
+  return a;
+}
+
+DecodeOptions decode_options(const Session& s, const Arguments& a) {
+  return {a.beam.value_or(s.config.beam), s.config.length_penalty, s.config.seq_len,
+          std::max<int64_t>(s.config.batch_size, 32)};
+}
+
+int train_command(int argc, char** argv) {
+  Arguments a = parse("train", argc, argv, {"--config", "--set"}, false);
+  if (a.help) return std::fputs(kTrainHelp, stdout), 0;
+  Config config = load_config(a.config, a.sets);
+  install_stop_handlers();
+  return Trainer(config).run();
+}
+
+Session open_session(const Arguments& a) {
+  Config config = load_config(a.config);
+  kernels::set_num_threads(static_cast<int>(config.threads));
+  return Session::open(config, a.checkpoint);
+}
+
+int translate_command(int argc, char** argv) {
+  Arguments a = parse("translate", argc, argv, {"--config", "--checkpoint", "--beam"}, true);
+  if (a.help) return std::fputs(kTranslateHelp, stdout), 0;
+  Session session = open_session(a);
+  std::vector<std::string> sentences = a.texts;
+  if (sentences.empty())
+    for (std::string line; std::getline(std::cin, line);) sentences.push_back(line);
+  for (const std::string& line : translate_lines(session, sentences, decode_options(session, a)))
+    std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+int eval_command(int argc, char** argv) {
+  Arguments a = parse("eval", argc, argv, {"--config", "--checkpoint", "--data", "--beam"}, false);
+  if (a.help) return std::fputs(kEvalHelp, stdout), 0;
+  if (!a.data) throw UsageError("eval: --data FILE.tsv is required");
+  auto start = std::chrono::steady_clock::now();
+  Session session = open_session(a);
+  data::ReadResult file = data::read_tsv(*a.data);
+  std::vector<std::string> sources, references;
+  for (const data::Pair& p : file.pairs) {
+    sources.push_back(p.src);
+    references.push_back(p.tgt);
+  }
+  Scores s = score_translations(translate_lines(session, sources, decode_options(session, a)), references);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  nlohmann::ordered_json out = {{"bleu", s.bleu}, {"chrf", s.chrf}, {"cer", s.cer}, {"wer", s.wer},
+                        {"sentences", sources.size()}, {"seconds", seconds}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+int score_command(int argc, char** argv) {
+  Arguments a = parse("score", argc, argv, {"--config", "--checkpoint"}, false);
+  if (a.help) return std::fputs(kScoreHelp, stdout), 0;
+  Session session = open_session(a);
+  std::vector<std::vector<int32_t>> sources, targets;
+  int64_t line_number = 0;
+  for (std::string line; std::getline(std::cin, line);) {
+    ++line_number;
+    std::string where = "<stdin>:" + std::to_string(line_number);
+    size_t tab = line.find('\t');
+    if (tab == std::string::npos || line.find('\t', tab + 1) != std::string::npos)
+      fail(where, ": expected source<TAB>target");
+    sources.push_back(encode_source(session, line.substr(0, tab), where));
+    targets.push_back(session.tgt_tokenizer.encode(line.substr(tab + 1)));
+    int64_t limit = session.config.seq_len - 1;
+    if (static_cast<int64_t>(targets.back().size()) > limit)
+      fail(where, ": the target has ", targets.back().size(), " tokens, more than seq_len - 1 = ", limit);
+  }
+  for (const PairNll& r : score_pairs(*session.model, sources, targets, std::max<int64_t>(session.config.batch_size, 32)))
+    std::printf("%.6f\t%lld\n", r.nll, static_cast<long long>(r.tokens));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string command = argc > 1 ? argv[1] : "";
+  try {
+    if (command == "--help" || command == "-h") return std::fputs(kUsage, stdout), 0;
+    if (command == "train") return train_command(argc, argv);
+    if (command == "translate") return translate_command(argc, argv);
+    if (command == "eval") return eval_command(argc, argv);
+    if (command == "score") return score_command(argc, argv);
+    throw UsageError(command.empty() ? "no subcommand (try --help)" : "unknown subcommand '" + command + "' (try --help)");
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "scratchformer: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "scratchformer: internal error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,295 @@
+#include "trainer.h"
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "autograd/engine.h"
+#include "autograd/error.h"
+#include "autograd/kernels/thread_pool.h"
+#include "data/pipeline.h"
+#include "nn/checkpoint.h"
+#include "optim/clip.h"
+#include "train/progress.h"
+
+namespace sf::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::atomic<bool> g_stop_requested{false};
+
+static void request_stop(int signal) {
+  g_stop_requested = true;
+  std::signal(signal, SIG_DFL);  // a second signal ends the process at once
+}
+
+void install_stop_handlers() {
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
+}
+
+static double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+static std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const optim::NamedTensors& params) {
+  const OptimizerConfig& o = c.optimizer;
+  if (o.name == "sgd")
+    return std::make_unique<optim::Sgd>(params, c.lr, optim::SgdOptions{o.momentum, o.weight_decay, o.nesterov});
+  return std::make_unique<optim::Adam>(
+      params, c.lr, optim::AdamOptions{o.beta1, o.beta2, o.eps, o.weight_decay, o.name == "adamw"});
+}
+
+Trainer::Trainer(Config config)
+    : config_(std::move(config)),
+      accumulation_(config_.grad_accum),
+      store_(config_.model_folder, config_.model_basename, config_.keep_checkpoints) {
+  if (config_.device != "cpu")
+    fail(config_.source, ": key 'device': \"", config_.device, "\" is not built in (this build has only \"cpu\")");
+  kernels::set_num_threads(static_cast<int>(config_.threads));
+  prepare_data();
+  build_model_and_optimizer();
+  restore();
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::prepare_data() {
+  const DataConfig& d = config_.data;
+  data::CorpusOptions options{d.task, d.size, d.train, d.valid, d.format, config_.lang_src,
+                              config_.lang_tgt, config_.val_fraction, static_cast<uint64_t>(config_.seed)};
+  data::Corpus corpus = data::load_corpus(options);
+  std::fprintf(stderr, "data: %zu training pairs, %zu validation pairs", corpus.train.size(), corpus.valid.size());
+  if (corpus.blank_lines > 0) std::fprintf(stderr, " (%lld blank lines skipped)", static_cast<long long>(corpus.blank_lines));
+  std::fprintf(stderr, "\n");
+  if (corpus.train.empty())
+    fail(d.is_task() ? config_.source : d.train, ": no training pairs");
+
+  auto tokenizer = [&](const std::string& lang, data::Side side) {
+    std::string path = config_.tokenizer_path(lang);
+    data::TokenizerFile file = data::load_or_build_tokenizer(path, corpus.train, side, config_.min_frequency);
+    std::fprintf(stderr, "tokenizer %s: %s %s (%lld tokens)\n", lang.c_str(),
+                 file.loaded ? "loaded from" : "built and saved to", path.c_str(),
+                 static_cast<long long>(file.tokenizer.vocab_size()));
+    return std::make_unique<data::Tokenizer>(std::move(file.tokenizer));
+  };
+  src_tokenizer_ = tokenizer(config_.lang_src, data::Side::Source);
+  tgt_tokenizer_ = tokenizer(config_.lang_tgt, data::Side::Target);
+
+  std::vector<data::Example> train = data::encode_pairs(corpus.train, *src_tokenizer_, *tgt_tokenizer_);
+  std::vector<data::Example> valid = data::encode_pairs(corpus.valid, *src_tokenizer_, *tgt_tokenizer_);
+  if (config_.max_len_filter) {
+    int64_t dropped = data::drop_long_examples(train, config_.seq_len) +
+                      data::drop_long_examples(valid, config_.seq_len);
+    if (dropped > 0)
+      std::fprintf(stderr, "data: dropped %lld pairs longer than seq_len - 2 = %lld tokens\n",
+                   static_cast<long long>(dropped), static_cast<long long>(config_.seq_len - 2));
+    if (train.empty()) fail(config_.source, ": every training pair is longer than seq_len - 2 tokens");
+  }
+  data::BatchOptions batching{config_.batch_size, config_.seq_len, config_.bucket, true,
+                              static_cast<uint64_t>(config_.seed)};
+  train_set_ = std::make_unique<data::BatchedDataset>(std::move(train), batching);
+  batching.shuffle = false;
+  valid_set_ = std::make_unique<data::BatchedDataset>(std::move(valid), batching);
+}
+
+void Trainer::build_model_and_optimizer() {
+  nn::TransformerConfig mc;
+  mc.src_vocab_size = src_tokenizer_->vocab_size();
+  mc.tgt_vocab_size = tgt_tokenizer_->vocab_size();
+  mc.src_seq_len = mc.tgt_seq_len = config_.seq_len;
+  mc.d_model = config_.d_model;
+  mc.N = config_.N;
+  mc.h = config_.h;
+  mc.d_ff = config_.d_ff;
+  mc.dropout = config_.dropout;
+  Rng init(static_cast<uint64_t>(config_.seed));
+  model_ = nn::build_transformer(mc, init);
+  std::fprintf(stderr, "model: %lld parameters\n", static_cast<long long>(model_->num_parameters()));
+  optimizer_ = make_optimizer(config_, model_->named_parameters());
+
+  int64_t steps_per_epoch = (train_set_->batches_per_epoch() + config_.grad_accum - 1) / config_.grad_accum;
+  schedule_ = {optim::parse_schedule(config_.schedule), config_.lr, config_.warmup_steps,
+               std::max<int64_t>(1, steps_per_epoch * config_.num_epochs), config_.d_model};
+}
+
+void Trainer::restore() {
+  if (!config_.preload) return;
+  std::string weights, optimizer, state;
+  if (*config_.preload == "latest") {
+    std::optional<int64_t> latest = store_.latest_epoch();
+    if (!latest) {
+      std::fprintf(stderr, "preload latest: no checkpoint in %s yet, starting fresh\n", config_.model_folder.c_str());
+      return;
+    }
+    std::string tag = CheckpointStore::epoch_tag(*latest);
+    weights = store_.weights_path(tag);
+    optimizer = store_.optimizer_path(tag);
+    state = store_.state_path(tag);
+  } else {
+    weights = *config_.preload;
+    if (!fs::exists(weights)) fail(config_.source, ": key 'preload': ", weights, ": no such file");
+    std::string base = weights;
+    const std::string suffix = ".safetensors";
+    if (base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0)
+      base.resize(base.size() - suffix.size());
+    optimizer = base + ".optim.safetensors";
+    state = base + ".state.json";
+  }
+  nn::load_checkpoint(*model_, weights);
+  if (!fs::exists(optimizer) || !fs::exists(state)) {
+    std::fprintf(stderr, "preload: weights from %s; no optimizer/state beside them, so a fresh optimizer at epoch 0\n",
+                 weights.c_str());
+    return;
+  }
+  optimizer_->load(optimizer);
+  std::ifstream in(state);
+  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail(state, ": malformed JSON");
+  state_ = TrainingState::from_json(j, state);
+  model_->dropout_rng().set_state(state_.dropout_rng);
+  accumulation_.set_pending(state_.accum_pending);
+  resumed_ = true;
+  std::fprintf(stderr, "preload: resumed from %s (epoch %02lld, batch %lld of %lld, step %lld)\n", weights.c_str(),
+               static_cast<long long>(state_.epoch), static_cast<long long>(state_.batch),
+               static_cast<long long>(state_.batches_in_epoch), static_cast<long long>(state_.global_step));
+}
+
+float Trainer::train_batch(const data::Batch& batch, bool last_of_epoch) {
+  Tensor memory = model_->encode(batch.encoder_input, batch.encoder_mask);
+  Tensor features = model_->decode(memory, batch.encoder_mask, batch.decoder_input, batch.decoder_mask);
+  Tensor loss = cross_entropy(model_->project(features), batch.label, data::kPadId, config_.label_smoothing);
+  (loss * accumulation_.loss_scale()).backward();
+  pending_loss_ += loss.item();
+  pending_batches_ += 1;
+  pending_tokens_ += batch.label_tokens;
+  if (accumulation_.step_due(last_of_epoch)) {
+    state_.global_step += 1;
+    float lr = optim::learning_rate(schedule_, state_.global_step);
+    optimizer_->set_lr(lr);
+    float norm = config_.clip_grad_norm ? optim::clip_grad_norm(optimizer_->params(), *config_.clip_grad_norm)
+                                        : optim::grad_norm(optimizer_->params());
+    optimizer_->step();
+    optimizer_->zero_grad();
+    double seconds = seconds_since(last_step_);
+    log_step(static_cast<float>(pending_loss_ / pending_batches_), lr, norm,
+             seconds > 0 ? pending_tokens_ / seconds : 0.0);
+    last_step_ = std::chrono::steady_clock::now();
+    pending_loss_ = 0;
+    pending_batches_ = pending_tokens_ = 0;
+  }
+  return loss.item();
+}
+
+void Trainer::log_step(float loss, float lr, float grad_norm, double tokens_per_second) {
+  nlohmann::ordered_json record = {{"kind", "step"},       {"epoch", state_.epoch}, {"step", state_.global_step},
+                 {"loss", loss},         {"lr", lr},              {"grad_norm", grad_norm},
+                 {"tokens_per_s", tokens_per_second}, {"time", seconds_since(start_)}};
+  std::ofstream(metrics_path_, std::ios::app) << record.dump() << "\n";
+}
+
+void Trainer::save(const std::string& tag) {
+  state_.dropout_rng = model_->dropout_rng().state();
+  state_.accum_pending = accumulation_.pending();
+  store_.save(tag, *model_, *optimizer_, state_);
+}
+
+ValidationResult Trainer::validate() {
+  ValidationResult result;
+  const auto& examples = valid_set_->examples();
+  if (examples.empty()) return result;
+  model_->eval();
+  {
+    NoGradGuard no_grad;
+    double total = 0;
+    int64_t count = 0;
+    for (data::EpochBatches batches(*valid_set_, 0); !batches.done();) {
+      data::Batch b = batches.next();
+      Tensor memory = model_->encode(b.encoder_input, b.encoder_mask);
+      Tensor out = model_->project(model_->decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask));
+      total += cross_entropy(out, b.label, data::kPadId, config_.label_smoothing).item() * b.label_tokens;
+      count += b.label_tokens;
+    }
+    result.loss = count > 0 ? total / count : 0.0;
+    std::vector<std::vector<int32_t>> sources;
+    for (const data::Example& e : examples) sources.push_back(e.src);
+    DecodeOptions options{config_.beam, config_.length_penalty, config_.seq_len, std::max<int64_t>(config_.batch_size, 32)};
+    for (const TokenIds& ids : translate_ids(*model_, sources, options))
+      result.predictions.push_back(tgt_tokenizer_->decode(ids));
+    for (const data::Example& e : examples) {
+      result.sources.push_back(e.text.src);
+      result.references.push_back(e.text.tgt);
+    }
+    result.scores = score_translations(result.predictions, result.references);
+  }
+  model_->train();
+  return result;
+}
+
+void Trainer::end_of_epoch(int64_t epoch) {
+  ValidationResult v = validate();
+  if (!v.predictions.empty()) {
+    const Scores& s = v.scores;
+    std::fprintf(stderr, "epoch %02lld validation: loss %.4f  bleu %.2f  chrf %.2f  cer %.4f  wer %.4f\n",
+                 static_cast<long long>(epoch), v.loss, s.bleu, s.chrf, s.cer, s.wer);
+    std::fprintf(stderr, "exact match: %.1f%% of %zu validation sentences\n", 100.0 * s.exact_match,
+                 v.predictions.size());
+    for (int64_t i = 0; i < std::min<int64_t>(config_.val_examples, v.predictions.size()); ++i)
+      std::fprintf(stderr, "    SOURCE: %s\n    TARGET: %s\n PREDICTED: %s\n", v.sources[i].c_str(),
+                   v.references[i].c_str(), v.predictions[i].c_str());
+    nlohmann::ordered_json record = {{"kind", "valid"}, {"epoch", epoch},  {"step", state_.global_step}, {"loss", v.loss},
+                   {"bleu", s.bleu},  {"chrf", s.chrf}, {"cer", s.cer},               {"wer", s.wer}};
+    std::ofstream(metrics_path_, std::ios::app) << record.dump() << "\n";
+  }
+  bool best = !v.predictions.empty() && v.scores.bleu > state_.best_bleu;
+  if (best) state_.best_bleu = v.scores.bleu;
+  save(CheckpointStore::epoch_tag(epoch));
+  store_.prune();
+  if (best) save("best");
+}
+
+int Trainer::run() {
+  fs::create_directories(config_.experiment_name);
+  metrics_path_ = (fs::path(config_.experiment_name) / "metrics.jsonl").string();
+  start_ = last_step_ = std::chrono::steady_clock::now();
+  int64_t epoch = 0, first_batch = 0;
+  if (resumed_) {
+    epoch = state_.epoch_complete() ? state_.epoch + 1 : state_.epoch;
+    first_batch = state_.epoch_complete() ? 0 : state_.batch;
+  }
+  for (; epoch < config_.num_epochs; ++epoch, first_batch = 0) {
+    model_->train();
+    data::EpochBatches batches(*train_set_, epoch, first_batch);
+    state_.epoch = epoch;
+    state_.batches_in_epoch = batches.size();
+    Progress progress(epoch, config_.num_epochs, batches.size(), first_batch);
+    auto epoch_start = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    int64_t epoch_tokens = 0;
+    while (!batches.done()) {
+      data::Batch batch = batches.next();
+      bool last = batches.done();
+      float loss = train_batch(batch, last);
+      loss_sum += loss;
+      state_.batch = batches.position();
+      epoch_tokens += batch.label_tokens;
+      progress.update(batches.position(), loss, optimizer_->lr(),
+                      epoch_tokens / std::max(seconds_since(epoch_start), 1e-9));
+      // Stop only between optimizer steps, so no accumulated gradient is lost.
+      if (g_stop_requested && accumulation_.pending() == 0 && !last) {
+        save(CheckpointStore::epoch_tag(epoch));
+        std::fprintf(stderr, "\nstopped: saved epoch %02lld at batch %lld of %lld\n", static_cast<long long>(epoch),
+                     static_cast<long long>(state_.batch), static_cast<long long>(batches.size()));
+        return 130;
+      }
+    }
+    progress.finish(static_cast<float>(loss_sum / std::max<int64_t>(1, batches.size() - first_batch)));
+    end_of_epoch(epoch);
+    if (g_stop_requested) return 130;
+  }
+  return 0;
+}
+
+}  // namespace sf::train
