@@ -1,0 +1,47 @@
+// The data steps of a training run, from the config's data options (SPEC §4):
+// read or generate the pairs, split off validation pairs when there is no
+// valid file, and load or build each language's tokenizer (SPEC §5). Then
+// batching.h: encode_pairs, drop_long_examples (max_len_filter), BatchedDataset.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "corpus.h"
+#include "tokenizer.h"
+
+namespace sf::data {
+
+struct CorpusOptions {
+  std::string task;             // a built-in toy task (toy_tasks.h) ...
+  int64_t size = 20000;         // ... and how many pairs to generate
+  std::string train, valid;     // or files; `valid` optional
+  std::string format = "tsv";   // tsv | jsonl
+  std::string lang_src = "en", lang_tgt = "it";  // the JSONL keys
+  double val_fraction = 0.1;    // used when there is no valid file
+  uint64_t seed = 42;           // generation and split
+};
+
+struct Corpus {
+  std::vector<Pair> train, valid;
+  int64_t blank_lines = 0;  // skipped in the files read
+};
+
+Corpus load_corpus(const CorpusOptions& options);
+
+enum class Side { Source, Target };
+
+// A tokenizer trained on one side of `pairs` (the training pairs only, SPEC §5).
+Tokenizer build_tokenizer(const std::vector<Pair>& pairs, Side side, int64_t min_frequency);
+
+struct TokenizerFile {
+  Tokenizer tokenizer;
+  bool loaded;  // true: read from the existing file; false: built and saved there
+};
+
+// SPEC §5: if `path` exists the tokenizer is loaded from it, otherwise built
+// from the training pairs and saved to it (creating its folder).
+TokenizerFile load_or_build_tokenizer(const std::string& path, const std::vector<Pair>& train,
+                                      Side side, int64_t min_frequency);
+
+}  // namespace sf::data
