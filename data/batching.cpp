@@ -1,0 +1,141 @@
+#include "batching.h"
+
+#include <algorithm>
+
+#include "autograd/error.h"
+#include "nn/masks.h"
+#include "shuffle.h"
+
+namespace sf::data {
+
+static_assert(kPadId == nn::kPadId, "the masks must hide the tokenizer's [PAD]");
+
+namespace {
+
+// Bucketing sorts by length within pools of this many batches: batches hold
+// similar lengths, while which sentences meet in a batch still changes every
+// epoch (sorting the whole set would fix the batches for ever).
+constexpr size_t kBucketPoolBatches = 50;
+
+// One generator per epoch, seeded from (seed, epoch), so no state has to
+// survive between epochs or across a resume.
+Rng epoch_rng(uint64_t seed, int64_t epoch) {
+  return Rng(seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(epoch + 1)));
+}
+
+std::vector<std::vector<size_t>> chunk(const std::vector<size_t>& order, size_t batch_size) {
+  std::vector<std::vector<size_t>> batches;
+  for (size_t begin = 0; begin < order.size(); begin += batch_size)
+    batches.emplace_back(order.begin() + begin,
+                         order.begin() + std::min(order.size(), begin + batch_size));
+  return batches;
+}
+
+}  // namespace
+
+std::vector<Example> encode_pairs(const std::vector<Pair>& pairs, const Tokenizer& src,
+                                  const Tokenizer& tgt) {
+  std::vector<Example> examples;
+  examples.reserve(pairs.size());
+  for (const Pair& pair : pairs) examples.push_back({src.encode(pair.src), tgt.encode(pair.tgt), pair});
+  return examples;
+}
+
+int64_t drop_long_examples(std::vector<Example>& examples, int64_t seq_len) {
+  size_t limit = static_cast<size_t>(std::max<int64_t>(seq_len - 2, 0));
+  size_t before = examples.size();
+  std::erase_if(examples, [&](const Example& e) { return e.src.size() > limit || e.tgt.size() > limit; });
+  return static_cast<int64_t>(before - examples.size());
+}
+
+BatchedDataset::BatchedDataset(std::vector<Example> examples, BatchOptions options)
+    : examples_(std::move(examples)), options_(options) {
+  if (options_.batch_size <= 0) fail("batch_size must be positive, got ", options_.batch_size);
+  // The seed's limits: the encoder adds [SOS] and [EOS], the decoder one token.
+  for (const Example& e : examples_) {
+    if (static_cast<int64_t>(e.src.size()) > options_.seq_len - 2)
+      fail(e.text.origin, ": the source has ", e.src.size(), " tokens, more than seq_len - 2 = ",
+           options_.seq_len - 2);
+    if (static_cast<int64_t>(e.tgt.size()) > options_.seq_len - 1)
+      fail(e.text.origin, ": the target has ", e.tgt.size(), " tokens, more than seq_len - 1 = ",
+           options_.seq_len - 1);
+  }
+}
+
+int64_t BatchedDataset::batches_per_epoch() const {
+  int64_t n = static_cast<int64_t>(examples_.size());
+  return (n + options_.batch_size - 1) / options_.batch_size;
+}
+
+std::vector<std::vector<size_t>> BatchedDataset::epoch_plan(int64_t epoch) const {
+  Rng rng = epoch_rng(options_.seed, epoch);
+  std::vector<size_t> order(examples_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (options_.shuffle) shuffle(order, rng);
+  size_t batch_size = static_cast<size_t>(options_.batch_size);
+  if (!options_.bucket) return chunk(order, batch_size);
+
+  auto shorter = [&](size_t a, size_t b) {
+    const Example &x = examples_[a], &y = examples_[b];
+    return std::pair(x.src.size(), x.tgt.size()) < std::pair(y.src.size(), y.tgt.size());
+  };
+  // Without shuffling the pool is everything: plain length order.
+  size_t pool = options_.shuffle ? kBucketPoolBatches * batch_size : std::max<size_t>(order.size(), 1);
+  for (size_t begin = 0; begin < order.size(); begin += pool)
+    std::stable_sort(order.begin() + begin, order.begin() + std::min(order.size(), begin + pool),
+                     shorter);
+  std::vector<std::vector<size_t>> batches = chunk(order, batch_size);
+  if (options_.shuffle) shuffle(batches, rng);
+  return batches;
+}
+
+Batch BatchedDataset::make_batch(const std::vector<size_t>& indices) const {
+  if (indices.empty()) fail("make_batch: no examples");
+  int64_t S = options_.seq_len, T = options_.seq_len;
+  if (options_.bucket) {
+    S = T = 0;
+    for (size_t i : indices) {
+      S = std::max<int64_t>(S, examples_.at(i).src.size() + 2);
+      T = std::max<int64_t>(T, examples_.at(i).tgt.size() + 1);
+    }
+  }
+  int64_t B = static_cast<int64_t>(indices.size());
+  std::vector<int32_t> encoder(B * S, kPadId), decoder(B * T, kPadId), label(B * T, kPadId);
+  Batch batch;
+  for (int64_t b = 0; b < B; ++b) {
+    const Example& e = examples_.at(indices[b]);
+    int32_t* enc = &encoder[b * S];
+    int32_t* dec = &decoder[b * T];
+    int32_t* lab = &label[b * T];
+    enc[0] = kSosId;
+    std::copy(e.src.begin(), e.src.end(), enc + 1);
+    enc[e.src.size() + 1] = kEosId;
+    dec[0] = kSosId;
+    std::copy(e.tgt.begin(), e.tgt.end(), dec + 1);
+    std::copy(e.tgt.begin(), e.tgt.end(), lab);
+    lab[e.tgt.size()] = kEosId;
+    batch.src_text.push_back(e.text.src);
+    batch.tgt_text.push_back(e.text.tgt);
+    batch.label_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
+  }
+  batch.encoder_input = Tensor::from_ints(encoder, {B, S});
+  batch.decoder_input = Tensor::from_ints(decoder, {B, T});
+  batch.label = Tensor::from_ints(label, {B, T});
+  batch.encoder_mask = nn::padding_mask(batch.encoder_input);
+  batch.decoder_mask = nn::decoder_mask(batch.decoder_input);
+  batch.indices = indices;
+  return batch;
+}
+
+EpochBatches::EpochBatches(const BatchedDataset& dataset, int64_t epoch, int64_t start)
+    : dataset_(dataset), plan_(dataset.epoch_plan(epoch)), position_(start) {
+  if (start < 0 || start > size())
+    fail("cannot resume epoch ", epoch, " at batch ", start, ": it has ", size(), " batches");
+}
+
+Batch EpochBatches::next() {
+  if (done()) fail("EpochBatches::next: the epoch is over");
+  return dataset_.make_batch(plan_[position_++]);
+}
+
+}  // namespace sf::data

@@ -1,0 +1,90 @@
+// From tokenised pairs to model batches, with the seed's BilingualDataset
+// semantics (SPEC §7 masks: int32, 1 = keep):
+//   encoder_input  [SOS] src [EOS] [PAD]...      [B, S]
+//   decoder_input  [SOS] tgt [PAD]...            [B, T]
+//   label          tgt [EOS] [PAD]...            [B, T]
+//   encoder_mask   token != [PAD]                [B, 1, 1, S]
+//   decoder_mask   token != [PAD] and key <= query (causal)   [B, 1, T, T]
+// Fixed padding (S = T = seq_len, as the seed) or, with `bucket`, batches of
+// similar lengths padded only to their own longest sentence (S = longest
+// source + 2, T = longest target + 1).
+//
+// An epoch's batches are a function of (seed, epoch) alone, so training can
+// stop anywhere and resume at batch k of the same epoch (EpochBatches).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+#include "corpus.h"
+#include "tokenizer.h"
+
+namespace sf::data {
+
+struct Example {
+  std::vector<int32_t> src, tgt;  // token ids, without special tokens
+  Pair text;
+};
+
+std::vector<Example> encode_pairs(const std::vector<Pair>& pairs, const Tokenizer& src,
+                                  const Tokenizer& tgt);
+
+// SPEC §4 max_len_filter: removes the examples with a side longer than
+// seq_len - 2 tokens, keeping the others in order; returns how many it removed.
+int64_t drop_long_examples(std::vector<Example>& examples, int64_t seq_len);
+
+struct BatchOptions {
+  int64_t batch_size = 8;
+  int64_t seq_len = 350;
+  bool bucket = false;   // pad each batch to its own longest sentence
+  bool shuffle = true;   // a new order every epoch (false: validation, in input order)
+  uint64_t seed = 42;
+};
+
+struct Batch {
+  Tensor encoder_input, decoder_input, label;  // int32
+  Tensor encoder_mask, decoder_mask;           // int32, 1 = keep
+  std::vector<size_t> indices;                 // the examples, in batch order
+  std::vector<std::string> src_text, tgt_text;
+  int64_t label_tokens = 0;                    // non-[PAD] label positions
+};
+
+class BatchedDataset {
+ public:
+  // Every example must fit: source <= seq_len - 2 tokens ([SOS], [EOS]),
+  // target <= seq_len - 1; otherwise an sf::Error names the pair's origin.
+  BatchedDataset(std::vector<Example> examples, BatchOptions options);
+
+  const std::vector<Example>& examples() const { return examples_; }
+  const BatchOptions& options() const { return options_; }
+  int64_t batches_per_epoch() const;
+
+  // The example indices of every batch of `epoch`, in training order. Each
+  // example appears exactly once; the last batch may be smaller (as the
+  // seed's DataLoader, which keeps it).
+  std::vector<std::vector<size_t>> epoch_plan(int64_t epoch) const;
+  Batch make_batch(const std::vector<size_t>& indices) const;
+
+ private:
+  std::vector<Example> examples_;
+  BatchOptions options_;
+};
+
+// The batches of one epoch, from batch `start` on (a resumed run passes the
+// position saved in its checkpoint).
+class EpochBatches {
+ public:
+  EpochBatches(const BatchedDataset& dataset, int64_t epoch, int64_t start = 0);
+  bool done() const { return position_ >= size(); }
+  int64_t position() const { return position_; }  // the index of the next batch
+  int64_t size() const { return static_cast<int64_t>(plan_.size()); }
+  Batch next();
+
+ private:
+  const BatchedDataset& dataset_;
+  std::vector<std::vector<size_t>> plan_;
+  int64_t position_;
+};
+
+}  // namespace sf::data
