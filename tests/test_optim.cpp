@@ -25,7 +25,7 @@ namespace {
 // torch.optim's rules, in double, written out independently of optim/.
 struct Reference {
   std::string kind;  // adam | adamw | sgd
-  double lr, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0, momentum = 0;
+  double lr = 0, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0, momentum = 0;
   bool nesterov = false;
   std::vector<double> m, v, buf;
   int t = 0;
@@ -68,7 +68,9 @@ void check_trajectory(const std::string& kind, std::vector<float> start,
                       float lr, float wd, float momentum = 0, bool nesterov = false) {
   Tensor x = Tensor::from(start, {static_cast<int64_t>(start.size())}).set_requires_grad();
   auto opt = make(kind, {{"x", x}}, lr, wd, momentum, nesterov);
-  Reference ref{kind, lr};
+  Reference ref;
+  ref.kind = kind;
+  ref.lr = lr;
   ref.wd = wd;
   ref.momentum = momentum;
   ref.nesterov = nesterov;
