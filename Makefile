@@ -33,7 +33,7 @@ EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.
 
 obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all test bench deps bench-deps clean
+.PHONY: all test bench demo deps bench-deps clean
 .SECONDARY:
 CLI := $(BUILD)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
@@ -65,6 +65,22 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)
 # The suite's last line is "tests: N passed, M failed" (printed by tests/main.cpp).
 test: $(TESTS)
 	@$(TESTS)
+
+# The README's main job: train the default toy task (dates: English dates ->
+# ISO) from scratch, then translate a few sentences with the trained model.
+DEMO := build/demo
+DEMO_SET := --set model_folder=$(DEMO)/weights --set experiment_name=$(DEMO)/run \
+            --set 'tokenizer_file=$(DEMO)/tokenizer_{0}.json'
+demo:
+	@$(MAKE) SANITIZE= build/scratchformer
+	@rm -rf $(DEMO)
+	build/scratchformer train --config configs/dates.json $(DEMO_SET)
+	@echo "sample translations (build/scratchformer translate):"
+	@build/scratchformer translate --config configs/dates.json $(DEMO_SET) \
+	  "tuesday , march 3rd 2021" "3 mar 21" "03/03/2021" "the 3rd of march , 2021" \
+	  "july 14 , 1989" "25 december 1999" | paste -d '\t' <(printf '%s\n' \
+	  "tuesday , march 3rd 2021" "3 mar 21" "03/03/2021" "the 3rd of march , 2021" \
+	  "july 14 , 1989" "25 december 1999") - | sed 's/\t/  ->  /'
 
 # Benchmarks: always optimised; OpenBLAS is the reference (the library never links it).
 bench-deps:

@@ -43,21 +43,24 @@ step, saves a checkpoint of the position reached and exits 130; train again
 with "preload": "latest" to continue exactly from there.
 )";
 
-const char* kTranslateHelp = R"(usage: scratchformer translate --config FILE [--checkpoint PATH] [--beam N] [TEXT ...]
+const char* kTranslateHelp = R"(usage: scratchformer translate --config FILE [--set key=value ...] [--checkpoint PATH]
+                               [--beam N] [TEXT ...]
 
 Translates each TEXT argument, or without TEXT each line of standard input, and
 prints one line per sentence: the target tokens joined by spaces. Uses the
 latest checkpoint in model_folder unless --checkpoint names one. --beam N uses
-beam search of width N (default: the config's beam).
+beam search of width N (default: the config's beam). --set overrides config
+keys as for train (e.g. model_folder).
 )";
 
-const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--checkpoint PATH] --data FILE.tsv [--beam N]
+const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=value ...] [--checkpoint PATH]
+                          --data FILE.tsv [--beam N]
 
 Translates the sources of FILE.tsv (source<TAB>target lines) as translate does
 and prints one JSON object: {"bleu", "chrf", "cer", "wer", "sentences", "seconds"}.
 )";
 
-const char* kScoreHelp = R"(usage: scratchformer score --config FILE [--checkpoint PATH]
+const char* kScoreHelp = R"(usage: scratchformer score --config FILE [--set key=value ...] [--checkpoint PATH]
 
 Reads source<TAB>target lines on standard input and prints, per line,
 NLL<TAB>T: the negative log-likelihood (natural log, teacher forcing, no
@@ -126,13 +129,13 @@ int train_command(int argc, char** argv) {
 }
 
 Session open_session(const Arguments& a) {
-  Config config = load_config(a.config);
+  Config config = load_config(a.config, a.sets);
   kernels::set_num_threads(static_cast<int>(config.threads));
   return Session::open(config, a.checkpoint);
 }
 
 int translate_command(int argc, char** argv) {
-  Arguments a = parse("translate", argc, argv, {"--config", "--checkpoint", "--beam"}, true);
+  Arguments a = parse("translate", argc, argv, {"--config", "--set", "--checkpoint", "--beam"}, true);
   if (a.help) return std::fputs(kTranslateHelp, stdout), 0;
   Session session = open_session(a);
   std::vector<std::string> sentences = a.texts;
@@ -144,7 +147,7 @@ int translate_command(int argc, char** argv) {
 }
 
 int eval_command(int argc, char** argv) {
-  Arguments a = parse("eval", argc, argv, {"--config", "--checkpoint", "--data", "--beam"}, false);
+  Arguments a = parse("eval", argc, argv, {"--config", "--set", "--checkpoint", "--data", "--beam"}, false);
   if (a.help) return std::fputs(kEvalHelp, stdout), 0;
   if (!a.data) throw UsageError("eval: --data FILE.tsv is required");
   auto start = std::chrono::steady_clock::now();
@@ -164,7 +167,7 @@ int eval_command(int argc, char** argv) {
 }
 
 int score_command(int argc, char** argv) {
-  Arguments a = parse("score", argc, argv, {"--config", "--checkpoint"}, false);
+  Arguments a = parse("score", argc, argv, {"--config", "--set", "--checkpoint"}, false);
   if (a.help) return std::fputs(kScoreHelp, stdout), 0;
   Session session = open_session(a);
   std::vector<std::vector<int32_t>> sources, targets;
