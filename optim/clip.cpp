@@ -2,19 +2,14 @@
 
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/ops.h"
 
 namespace sf::optim {
 
 float grad_norm(const NamedTensors& params) {
-  NoGradGuard no_grad;
   double total = 0.0;
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();
-    if (!g.defined()) continue;
-    Tensor flat = reshape(g, {1, g.numel()});
-    total += matmul(flat, flat, {.trans_b = true}).item();  // sum of squares
+    if (g.defined()) total += g.device().kernels().dot(g.data(), g.data(), g.numel());
   }
   return static_cast<float>(std::sqrt(total));
 }

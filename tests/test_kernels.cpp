@@ -245,6 +245,28 @@ TEST_CASE("kernels: layer norm, bias+relu, relu backward, dropout") {
   });
 }
 
+TEST_CASE("kernels: dot products and optimizer updates") {
+  with_threads([] {
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{1025}, int64_t{70001}}) {
+      CAPTURE(n);
+      std::vector<float> a = random_vector(n, 16), b = random_vector(n, 17);
+      CHECK(F.dot(a.data(), b.data(), n) == doctest::Approx(S.dot(a.data(), b.data(), n)).epsilon(1e-5));
+      std::vector<float> g = random_vector(n, 18), pf = a, ps = a, mf(n, 0.1f), ms = mf, vf(n, 0.2f), vs = vf;
+      F.adam_step(pf.data(), g.data(), mf.data(), vf.data(), n, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, 0.01f, 0.001f);
+      S.adam_step(ps.data(), g.data(), ms.data(), vs.data(), n, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, 0.01f, 0.001f);
+      check_same(pf, ps, 1e-5f, 1e-6f);
+      check_same(mf, ms, 1e-6f, 0);
+      check_same(vf, vs, 1e-6f, 0);
+      std::vector<float> bf(n, 0.3f), bs = bf;
+      pf = ps = a;
+      F.sgd_step(pf.data(), g.data(), bf.data(), n, 0.1f, 0.9f, 0.01f, true, false);
+      S.sgd_step(ps.data(), g.data(), bs.data(), n, 0.1f, 0.9f, 0.01f, true, false);
+      check_same(pf, ps, 0, 0);
+      check_same(bf, bs, 0, 0);
+    }
+  });
+}
+
 TEST_CASE("kernels: data movement (permute, copy_rows, gather, scatter-add)") {
   with_threads([] {
     for (int64_t a : {int64_t{1}, int64_t{7}, int64_t{17}})

@@ -453,6 +453,21 @@ void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, ui
   });
 }
 
+// Float partial sums per block of 1024, summed in double: fast, and accurate
+// enough for a norm. Blocks are fixed, so the result does not depend on threads.
+double dot(const float* a, const float* b, int64_t n) {
+  constexpr int64_t kBlock = 1024;
+  int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(blocks);
+  parallel_for(0, blocks, kGrainElements / kBlock, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      partial[i] = dot_row(a + i * kBlock, b + i * kBlock, std::min(kBlock, n - i * kBlock));
+  });
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
+}
+
 // --- optimizer updates -------------------------------------------------------------------
 
 void adam_step(float* p, const float* g, float* m, float* v, int64_t n, float step_size, float b1,
@@ -588,6 +603,7 @@ const Table& fast_table() {
     t.permute = permute;
     t.gather_rows = gather_rows;
     t.scatter_add_rows = scatter_add_rows;
+    t.dot = dot;
     t.adam_step = adam_step;
     t.sgd_step = sgd_step;
     t.cross_entropy = cross_entropy;

@@ -124,6 +124,9 @@ struct Table {
   void (*dropout)(const float* x, float* y, int64_t n, float scale, uint32_t seed,
                   uint32_t threshold);
 
+  // sum_i a[i] * b[i], accumulated in double (norms of large gradients).
+  double (*dot)(const float* a, const float* b, int64_t n);
+
   // One optimizer update of n parameters p with gradients g, as PyTorch's
   // torch.optim.Adam (l2 = weight_decay added to the gradient) and AdamW
   // (decay = lr * weight_decay, applied to p first):

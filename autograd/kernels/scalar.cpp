@@ -358,6 +358,12 @@ void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, ui
     y[i] = dropout_keeps(seed, static_cast<uint32_t>(i), threshold) ? x[i] * scale : 0.0f;
 }
 
+double dot(const float* a, const float* b, int64_t n) {
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) total += double(a[i]) * b[i];
+  return total;
+}
+
 void adam_step(float* p, const float* g, float* m, float* v, int64_t n, float step_size, float b1,
                float b2, float eps, float sqrt_bc2, float l2, float decay) {
   for (int64_t i = 0; i < n; ++i) {
@@ -406,6 +412,7 @@ const Table& scalar_table() {
       .bias_relu = bias_relu,
       .relu_backward = relu_backward,
       .dropout = dropout,
+      .dot = dot,
       .adam_step = adam_step,
       .sgd_step = sgd_step,
       .topk = topk,
