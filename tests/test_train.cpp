@@ -1,0 +1,250 @@
+// Training for real, kept small: toy tasks to a target accuracy, exact resume
+// (also after SIGINT), recovery after SIGKILL, and the command's errors.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "autograd/engine.h"
+#include "nn/checkpoint.h"
+#include "test_nn_helpers.h"
+#include "train/trainer.h"
+
+using namespace sf;
+using namespace sf::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A config file in `dir` whose outputs all stay in `dir`.
+std::string write_config(const fs::path& dir, const std::string& body) {
+  std::string d = dir.string();
+  std::string text = "{" + body + R"(, "model_folder": ")" + d + R"(/weights", "experiment_name": ")" + d +
+                     R"(/run", "tokenizer_file": ")" + d + R"(/tokenizer_{0}.json", "val_examples": 0})";
+  fs::path path = dir / "config.json";
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+// A tiny model on a toy task: fast enough for the test suite.
+const char* kTiny = R"("batch_size": 32, "lr": 0.003, "schedule": "cosine", "warmup_steps": 50, "seq_len": 16,
+  "d_model": 32, "N": 2, "h": 4, "d_ff": 64, "min_frequency": 1, "bucket": true)";
+// The smallest model (and schedule) that learns the accuracy tests' tasks in seconds.
+const char* kSmall = R"("batch_size": 32, "lr": 0.005, "schedule": "cosine", "warmup_steps": 100, "seq_len": 16,
+  "d_model": 64, "N": 2, "h": 4, "d_ff": 128, "dropout": 0.0, "min_frequency": 1, "bucket": true)";
+
+double exact_match(const std::string& config_path) {
+  Trainer trainer(load_config(config_path, {"num_epochs=0", "preload=latest"}));
+  return trainer.validate().scores.exact_match;
+}
+
+// The loss of every step record in a metrics file.
+std::vector<std::string> step_losses(const fs::path& metrics) {
+  std::vector<std::string> losses;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["kind"] == "step") losses.push_back(std::to_string(j["step"].get<int>()) + ":" + j["loss"].dump());
+  }
+  return losses;
+}
+
+std::string binary() { return fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string(); }
+
+// Starts the command with `args` in the background, output to `log`.
+pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* out = std::fopen(log.c_str(), "w");
+    dup2(fileno(out), STDOUT_FILENO);
+    dup2(fileno(out), STDERR_FILENO);
+    std::vector<char*> argv;
+    std::string bin = binary();
+    argv.push_back(bin.data());
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int run(const std::vector<std::string>& args, const fs::path& log) { return wait_exit(spawn(args, log)); }
+
+// Waits until `path` has at least `lines` lines (or the process ended).
+void wait_for_lines(const fs::path& path, size_t lines, pid_t pid) {
+  for (int i = 0; i < 6000; ++i) {
+    std::string text = read_file(path);
+    if (static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) >= lines) return;
+    if (waitpid(pid, nullptr, WNOHANG) != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("train: the reverse task reaches 90% exact match with a tiny model") {
+  testing::TempDir dir;
+  std::string config = write_config(dir.path, std::string(R"("data": {"task": "reverse", "size": 6000},
+    "lang_src": "words", "lang_tgt": "reversed", "num_epochs": 7, )") + kSmall);
+  CHECK(Trainer(load_config(config)).run() == 0);
+  double exact = exact_match(config);
+  MESSAGE("reverse exact match: ", 100 * exact, "%");
+  CHECK(exact >= 0.90);
+}
+
+TEST_CASE("train: the dates task reaches 90% exact match with a tiny model") {
+  testing::TempDir dir;
+  std::string config = write_config(dir.path, std::string(R"("data": {"task": "dates", "size": 4000},
+    "lang_src": "en", "lang_tgt": "iso", "num_epochs": 3, )") + kSmall);
+  CHECK(Trainer(load_config(config)).run() == 0);
+  double exact = exact_match(config);
+  MESSAGE("dates exact match: ", 100 * exact, "%");
+  CHECK(exact >= 0.90);
+}
+
+TEST_CASE("train: 4 epochs equal 2 epochs then a resumed run to 4, bit for bit") {
+  testing::TempDir straight, resumed;
+  std::string body = std::string(R"("data": {"task": "copy", "size": 400}, "lang_src": "a", "lang_tgt": "b",
+    "dropout": 0.1, "grad_accum": 2, "optimizer": {"name": "adamw", "weight_decay": 0.01}, )") + kTiny;
+  std::string a = write_config(straight.path, body), b = write_config(resumed.path, body);
+  CHECK(Trainer(load_config(a, {"num_epochs=4"})).run() == 0);
+  CHECK(Trainer(load_config(b, {"num_epochs=2"})).run() == 0);
+  CHECK(Trainer(load_config(b, {"num_epochs=4", "preload=latest"})).run() == 0);
+  std::vector<std::string> losses = step_losses(straight.path / "run/metrics.jsonl");
+  CHECK(losses.size() > 20);
+  CHECK(step_losses(resumed.path / "run/metrics.jsonl") == losses);
+  CHECK(read_file(straight.path / "weights/tmodel_03.safetensors") ==
+        read_file(resumed.path / "weights/tmodel_03.safetensors"));
+  CHECK(read_file(straight.path / "weights/tmodel_03.optim.safetensors") ==
+        read_file(resumed.path / "weights/tmodel_03.optim.safetensors"));
+}
+
+TEST_CASE("train: SIGINT saves the position mid-epoch and exits 130; resuming matches the straight run") {
+  testing::TempDir straight, stopped;
+  std::string body = std::string(R"("data": {"task": "copy", "size": 3000}, "lang_src": "a", "lang_tgt": "b",
+    "num_epochs": 2, )") + kTiny;
+  std::string a = write_config(straight.path, body), b = write_config(stopped.path, body);
+  CHECK(run({"train", "--config", a}, straight.path / "log") == 0);
+
+  pid_t pid = spawn({"train", "--config", b}, stopped.path / "log");
+  wait_for_lines(stopped.path / "run/metrics.jsonl", 30, pid);  // mid-epoch 0 (85 steps)
+  kill(pid, SIGINT);
+  CHECK(wait_exit(pid) == 130);
+  CheckpointStore store((stopped.path / "weights").string(), "tmodel_", 5);
+  REQUIRE(store.latest_epoch() == 0);
+  TrainingState state = store.load_state("00");
+  CHECK(state.batch >= 30);
+  CHECK(state.batch < state.batches_in_epoch);
+
+  CHECK(run({"train", "--config", b, "--set", "preload=latest"}, stopped.path / "log2") == 0);
+  CHECK(step_losses(stopped.path / "run/metrics.jsonl") == step_losses(straight.path / "run/metrics.jsonl"));
+  CHECK(read_file(stopped.path / "weights/tmodel_01.safetensors") ==
+        read_file(straight.path / "weights/tmodel_01.safetensors"));
+}
+
+TEST_CASE("train: after SIGKILL mid-epoch the last checkpoint loads and training resumes from it") {
+  testing::TempDir straight, killed;
+  std::string body = std::string(R"("data": {"task": "copy", "size": 3000}, "lang_src": "a", "lang_tgt": "b",
+    "num_epochs": 2, )") + kTiny;
+  std::string a = write_config(straight.path, body), b = write_config(killed.path, body);
+  CHECK(run({"train", "--config", a}, straight.path / "log") == 0);
+
+  pid_t pid = spawn({"train", "--config", b}, killed.path / "log");
+  wait_for_lines(killed.path / "run/metrics.jsonl", 85 + 1 + 20, pid);  // into epoch 1
+  kill(pid, SIGKILL);
+  wait_exit(pid);
+  CheckpointStore store((killed.path / "weights").string(), "tmodel_", 5);
+  REQUIRE(store.latest_epoch() == 0);
+  // No temporary or partial file is taken for a checkpoint, and the weights load.
+  auto model = Session::open(load_config(b), std::nullopt).model.get();
+  CHECK(model != nullptr);
+
+  CHECK(run({"train", "--config", b, "--set", "preload=latest"}, killed.path / "log2") == 0);
+  CHECK(read_file(killed.path / "weights/tmodel_01.safetensors") ==
+        read_file(straight.path / "weights/tmodel_01.safetensors"));
+}
+
+TEST_CASE("train: config and data errors exit 2 with one line naming the key or file") {
+  testing::TempDir dir;
+  auto error_line = [&](const std::string& body, std::vector<std::string> extra = {}) {
+    std::string config = write_config(dir.path, body);
+    std::vector<std::string> args = {"train", "--config", config};
+    args.insert(args.end(), extra.begin(), extra.end());
+    int status = run(args, dir.path / "log");
+    std::string log = read_file(dir.path / "log");
+    CHECK(status == 2);
+    CHECK(std::count(log.begin(), log.end(), '\n') == 1);
+    return log;
+  };
+  CHECK(error_line(R"("d_model": 30, "h": 4)").find("key 'd_model': must be divisible by h") != std::string::npos);
+  CHECK(error_line(R"("seq_len": 2)").find("key 'seq_len': must be >= 3") != std::string::npos);
+  CHECK(error_line(R"("lr": -1)").find("key 'lr': must be > 0") != std::string::npos);
+  CHECK(error_line(R"("lang_tgt": "en")").find("key 'lang_tgt': must differ") != std::string::npos);
+  CHECK(error_line(R"("batchsize": 4)").find("key 'batchsize': unknown key") != std::string::npos);
+  CHECK(error_line(R"("data": {"train": "/nonexistent/train.tsv"})").find("/nonexistent/train.tsv") !=
+        std::string::npos);
+  CHECK(error_line(R"("num_epochs": 1)", {"--set", "optimizer.name=rmsprop"}).find("'optimizer.name'") !=
+        std::string::npos);
+  std::string log = error_line(R"("num_epochs": 1)", {"--bogus", "1"});
+  CHECK(log.rfind("scratchformer: error: ", 0) == 0);
+}
+
+TEST_CASE("score: prints the unsmoothed teacher-forced NLL and the target length + 1") {
+  testing::TempDir dir;
+  std::string config = write_config(dir.path, std::string(R"("data": {"task": "copy", "size": 300},
+    "lang_src": "a", "lang_tgt": "b", "num_epochs": 1, "label_smoothing": 0.1, )") + kTiny);
+  REQUIRE(Trainer(load_config(config)).run() == 0);
+  Session session = Session::open(load_config(config), std::nullopt);
+  std::vector<std::pair<std::string, std::string>> pairs = {{"ka lo", "ka lo"}, {"mi", "lo ka mi"}};
+  // The expected NLL, by hand: teacher forcing on [SOS] tgt -> tgt [EOS].
+  std::vector<double> expect;
+  for (auto& [src, tgt] : pairs) {
+    NoGradGuard no_grad;
+    std::vector<int32_t> s = session.src_tokenizer.encode(src), t = session.tgt_tokenizer.encode(tgt);
+    std::vector<int32_t> enc = {2}, dec = {2};
+    enc.insert(enc.end(), s.begin(), s.end());
+    enc.push_back(3);
+    dec.insert(dec.end(), t.begin(), t.end());
+    Tensor e = Tensor::from_ints(enc, {1, int64_t(enc.size())}), d = Tensor::from_ints(dec, {1, int64_t(dec.size())});
+    Tensor lp = testing::log_probs(*session.model, e, d);
+    double nll = 0;
+    t.push_back(3);
+    for (size_t i = 0; i < t.size(); ++i) nll -= lp.data()[i * lp.size(-1) + t[i]];
+    expect.push_back(nll);
+  }
+  std::ofstream(dir.path / "pairs.tsv") << "ka lo\tka lo\nmi\tlo ka mi\n";
+  std::string command = "cd '" + dir.path.string() + "' && '" + binary() + "' score --config config.json < pairs.tsv";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe);
+  char buffer[256];
+  std::vector<std::string> lines;
+  while (fgets(buffer, sizeof buffer, pipe)) lines.push_back(buffer);
+  CHECK(pclose(pipe) == 0);
+  REQUIRE(lines.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    double nll = 0;
+    long long count = 0;
+    CHECK(std::sscanf(lines[i].c_str(), "%lf\t%lld", &nll, &count) == 2);
+    CHECK(nll == doctest::Approx(expect[i]).epsilon(1e-5));
+    CHECK(count == int64_t(session.tgt_tokenizer.encode(pairs[i].second).size()) + 1);
+  }
+}
