@@ -72,7 +72,7 @@ class BatchedDataset {
 };
 
 // The batches of one epoch, from batch `start` on (a resumed run passes the
-// position saved in its checkpoint).
+// position saved in its checkpoint). It refers to `dataset`, which must outlive it.
 class EpochBatches {
  public:
   EpochBatches(const BatchedDataset& dataset, int64_t epoch, int64_t start = 0);

@@ -26,7 +26,7 @@ std::string read_file(const std::string& path) {
 // Calls parse(line, "FILE:LINE") for every line that is not blank, after
 // checking its UTF-8. A trailing '\r' (a CRLF file) and a UTF-8 byte order
 // mark at the start are not part of the text.
-ReadResult for_each_line(const std::string& path,
+ReadResult read_lines(const std::string& path,
                          const std::function<Pair(std::string_view, const std::string&)>& parse) {
   std::string content = read_file(path);
   std::string_view rest = content;
@@ -56,7 +56,7 @@ void check_side(const std::string& text, const char* side, const std::string& wh
 }  // namespace
 
 ReadResult read_tsv(const std::string& path) {
-  return for_each_line(path, [](std::string_view line, const std::string& where) {
+  return read_lines(path, [](std::string_view line, const std::string& where) {
     size_t tab = line.find('\t');
     if (tab == std::string_view::npos) fail(where, ": no TAB (expected source<TAB>target)");
     if (line.find('\t', tab + 1) != std::string_view::npos)
@@ -70,7 +70,7 @@ ReadResult read_tsv(const std::string& path) {
 
 ReadResult read_jsonl(const std::string& path, const std::string& lang_src,
                       const std::string& lang_tgt) {
-  return for_each_line(path, [&](std::string_view line, const std::string& where) {
+  return read_lines(path, [&](std::string_view line, const std::string& where) {
     nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (row.is_discarded()) fail(where, ": bad JSON");
     if (!row.is_object() || !row.contains("translation") || !row["translation"].is_object())

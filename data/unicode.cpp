@@ -92,6 +92,8 @@ bool is_word_char(char32_t cp) {
 }
 
 bool is_space_char(char32_t cp) {
+  // ASCII \s in Python: \t \n \v \f \r (9..13), the separators 28..31, space.
+  if (cp < 0x80) return (cp >= 9 && cp <= 13) || (cp >= 28 && cp <= 32);
   return in_table(cp, detail::kSpaceRanges, detail::kSpaceRanges_size);
 }
 
