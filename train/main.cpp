@@ -11,6 +11,8 @@
 #include "autograd/error.h"
 #include "autograd/kernels/thread_pool.h"
 #include "data/corpus.h"
+#include "train/attention_maps.h"
+#include "train/checkpoints.h"
 #include "train/inference.h"
 #include "train/trainer.h"
 
@@ -44,13 +46,15 @@ with "preload": "latest" to continue exactly from there.
 )";
 
 const char* kTranslateHelp = R"(usage: scratchformer translate --config FILE [--set key=value ...] [--checkpoint PATH]
-                               [--beam N] [TEXT ...]
+                               [--beam N] [--attention OUT.svg] [TEXT ...]
 
 Translates each TEXT argument, or without TEXT each line of standard input, and
 prints one line per sentence: the target tokens joined by spaces. Uses the
 latest checkpoint in model_folder unless --checkpoint names one. --beam N uses
 beam search of width N (default: the config's beam). --set overrides config
-keys as for train (e.g. model_folder).
+keys as for train (e.g. model_folder). --attention OUT.svg writes the attention
+heatmaps (every layer and head: encoder self, decoder self, cross) of the one
+sentence translated.
 )";
 
 const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=value ...] [--checkpoint PATH]
@@ -76,7 +80,7 @@ class UsageError : public Error {
 struct Arguments {
   std::string config;
   std::vector<std::string> sets, texts;
-  std::optional<std::string> checkpoint, data;
+  std::optional<std::string> checkpoint, data, attention;
   std::optional<int64_t> beam;
   bool help = false;
 };
@@ -100,6 +104,7 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
       else if (arg == "--set") a.sets.push_back(value);
       else if (arg == "--checkpoint") a.checkpoint = value;
       else if (arg == "--data") a.data = value;
+      else if (arg == "--attention") a.attention = value;
       else if (arg == "--beam") {
         char* end = nullptr;
         long long beam = std::strtoll(value.c_str(), &end, 10);
@@ -135,14 +140,24 @@ Session open_session(const Arguments& a) {
 }
 
 int translate_command(int argc, char** argv) {
-  Arguments a = parse("translate", argc, argv, {"--config", "--set", "--checkpoint", "--beam"}, true);
+  Arguments a = parse("translate", argc, argv, {"--config", "--set", "--checkpoint", "--beam", "--attention"}, true);
   if (a.help) return std::fputs(kTranslateHelp, stdout), 0;
   Session session = open_session(a);
   std::vector<std::string> sentences = a.texts;
   if (sentences.empty())
     for (std::string line; std::getline(std::cin, line);) sentences.push_back(line);
-  for (const std::string& line : translate_lines(session, sentences, decode_options(session, a)))
-    std::printf("%s\n", line.c_str());
+  if (a.attention && sentences.size() != 1)
+    throw UsageError("translate: --attention draws one sentence's heatmaps; got " +
+                     std::to_string(sentences.size()) + " sentences");
+  std::vector<std::string> lines = translate_lines(session, sentences, decode_options(session, a));
+  for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+  if (a.attention) {
+    std::vector<AttentionMap> maps =
+        capture_attention(*session.model, session.src_tokenizer, session.tgt_tokenizer,
+                          encode_source(session, sentences[0], "input sentence 1"),
+                          session.tgt_tokenizer.encode(lines[0]));
+    write_file_atomically(*a.attention, attention_svg(maps, session.model->config().h));
+  }
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "nn/checkpoint.h"
 #include "optim/clip.h"
 #include "train/progress.h"
+#include "train/report.h"
 
 namespace sf::train {
 
@@ -243,11 +244,28 @@ void Trainer::end_of_epoch(int64_t epoch) {
                    {"bleu", s.bleu},  {"chrf", s.chrf}, {"cer", s.cer},               {"wer", s.wer}};
     std::ofstream(metrics_path_, std::ios::app) << record.dump() << "\n";
   }
+  if (!v.predictions.empty()) write_epoch_report(v);
   bool best = !v.predictions.empty() && v.scores.bleu > state_.best_bleu;
   if (best) state_.best_bleu = v.scores.bleu;
   save(CheckpointStore::epoch_tag(epoch));
   store_.prune();
   if (best) save("best");
+}
+
+// The report's samples and heatmaps: the first few validation sentences.
+void Trainer::write_epoch_report(const ValidationResult& v) {
+  constexpr size_t kSamples = 5, kHeatmapSentences = 2;
+  ReportContent content;
+  content.title = "Scratchformer: " + config_.experiment_name;
+  content.metrics_path = metrics_path_;
+  content.heads = config_.h;
+  const auto& examples = valid_set_->examples();
+  for (size_t i = 0; i < std::min(kSamples, v.predictions.size()); ++i)
+    content.samples.push_back({v.sources[i], v.references[i], v.predictions[i]});
+  for (size_t i = 0; i < std::min(kHeatmapSentences, v.predictions.size()); ++i)
+    content.attention.push_back(capture_attention(*model_, *src_tokenizer_, *tgt_tokenizer_, examples[i].src,
+                                                  tgt_tokenizer_->encode(v.predictions[i])));
+  write_report((fs::path(config_.experiment_name) / "report.html").string(), content);
 }
 
 int Trainer::run() {

@@ -50,6 +50,7 @@ class Trainer {
   // Returns the batch's (unscaled) loss.
   float train_batch(const data::Batch& batch, bool last_of_epoch);
   void end_of_epoch(int64_t epoch);
+  void write_epoch_report(const ValidationResult& v);
   void log_step(float loss, float lr, float grad_norm, double tokens_per_second);
   void save(const std::string& tag);
 

@@ -1,0 +1,145 @@
+// The HTML report, attention heatmaps, and eval against translate's lines.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "test_nn_helpers.h"
+#include "data/toy_tasks.h"
+#include "train/attention_maps.h"
+#include "train/inference.h"
+#include "train/report.h"
+#include "train/trainer.h"
+
+using namespace sf;
+using namespace sf::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Runs a shell command; returns what it printed on stdout.
+std::string capture(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  char buffer[512];
+  while (fgets(buffer, sizeof buffer, pipe)) out += buffer;
+  CHECK(pclose(pipe) == 0);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("report: a self-contained page with the curves, metrics table, samples and heatmaps") {
+  testing::TempDir dir;
+  fs::path metrics = dir.path / "metrics.jsonl";
+  {
+    std::ofstream out(metrics);
+    for (int step = 1; step <= 30; ++step)
+      out << R"({"kind": "step", "epoch": 0, "step": )" << step << R"(, "loss": )" << 5.0 / step
+          << R"(, "lr": 0.001, "grad_norm": 1, "tokens_per_s": 100, "time": 1})" << "\n";
+    out << R"({"kind": "valid", "epoch": 0, "step": 30, "loss": 1.5, "bleu": 20.5, "chrf": 40, "cer": 0.5, "wer": 0.6})" << "\n";
+    out << R"({"kind": "valid", "epoch": 1, "step": 60, "loss": 1.2, "bleu": 31.25, "chrf": 50, "cer": 0.4, "wer": 0.5})" << "\n";
+    out << R"({"kind": "step", "ep)" << "\n";  // a line cut short by a kill is skipped
+  }
+  AttentionMap map{"encoder layer 0 self-attention, head 0", {"a", "<b>"}, {"a", "<b>"}, {0.25f, 0.75f, 1.0f, 0.0f}};
+  ReportContent content{"run <1>", metrics.string(), {{"a < b", "ref & co", "pred"}}, {{map, map}}, 2};
+  write_report((dir.path / "report.html").string(), content);
+  std::string html = slurp(dir.path / "report.html");
+  CHECK(count(html, "<svg") == 5 + 1);                   // five charts, one heatmap figure
+  CHECK(count(html, "<polyline class=\"series\"") == 7);  // loss, lr, valid loss, BLEU, chrF, CER, WER
+  CHECK(count(html, "<g class=\"heatmap\">") == 2);
+  CHECK(count(html, "<rect ") == 8);
+  CHECK(html.find("fill-opacity=\"0.750\"") != std::string::npos);
+  CHECK(html.find("<td>31.25</td>") != std::string::npos);
+  CHECK(html.find("a &lt; b") != std::string::npos);  // text is escaped
+  CHECK(html.find("&lt;b&gt;") != std::string::npos);
+  CHECK(html.find("src=") == std::string::npos);     // nothing loaded from elsewhere
+  CHECK(html.find("href=") == std::string::npos);
+}
+
+TEST_CASE("attention maps: every layer's and head's weights, rows summing to 1, tokens on the axes") {
+  auto model = testing::tiny_model();
+  std::vector<std::string> words = {"[UNK]", "[PAD]", "[SOS]", "[EOS]", "a", "b", "c", "d", "e", "f", "g"};
+  nlohmann::json vocab = nlohmann::json::object();
+  for (size_t i = 0; i < words.size(); ++i) vocab[words[i]] = i;
+  nlohmann::json file = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr},
+                         {"added_tokens", nlohmann::json::array()}, {"normalizer", nullptr},
+                         {"pre_tokenizer", {{"type", "Whitespace"}}}, {"post_processor", nullptr},
+                         {"decoder", nullptr},
+                         {"model", {{"type", "WordLevel"}, {"vocab", vocab}, {"unk_token", "[UNK]"}}}};
+  data::Tokenizer tokenizer = data::Tokenizer::from_json(file, "test");
+  std::vector<AttentionMap> maps = capture_attention(*model, tokenizer, tokenizer, {4, 5, 6}, {7, 8});
+  // 2 layers x 2 heads: encoder self, decoder self, decoder cross.
+  REQUIRE(maps.size() == 3 * 2 * 2);
+  CHECK(maps[0].rows == std::vector<std::string>{"[SOS]", "a", "b", "c", "[EOS]"});
+  CHECK(maps.back().title == "decoder layer 1 cross-attention, head 1");
+  CHECK(maps.back().rows == std::vector<std::string>{"[SOS]", "d", "e"});
+  CHECK(maps.back().cols.size() == 5);
+  for (const AttentionMap& m : maps)
+    for (size_t r = 0; r < m.rows.size(); ++r) {
+      double sum = 0;
+      for (size_t c = 0; c < m.cols.size(); ++c) sum += m.weights[r * m.cols.size() + c];
+      CHECK(sum == doctest::Approx(1.0).epsilon(1e-5));
+    }
+  // Decoder self-attention is causal: nothing above the diagonal.
+  const AttentionMap& self = maps[4];
+  CHECK(self.title == "decoder layer 0 self-attention, head 0");
+  CHECK(self.weights[0 * 3 + 1] == 0.0f);
+  std::string svg = attention_svg(maps, 2);
+  CHECK(count(svg, "<g class=\"heatmap\">") == 12);
+  CHECK(svg.find(">[SOS]</text>") != std::string::npos);
+}
+
+TEST_CASE("eval: equals the metrics recomputed from translate's printed lines") {
+  testing::TempDir dir;
+  std::string d = dir.path.string();
+  std::ofstream(dir.path / "config.json") << R"({"data": {"task": "dates", "size": 600}, "lang_src": "en",
+    "lang_tgt": "iso", "num_epochs": 1, "batch_size": 32, "lr": 0.003, "seq_len": 20, "d_model": 32, "N": 1,
+    "h": 2, "d_ff": 64, "min_frequency": 1, "val_examples": 0, "model_folder": ")" + d + R"(/w",
+    "experiment_name": ")" + d + R"(/run", "tokenizer_file": ")" + d + R"(/tok_{0}.json"})";
+  REQUIRE(Trainer(load_config((dir.path / "config.json").string())).run() == 0);
+  CHECK(fs::exists(dir.path / "run/report.html"));
+  std::vector<data::Pair> pairs = data::generate_toy_task("dates", 20, 99);
+  std::string sources, references;
+  {
+    std::ofstream tsv(dir.path / "valid.tsv");
+    for (const data::Pair& p : pairs) {
+      tsv << p.src << "\t" << p.tgt << "\n";
+      sources += p.src + "\n";
+    }
+  }
+  std::ofstream(dir.path / "sources.txt") << sources;
+  std::string bin = fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string();
+  std::string prefix = "cd '" + d + "' && '" + bin + "' ";
+  auto result = nlohmann::json::parse(capture(prefix + "eval --config config.json --data valid.tsv --beam 2"));
+  std::istringstream lines(capture(prefix + "translate --config config.json --beam 2 < sources.txt"));
+  std::vector<std::string> hypotheses, refs;
+  for (std::string line; std::getline(lines, line);) hypotheses.push_back(line);
+  for (const data::Pair& p : pairs) refs.push_back(p.tgt);
+  REQUIRE(hypotheses.size() == pairs.size());
+  Scores s = score_translations(hypotheses, refs);
+  CHECK(result["sentences"] == 20);
+  CHECK(result["bleu"].get<double>() == doctest::Approx(s.bleu));
+  CHECK(result["chrf"].get<double>() == doctest::Approx(s.chrf));
+  CHECK(result["cer"].get<double>() == doctest::Approx(s.cer));
+  CHECK(result["wer"].get<double>() == doctest::Approx(s.wer));
+  CHECK(result["seconds"].get<double>() > 0);
+  // --attention writes one sentence's heatmaps.
+  capture(prefix + "translate --config config.json --attention att.svg '" + pairs[0].src + "'");
+  std::string svg = slurp(dir.path / "att.svg");
+  CHECK(count(svg, "<g class=\"heatmap\">") == 3 * 2);
+}

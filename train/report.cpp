@@ -1,0 +1,139 @@
+#include "report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "train/checkpoints.h"
+
+namespace sf::train {
+
+namespace {
+
+std::string number(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.4g", v);
+  return buffer;
+}
+
+// At most `limit` points: consecutive points averaged in equal groups, so a
+// long run's curve stays small and smooth.
+std::vector<std::pair<double, double>> thin(const std::vector<std::pair<double, double>>& points,
+                                            size_t limit) {
+  if (points.size() <= limit) return points;
+  std::vector<std::pair<double, double>> out;
+  size_t group = (points.size() + limit - 1) / limit;
+  for (size_t i = 0; i < points.size(); i += group) {
+    size_t end = std::min(points.size(), i + group);
+    double x = 0, y = 0;
+    for (size_t j = i; j < end; ++j) x += points[j].first, y += points[j].second;
+    out.push_back({x / double(end - i), y / double(end - i)});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string line_chart(const std::string& title, const std::string& x_label,
+                       const std::vector<Series>& series) {
+  constexpr double W = 460, H = 240, L = 56, R = 12, T = 28, B = 40;
+  double x_min = INFINITY, x_max = -INFINITY, y_min = INFINITY, y_max = -INFINITY;
+  for (const Series& s : series)
+    for (auto [x, y] : s.points) {
+      if (!std::isfinite(y)) continue;
+      x_min = std::min(x_min, x), x_max = std::max(x_max, x);
+      y_min = std::min(y_min, y), y_max = std::max(y_max, y);
+    }
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"" << W << "\" height=\"" << H
+      << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
+      << "<text x=\"" << L << "\" y=\"16\" font-weight=\"bold\">" << escape_xml(title) << "</text>\n";
+  if (!std::isfinite(x_min)) return svg.str() + "<text x=\"60\" y=\"120\">no data yet</text></svg>\n";
+  if (x_max == x_min) x_max = x_min + 1;
+  if (y_max == y_min) y_max = y_min + 1;
+  auto px = [&](double x) { return L + (x - x_min) / (x_max - x_min) * (W - L - R); };
+  auto py = [&](double y) { return H - B - (y - y_min) / (y_max - y_min) * (H - T - B); };
+  // Axes with their end values, and the x label.
+  svg << "<path d=\"M" << L << " " << T << " V" << H - B << " H" << W - R << "\" stroke=\"#444\" fill=\"none\"/>\n";
+  for (double y : {y_min, (y_min + y_max) / 2, y_max})
+    svg << "<text x=\"" << L - 4 << "\" y=\"" << py(y) + 4 << "\" text-anchor=\"end\">" << number(y) << "</text>\n"
+        << "<path d=\"M" << L << " " << py(y) << " H" << W - R << "\" stroke=\"#eee\"/>\n";
+  for (double x : {x_min, x_max})
+    svg << "<text x=\"" << px(x) << "\" y=\"" << H - B + 14 << "\" text-anchor=\"middle\">" << number(x) << "</text>\n";
+  svg << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 8 << "\" text-anchor=\"middle\">" << escape_xml(x_label)
+      << "</text>\n";
+  double legend_x = W - R - 110;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    svg << "<polyline class=\"series\" fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.5\" points=\"";
+    for (auto [x, y] : s.points)
+      if (std::isfinite(y)) svg << number(px(x)) << "," << number(py(y)) << " ";
+    svg << "\"/>\n";
+    if (s.points.size() == 1)
+      svg << "<circle cx=\"" << px(s.points[0].first) << "\" cy=\"" << py(s.points[0].second)
+          << "\" r=\"3\" fill=\"" << s.color << "\"/>\n";
+    svg << "<text x=\"" << legend_x << "\" y=\"" << T + 12 * i << "\" fill=\"" << s.color << "\">"
+        << escape_xml(s.name) << "</text>\n";
+  }
+  return svg.str() + "</svg>\n";
+}
+
+void write_report(const std::string& path, const ReportContent& c) {
+  std::vector<std::pair<double, double>> loss, lr, valid_loss, bleu, chrf, cer, wer;
+  std::vector<nlohmann::json> valid_rows;
+  std::ifstream in(c.metrics_path);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (r.is_discarded() || !r.is_object()) continue;  // a line cut short by a kill
+    if (r.value("kind", "") == "step") {
+      double step = r.value("step", 0.0);
+      loss.push_back({step, r.value("loss", NAN)});
+      lr.push_back({step, r.value("lr", NAN)});
+    } else if (r.value("kind", "") == "valid") {
+      double epoch = r.value("epoch", 0.0);
+      valid_loss.push_back({epoch, r.value("loss", NAN)});
+      bleu.push_back({epoch, r.value("bleu", NAN)});
+      chrf.push_back({epoch, r.value("chrf", NAN)});
+      cer.push_back({epoch, r.value("cer", NAN)});
+      wer.push_back({epoch, r.value("wer", NAN)});
+      valid_rows.push_back(r);
+    }
+  }
+  std::ostringstream html;
+  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << escape_xml(c.title)
+       << "</title>\n<style>\n"
+          "body{font-family:sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}"
+          ".charts{display:flex;flex-wrap:wrap;gap:12px}table{border-collapse:collapse}"
+          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f4f4f4}"
+          ".heatmaps{overflow-x:auto}\n</style></head><body>\n"
+       << "<h1>" << escape_xml(c.title) << "</h1>\n<h2>Training</h2>\n<div class=\"charts\">\n"
+       << line_chart("training loss", "step", {{"loss", "#1f77b4", thin(loss, 1000)}})
+       << line_chart("learning rate", "step", {{"lr", "#ff7f0e", thin(lr, 1000)}})
+       << "</div>\n<h2>Validation</h2>\n<div class=\"charts\">\n"
+       << line_chart("validation loss", "epoch", {{"loss", "#1f77b4", valid_loss}})
+       << line_chart("BLEU and chrF", "epoch", {{"BLEU", "#2ca02c", bleu}, {"chrF", "#9467bd", chrf}})
+       << line_chart("CER and WER", "epoch", {{"CER", "#d62728", cer}, {"WER", "#8c564b", wer}})
+       << "</div>\n<table><tr><th>epoch</th><th>step</th><th>loss</th><th>BLEU</th><th>chrF</th><th>CER</th>"
+          "<th>WER</th></tr>\n";
+  for (const nlohmann::json& r : valid_rows)
+    html << "<tr><td>" << r.value("epoch", 0) << "</td><td>" << r.value("step", 0) << "</td><td>"
+         << number(r.value("loss", NAN)) << "</td><td>" << number(r.value("bleu", NAN)) << "</td><td>"
+         << number(r.value("chrf", NAN)) << "</td><td>" << number(r.value("cer", NAN)) << "</td><td>"
+         << number(r.value("wer", NAN)) << "</td></tr>\n";
+  html << "</table>\n<h2>Sample translations</h2>\n<table><tr><th>source</th><th>reference</th><th>prediction</th></tr>\n";
+  for (const ReportSample& s : c.samples)
+    html << "<tr><td>" << escape_xml(s.source) << "</td><td>" << escape_xml(s.reference) << "</td><td>"
+         << escape_xml(s.prediction) << "</td></tr>\n";
+  html << "</table>\n";
+  for (size_t i = 0; i < c.attention.size(); ++i)
+    html << "<h2>Attention, sample " << i + 1 << "</h2>\n<div class=\"heatmaps\">\n"
+         << attention_svg(c.attention[i], c.heads) << "</div>\n";
+  html << "</body></html>\n";
+  write_file_atomically(path, html.str());
+}
+
+}  // namespace sf::train

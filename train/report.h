@@ -1,0 +1,36 @@
+// The training report (SPEC §5): {experiment_name}/report.html, one
+// self-contained page (inline CSS and SVG, nothing fetched) with the loss and
+// learning-rate curves over steps, validation metrics over epochs, sample
+// translations and attention heatmaps. Rewritten after each validation.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "train/attention_maps.h"
+
+namespace sf::train {
+
+struct ReportSample {
+  std::string source, reference, prediction;
+};
+
+struct ReportContent {
+  std::string title;
+  std::string metrics_path;  // metrics.jsonl, read for the curves and the table
+  std::vector<ReportSample> samples;
+  // Per sentence, its attention maps (see capture_attention).
+  std::vector<std::vector<AttentionMap>> attention;
+  int64_t heads = 1;
+};
+
+void write_report(const std::string& path, const ReportContent& content);
+
+// An SVG line chart of one or more series of (x, y) points.
+struct Series {
+  std::string name, color;
+  std::vector<std::pair<double, double>> points;
+};
+std::string line_chart(const std::string& title, const std::string& x_label,
+                       const std::vector<Series>& series);
+
+}  // namespace sf::train
