@@ -33,7 +33,7 @@ EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.
 
 obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all test bench demo deps bench-deps clean
+.PHONY: all test bench demo report-check deps bench-deps clean
 .SECONDARY:
 CLI := $(BUILD)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
@@ -81,6 +81,19 @@ demo:
 	  "july 14 , 1989" "25 december 1999" | paste -d '\t' <(printf '%s\n' \
 	  "tuesday , march 3rd 2021" "3 mar 21" "03/03/2021" "the 3rd of march , 2021" \
 	  "july 14 , 1989" "25 december 1999") - | sed 's/\t/  ->  /'
+
+# Renders a freshly trained report in headless Chromium (Debian's chromium)
+# and checks the page shows its curves and heatmaps; the screenshot is
+# build/report-check/report.png.
+REPORT := build/report-check
+report-check:
+	@$(MAKE) SANITIZE= build/scratchformer
+	@tools/need-packages chromium:/usr/bin/chromium
+	@rm -rf $(REPORT)
+	build/scratchformer train --config configs/dates.json --set data.size=6000 --set num_epochs=3 \
+	  --set model_folder=$(REPORT)/weights --set experiment_name=$(REPORT)/run \
+	  --set 'tokenizer_file=$(REPORT)/tokenizer_{0}.json' 2>/dev/null
+	tools/check-report $(REPORT)/run/report.html $(REPORT)/report.png
 
 # Benchmarks: always optimised; OpenBLAS is the reference (the library never links it).
 bench-deps:

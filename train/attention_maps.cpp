@@ -84,7 +84,8 @@ std::string attention_svg(const std::vector<AttentionMap>& maps, int64_t heads_p
     max_rows = std::max(max_rows, m.rows.size());
     max_cols = std::max(max_cols, m.cols.size());
   }
-  double panel_w = kLabel + kCell * max_cols + kGap, panel_h = kTitle + kLabel + kCell * max_rows + kGap;
+  // Wide enough for the panel's title, too.
+  double panel_w = std::max(kLabel + kCell * max_cols + kGap, 240.0), panel_h = kTitle + kLabel + kCell * max_rows + kGap;
   int64_t per_row = std::max<int64_t>(1, heads_per_row);
   int64_t grid_rows = (static_cast<int64_t>(maps.size()) + per_row - 1) / per_row;
   std::ostringstream svg;
