@@ -138,49 +138,57 @@ TEST_CASE("train: 4 epochs equal 2 epochs then a resumed run to 4, bit for bit")
         read_file(resumed.path / "weights/tmodel_03.optim.safetensors"));
 }
 
-TEST_CASE("train: SIGINT saves the position mid-epoch and exits 130; resuming matches the straight run") {
-  testing::TempDir straight, stopped;
-  std::string body = std::string(R"("data": {"task": "copy", "size": 3000}, "lang_src": "a", "lang_tgt": "b",
-    "num_epochs": 2, )") + kTiny;
-  std::string a = write_config(straight.path, body), b = write_config(stopped.path, body);
-  CHECK(run({"train", "--config", a}, straight.path / "log") == 0);
+// Two runs of the same 2-epoch config (85 steps an epoch): `straight`, trained
+// here without interruption, and `cut`, for the test to interrupt and resume.
+struct InterruptedRun {
+  testing::TempDir straight, cut;
+  std::string cut_config;
+  InterruptedRun() {
+    std::string body = std::string(R"("data": {"task": "copy", "size": 3000}, "lang_src": "a",
+      "lang_tgt": "b", "num_epochs": 2, )") + kTiny;
+    CHECK(run({"train", "--config", write_config(straight.path, body)}, straight.path / "log") == 0);
+    cut_config = write_config(cut.path, body);
+  }
+  int resume() { return run({"train", "--config", cut_config, "--set", "preload=latest"}, cut.path / "log2"); }
+  bool same_final_weights() {
+    return read_file(cut.path / "weights/tmodel_01.safetensors") ==
+           read_file(straight.path / "weights/tmodel_01.safetensors");
+  }
+};
 
-  pid_t pid = spawn({"train", "--config", b}, stopped.path / "log");
-  wait_for_lines(stopped.path / "run/metrics.jsonl", 30, pid);  // mid-epoch 0 (85 steps)
+TEST_CASE("train: SIGINT saves the position mid-epoch and exits 130; resuming matches the straight run") {
+  InterruptedRun runs;
+  const fs::path& stopped = runs.cut.path;
+  pid_t pid = spawn({"train", "--config", runs.cut_config}, stopped / "log");
+  wait_for_lines(stopped / "run/metrics.jsonl", 30, pid);  // mid-epoch 0
   kill(pid, SIGINT);
   CHECK(wait_exit(pid) == 130);
-  CheckpointStore store((stopped.path / "weights").string(), "tmodel_", 5);
+  CheckpointStore store((stopped / "weights").string(), "tmodel_", 5);
   REQUIRE(store.latest_epoch() == 0);
   TrainingState state = store.load_state("00");
   CHECK(state.batch >= 30);
   CHECK(state.batch < state.batches_in_epoch);
 
-  CHECK(run({"train", "--config", b, "--set", "preload=latest"}, stopped.path / "log2") == 0);
-  CHECK(step_losses(stopped.path / "run/metrics.jsonl") == step_losses(straight.path / "run/metrics.jsonl"));
-  CHECK(read_file(stopped.path / "weights/tmodel_01.safetensors") ==
-        read_file(straight.path / "weights/tmodel_01.safetensors"));
+  CHECK(runs.resume() == 0);
+  CHECK(step_losses(stopped / "run/metrics.jsonl") == step_losses(runs.straight.path / "run/metrics.jsonl"));
+  CHECK(runs.same_final_weights());
 }
 
 TEST_CASE("train: after SIGKILL mid-epoch the last checkpoint loads and training resumes from it") {
-  testing::TempDir straight, killed;
-  std::string body = std::string(R"("data": {"task": "copy", "size": 3000}, "lang_src": "a", "lang_tgt": "b",
-    "num_epochs": 2, )") + kTiny;
-  std::string a = write_config(straight.path, body), b = write_config(killed.path, body);
-  CHECK(run({"train", "--config", a}, straight.path / "log") == 0);
-
-  pid_t pid = spawn({"train", "--config", b}, killed.path / "log");
-  wait_for_lines(killed.path / "run/metrics.jsonl", 85 + 1 + 20, pid);  // into epoch 1
+  InterruptedRun runs;
+  const fs::path& killed = runs.cut.path;
+  pid_t pid = spawn({"train", "--config", runs.cut_config}, killed / "log");
+  wait_for_lines(killed / "run/metrics.jsonl", 85 + 1 + 20, pid);  // into epoch 1
   kill(pid, SIGKILL);
   wait_exit(pid);
-  CheckpointStore store((killed.path / "weights").string(), "tmodel_", 5);
+  CheckpointStore store((killed / "weights").string(), "tmodel_", 5);
   REQUIRE(store.latest_epoch() == 0);
-  // No temporary or partial file is taken for a checkpoint, and the weights load.
-  auto model = Session::open(load_config(b), std::nullopt).model.get();
-  CHECK(model != nullptr);
+  // The checkpoint left behind loads (no temporary or partial file is taken for one).
+  Session session = Session::open(load_config(runs.cut_config), std::nullopt);
+  CHECK(session.checkpoint == store.weights_path("00"));
 
-  CHECK(run({"train", "--config", b, "--set", "preload=latest"}, killed.path / "log2") == 0);
-  CHECK(read_file(killed.path / "weights/tmodel_01.safetensors") ==
-        read_file(straight.path / "weights/tmodel_01.safetensors"));
+  CHECK(runs.resume() == 0);
+  CHECK(runs.same_final_weights());
 }
 
 TEST_CASE("train: config and data errors exit 2 with one line naming the key or file") {
