@@ -153,20 +153,37 @@ void unary(Unary op, const float* x, float* y, int64_t n, float s) {
 
 // --- reductions ---------------------------------------------------------------------
 
+// Folds term(j), the Vec of elements [j, j + W), over the whole vectors of a
+// row with `combine`, into four independent accumulators: a single one would
+// make every add wait for the previous one's latency. Sets `i` to the first
+// element left for the scalar tail.
+template <class Term, class Combine>
+Vec reduce(int64_t n, Vec init, Term term, Combine combine, int64_t& i) {
+  Vec a0 = init, a1 = init, a2 = init, a3 = init;
+  for (i = 0; i + 4 * W <= n; i += 4 * W) {
+    a0 = combine(a0, term(i));
+    a1 = combine(a1, term(i + W));
+    a2 = combine(a2, term(i + 2 * W));
+    a3 = combine(a3, term(i + 3 * W));
+  }
+  for (; i + W <= n; i += W) a0 = combine(a0, term(i));
+  return combine(combine(a0, a1), combine(a2, a3));
+}
+
+auto plus = [](Vec a, Vec b) { return a + b; };
+
 float row_sum(const float* x, int64_t n) {
-  Vec acc = Vec::set1(0.0f);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) acc = acc + Vec::load(x + i);
-  float total = acc.sum();
+  int64_t i;
+  float total = reduce(n, Vec::set1(0.0f), [&](int64_t j) { return Vec::load(x + j); }, plus, i).sum();
   for (; i < n; ++i) total += x[i];
   return total;
 }
 
 float row_max(const float* x, int64_t n) {
-  Vec acc = Vec::set1(-INFINITY);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) acc = max(acc, Vec::load(x + i));
-  float best = acc.max();
+  int64_t i;
+  float best = reduce(n, Vec::set1(-INFINITY), [&](int64_t j) { return Vec::load(x + j); },
+                      [](Vec a, Vec b) { return max(a, b); }, i)
+                   .max();
   for (; i < n; ++i) best = std::max(best, x[i]);
   return best;
 }
@@ -229,14 +246,14 @@ void max_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* ou
 
 // y = exp(x - shift) over a row; returns the sum of y.
 float exp_row(const float* x, float shift, float* y, int64_t n) {
-  Vec acc = Vec::set1(0.0f), vs = Vec::set1(shift);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) {
-    Vec e = simd::exp(Vec::load(x + i) - vs);
-    e.store(y + i);
-    acc = acc + e;
-  }
-  float total = acc.sum();
+  Vec vs = Vec::set1(shift);
+  auto term = [&](int64_t j) {
+    Vec e = simd::exp(Vec::load(x + j) - vs);
+    e.store(y + j);
+    return e;
+  };
+  int64_t i;
+  float total = reduce(n, Vec::set1(0.0f), term, plus, i).sum();
   for (; i < n; ++i) total += (y[i] = std::exp(x[i] - shift));
   return total;
 }
@@ -279,10 +296,9 @@ void log_softmax(const float* x, float* y, int64_t rows, int64_t cols) {
 }
 
 float dot_row(const float* a, const float* b, int64_t n) {
-  Vec acc = Vec::set1(0.0f);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) acc = fma(Vec::load(a + i), Vec::load(b + i), acc);
-  float total = acc.sum();
+  int64_t i;
+  float total = reduce(n, Vec::set1(0.0f), [&](int64_t j) { return Vec::load(a + j) * Vec::load(b + j); },
+                       plus, i).sum();
   for (; i < n; ++i) total += a[i] * b[i];
   return total;
 }
@@ -356,13 +372,13 @@ void layer_norm(const float* x, const float* alpha, const float* bias, int64_t r
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
     float mu = row_sum(xr, cols) / static_cast<float>(cols);
-    Vec vmu = Vec::set1(mu), acc = Vec::set1(0.0f);
-    int64_t i = 0;
-    for (; i + W <= cols; i += W) {
-      Vec d = Vec::load(xr + i) - vmu;
-      acc = fma(d, d, acc);
-    }
-    float ss = acc.sum();
+    Vec vmu = Vec::set1(mu);
+    auto squared_deviation = [&](int64_t j) {
+      Vec d = Vec::load(xr + j) - vmu;
+      return d * d;
+    };
+    int64_t i;
+    float ss = reduce(cols, Vec::set1(0.0f), squared_deviation, plus, i).sum();
     for (; i < cols; ++i) ss += (xr[i] - mu) * (xr[i] - mu);
     float s = std::sqrt(ss / static_cast<float>(cols - 1)), inv = 1.0f / (s + eps);
     Vec vinv = Vec::set1(inv);

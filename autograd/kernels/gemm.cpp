@@ -68,9 +68,10 @@ constexpr int64_t kNC = 512;
 constexpr int64_t kMC = 16 * kMR;
 static_assert(kNC % kNR == 0);
 
-// Below this many multiply-adds (summed over the batch) a product runs on the
-// calling thread: waking the pool costs more than it saves.
-constexpr int64_t kParallelWork = 64 * 64 * 64;
+// Below this many multiply-adds (summed over the batch, ~40 us on one core) a
+// product runs on the calling thread: waking a sleeping worker takes 5-15 us,
+// and measured 2-thread runs only win from about this size on.
+constexpr int64_t kParallelWork = int64_t{1} << 22;
 
 // ---------------------------------------------------------------------------
 // Operands.
@@ -358,9 +359,9 @@ std::pair<int64_t, int64_t> part_range(int64_t total, int64_t tile, int64_t part
 Split choose_split(int64_t m, int64_t n, int64_t batch, int threads) {
   if (batch % threads == 0 || batch >= 4 * threads) return {};
   // Pick the factorisation minimising the largest task's cost, counted per step
-  // of k: its MR x NR tiles (padding included) plus packing, which costs about
-  // 16x a multiply-add per element (it runs at ~1 float/cycle, the kernel at 16
-  // multiply-adds/cycle). A is repacked once per NC columns, B once per task.
+  // of k: its MR x NR tiles (padding included) plus packing, weighted 16x per
+  // element because it moves ~1 float/cycle while the kernel does 16-32
+  // multiply-adds/cycle. A is repacked once per NC columns, B once per task.
   auto cost = [&](int64_t pm, int64_t pn) {
     const int64_t rows = ((m + kMR - 1) / kMR + pm - 1) / pm * kMR;
     const int64_t cols = ((n + kNR - 1) / kNR + pn - 1) / pn * kNR;

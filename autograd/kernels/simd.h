@@ -35,6 +35,8 @@ struct Vec {
   friend Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
   friend Vec round(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT)}; }
   friend Vec sqrt(Vec a) { return {_mm512_sqrt_ps(a.v)}; }
+  // a * 2^floor(n), saturating to 0 or infinity outside float's range.
+  friend Vec scalef(Vec a, Vec n) { return {_mm512_scalef_ps(a.v, n.v)}; }
   // 2^n for integral-valued n, built in the exponent bits.
   friend Vec exp2_int(Vec n) {
     __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n.v),
@@ -109,12 +111,9 @@ struct Vec {
 #endif
 
 // e^x to about 2 ulp: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6
-// polynomial (Taylor coefficients), times 2^n. Below -87.3 (where e^x stops
-// being a normal float) the result is exactly 0, so masked attention weights
-// are exactly 0 as with std::exp; above 88.3 it saturates at ~2e38.
-inline Vec exp(Vec x_in) {
-  Vec x = min(max(x_in, Vec::set1(-87.3f)), Vec::set1(88.3f));
-  Vec n = round(x * Vec::set1(1.44269504f));
+// polynomial (Taylor coefficients), times 2^n.
+inline Vec exp_reduced(Vec x, Vec& n) {
+  n = round(x * Vec::set1(1.44269504f));
   // ln2 split in two so n * ln2_hi is exact.
   Vec r = fma(n, Vec::set1(-0.693145752f), x);
   r = fma(n, Vec::set1(-1.42860677e-6f), r);
@@ -124,8 +123,27 @@ inline Vec exp(Vec x_in) {
   p = fma(p, r, Vec::set1(1.0f / 6));
   p = fma(p, r, Vec::set1(0.5f));
   p = fma(p, r, Vec::set1(1.0f));
-  p = fma(p, r, Vec::set1(1.0f));
+  return fma(p, r, Vec::set1(1.0f));
+}
+
+#if defined(__AVX512F__)
+// scalef applies 2^n over the whole range: e^x underflows to exactly 0 (so
+// masked attention weights are exactly 0, as with std::exp) and overflows to
+// infinity, with no clamping.
+inline Vec exp(Vec x) {
+  Vec n;
+  Vec p = exp_reduced(x, n);
+  return scalef(p, n);
+}
+#else
+// 2^n is built in the exponent bits, valid for normal floats: inputs are
+// clamped to [-87.3, 88.3], and below -87.3 the result is forced to exactly 0.
+inline Vec exp(Vec x_in) {
+  Vec x = min(max(x_in, Vec::set1(-87.3f)), Vec::set1(88.3f));
+  Vec n;
+  Vec p = exp_reduced(x, n);
   return select_positive(x_in + Vec::set1(87.3f), p * exp2_int(n));
 }
+#endif
 
 }  // namespace sf::kernels::simd
