@@ -1,5 +1,7 @@
 #include "device.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -13,10 +15,13 @@ namespace {
 constexpr size_t kAlignment = 64;
 
 // A training step allocates the same tensor sizes every step. Freed blocks are
-// kept per size and handed out again, so from the second step on a step needs
-// no system allocation. The cache is bounded; past the bound blocks go back to
-// the system. Built with SF_NO_CACHING_ALLOCATOR (the sanitizer build) every
-// block goes straight to the system, so the sanitizers see each one.
+// kept per size class and handed out again, so from the second step on a step
+// needs no system allocation. Size classes are quarter steps between powers of
+// two (2^k, 1.25 2^k, 1.5 2^k, 1.75 2^k): batches of varying lengths (bucketing)
+// then share blocks, at most 25% larger than asked for. The cache is bounded;
+// past the bound blocks go back to the system. Built with
+// SF_NO_CACHING_ALLOCATOR (the sanitizer build) every block goes straight to
+// the system, so the sanitizers see each one.
 class CpuDevice final : public Device {
  public:
   const char* name() const override { return "cpu"; }
@@ -65,9 +70,11 @@ class CpuDevice final : public Device {
   const kernels::Table& kernels() const override { return kernels::active(); }
 
  private:
-  static constexpr size_t kCacheLimit = size_t{4} << 30;
+  static constexpr size_t kCacheLimit = size_t{2} << 30;
   static size_t rounded(size_t bytes) {
-    return bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    size_t size = std::max<size_t>(bytes, kAlignment);
+    size_t power = std::bit_floor(size), quarter = std::max<size_t>(power / 4, kAlignment);
+    return (size + quarter - 1) / quarter * quarter;
   }
 
   std::mutex mutex_;
