@@ -189,6 +189,8 @@ TEST_CASE("train: after SIGKILL mid-epoch the last checkpoint loads and training
 
   CHECK(runs.resume() == 0);
   CHECK(runs.same_final_weights());
+  // The steps the killed run logged after its checkpoint are not logged twice.
+  CHECK(step_losses(killed / "run/metrics.jsonl") == step_losses(runs.straight.path / "run/metrics.jsonl"));
 }
 
 TEST_CASE("train: config and data errors exit 2 with one line naming the key or file") {

@@ -268,9 +268,25 @@ void Trainer::write_epoch_report(const ValidationResult& v) {
   write_report((fs::path(config_.experiment_name) / "report.html").string(), content);
 }
 
+// metrics.jsonl continues a resumed run: records a killed run wrote after its
+// checkpoint are dropped, since the resumed run writes them again. A fresh run
+// starts the file anew.
+static void restart_metrics(const std::string& path, bool resumed, int64_t global_step) {
+  std::string kept;
+  if (resumed) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (r.is_object() && r.value("step", INT64_MAX) <= global_step) kept += line + "\n";
+    }
+  }
+  write_file_atomically(path, kept);
+}
+
 int Trainer::run() {
   fs::create_directories(config_.experiment_name);
   metrics_path_ = (fs::path(config_.experiment_name) / "metrics.jsonl").string();
+  restart_metrics(metrics_path_, resumed_, state_.global_step);
   start_ = last_step_ = std::chrono::steady_clock::now();
   int64_t epoch = 0, first_batch = 0;
   if (resumed_) {
