@@ -258,3 +258,42 @@ TEST_CASE("score: prints the unsmoothed teacher-forced NLL and the target length
     CHECK(count == int64_t(session.tgt_tokenizer.encode(pairs[i].second).size()) + 1);
   }
 }
+
+TEST_CASE("train: keep_checkpoints prunes old epochs; the best by BLEU is kept apart; preload of a bare weights file") {
+  testing::TempDir dir;
+  std::string config = write_config(dir.path, std::string(R"("data": {"task": "dates", "size": 600},
+    "lang_src": "en", "lang_tgt": "iso", "num_epochs": 3, "keep_checkpoints": 2, )") + kTiny);
+  REQUIRE(Trainer(load_config(config)).run() == 0);
+  fs::path weights = dir.path / "weights";
+  CHECK_FALSE(fs::exists(weights / "tmodel_00.safetensors"));
+  CHECK_FALSE(fs::exists(weights / "tmodel_00.state.json"));
+  for (std::string tag : {"01", "02", "best"}) {
+    CAPTURE(tag);
+    CHECK(fs::exists(weights / ("tmodel_" + tag + ".safetensors")));
+    CHECK(fs::exists(weights / ("tmodel_" + tag + ".optim.safetensors")));
+    CHECK(fs::exists(weights / ("tmodel_" + tag + ".state.json")));
+  }
+  CheckpointStore store(weights.string(), "tmodel_", 2);
+  CHECK(store.latest_epoch() == 2);
+  // "best" holds the epoch with the highest validation BLEU seen.
+  double best = -1;
+  std::ifstream metrics(dir.path / "run/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    auto r = nlohmann::json::parse(line);
+    if (r["kind"] == "valid") best = std::max(best, r["bleu"].get<double>());
+  }
+  CHECK(store.load_state("best").best_bleu == doctest::Approx(best));
+
+  // A weights file alone (as exported from PyTorch) starts a fresh optimizer at
+  // epoch 0 from those weights.
+  fs::create_directories(dir.path / "export");
+  fs::copy_file(weights / "tmodel_02.safetensors", dir.path / "export/model.safetensors");
+  Trainer trainer(load_config(config, {"preload=" + (dir.path / "export/model.safetensors").string(),
+                                        "num_epochs=1", "model_folder=" + (dir.path / "w2").string()}));
+  Session reference = Session::open(load_config(config), weights.string() + "/tmodel_02.safetensors");
+  CHECK(trainer.model().state_dict()[0].second.to_vector() == reference.model->state_dict()[0].second.to_vector());
+  CHECK(trainer.run() == 0);
+  CheckpointStore fresh((dir.path / "w2").string(), "tmodel_", 2);
+  CHECK(fresh.latest_epoch() == 0);  // trained epoch 0, not a continuation of epoch 2
+  CHECK(fresh.load_state("00").global_step * 2 == store.load_state("01").global_step);
+}
