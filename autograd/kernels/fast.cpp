@@ -120,8 +120,12 @@ void masked_fill(Strided<float> x, Strided<int32_t> mask, float value, float* ou
   bool done = for_each_row(shape, ndim, x.strides, mask.strides,
                            [&](int64_t, int64_t ox, int64_t om, int64_t n, int64_t sx,
                                int64_t sm, int64_t o) {
-    for (int64_t i = 0; i < n; ++i)
-      out[o + i] = mask.data[om + i * sm] != 0 ? value : x.data[ox + i * sx];
+    // Locals, not the closure's references, so the stores cannot alias them.
+    const int32_t* m = mask.data + om;
+    const float* xs = x.data + ox;
+    float* dst = out + o;
+    const float fill = value;
+    for (int64_t i = 0; i < n; ++i) dst[i] = m[i * sm] != 0 ? fill : xs[i * sx];
   });
   if (!done) scalar_table().masked_fill(x, mask, value, out, shape, ndim);
 }
@@ -212,14 +216,22 @@ void sum_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* ou
   });
 }
 
-// Column sums ([rows, cols] -> [cols], e.g. a bias gradient), split by columns.
+// Column sums ([rows, cols] -> [cols], e.g. a bias gradient) added into out.
+// Each block of kRowBlock rows is summed on its own (blocks in parallel, each
+// streaming through contiguous rows), then the blocks are added in order: the
+// result does not depend on the number of threads.
 void column_sums(const float* x, int64_t rows, int64_t cols, float* out) {
-  int64_t block = std::max<int64_t>(W, (cols / num_threads() + W - 1) / W * W);
-  parallel_for(0, (cols + block - 1) / block, rows * block >= kGrainElements ? 1 : INT64_MAX,
-               [&](int64_t b, int64_t e) {
-    int64_t c0 = b * block, c1 = std::min(cols, e * block);
-    for (int64_t r = 0; r < rows; ++r) add_row(x + r * cols + c0, out + c0, c1 - c0);
+  constexpr int64_t kRowBlock = 256;
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  std::vector<float> partial(blocks * cols, 0.0f);
+  float* sums = partial.data();
+  parallel_for(0, blocks, kGrainElements / (kRowBlock * std::max<int64_t>(cols, 1)) + 1,
+               [=](int64_t b, int64_t e) {
+    for (int64_t block = b; block < e; ++block)
+      for (int64_t r = block * kRowBlock, end = std::min(rows, r + kRowBlock); r < end; ++r)
+        add_row(x + r * cols, sums + block * cols, cols);
   });
+  for (int64_t block = 0; block < blocks; ++block) add_row(sums + block * cols, out, cols);
 }
 
 void sum_to(const float* x, const int64_t* shape, int ndim, float* out, const int64_t* out_strides) {
@@ -420,21 +432,40 @@ void layer_norm_backward(const float* x, const float* alpha, const float* mean, 
     }
     for (; i < cols; ++i) dr[i] = (gr[i] * alpha[i] - mean_g) * inv - (xr[i] - mu) * inv * k;
   });
-  int64_t block = std::max<int64_t>(W, (cols / num_threads() + W - 1) / W * W);
-  parallel_for(0, (cols + block - 1) / block, rows * block >= kGrainElements ? 1 : INT64_MAX,
-               [&](int64_t b, int64_t e) {
-    int64_t c0 = b * block, c1 = std::min(cols, e * block);
-    std::fill(dalpha + c0, dalpha + c1, 0.0f);
-    std::fill(dbias + c0, dbias + c1, 0.0f);
-    for (int64_t r = 0; r < rows; ++r) {
-      float inv = 1.0f / (std[r] + eps), mu = mean[r];
-      for (int64_t c = c0; c < c1; ++c) {
-        float g = dy[r * cols + c];
-        dalpha[c] += g * (x[r * cols + c] - mu) * inv;
-        dbias[c] += g;
+  // dalpha and dbias: column sums of dy * xhat and dy, by blocks of rows as in
+  // column_sums (contiguous streaming, independent of the thread count).
+  constexpr int64_t kRowBlock = 256;
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  std::vector<float> partial(2 * blocks * cols, 0.0f);
+  float* sums = partial.data();
+  parallel_for(0, blocks, kGrainElements / (kRowBlock * std::max<int64_t>(cols, 1)) + 1,
+               [=](int64_t b, int64_t e) {
+    for (int64_t block = b; block < e; ++block) {
+      float* da = sums + 2 * block * cols;
+      float* db = da + cols;
+      for (int64_t r = block * kRowBlock, end = std::min(rows, r + kRowBlock); r < end; ++r) {
+        const float *xr = x + r * cols, *gr = dy + r * cols;
+        const float inv = 1.0f / (std[r] + eps), mu = mean[r];
+        const Vec vmu = Vec::set1(mu), vinv = Vec::set1(inv);
+        int64_t i = 0;
+        for (; i + W <= cols; i += W) {
+          Vec g = Vec::load(gr + i);
+          fma(g, (Vec::load(xr + i) - vmu) * vinv, Vec::load(da + i)).store(da + i);
+          (Vec::load(db + i) + g).store(db + i);
+        }
+        for (; i < cols; ++i) {
+          da[i] += gr[i] * (xr[i] - mu) * inv;
+          db[i] += gr[i];
+        }
       }
     }
   });
+  std::fill(dalpha, dalpha + cols, 0.0f);
+  std::fill(dbias, dbias + cols, 0.0f);
+  for (int64_t block = 0; block < blocks; ++block) {
+    add_row(sums + 2 * block * cols, dalpha, cols);
+    add_row(sums + (2 * block + 1) * cols, dbias, cols);
+  }
 }
 
 void bias_relu(const float* x, const float* bias, int64_t rows, int64_t cols, float* y) {
@@ -457,15 +488,17 @@ void relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
 }
 
 // The hash is 32-bit integer arithmetic, which the compiler vectorises once the
-// loop is branch-free and its index is 32-bit (dropout_keeps uses the low 32
-// bits of i).
+// loop is branch-free, its index is 32-bit (dropout_keeps uses the low 32 bits
+// of i), and everything it reads is a local: read through the closure, the
+// values could alias y, which defeats vectorisation on the pool's threads.
 void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
   parallel_for(0, n, kGrainElements, [=](int64_t b, int64_t e) {
-    auto first = static_cast<uint32_t>(b);
+    const uint32_t first = static_cast<uint32_t>(b), count = static_cast<uint32_t>(e - b);
+    const uint32_t s = seed, t = threshold;
+    const float k = scale;
     const float* xb = x + b;
     float* yb = y + b;
-    for (uint32_t j = 0, count = static_cast<uint32_t>(e - b); j < count; ++j)
-      yb[j] = xb[j] * (dropout_keeps(seed, first + j, threshold) ? scale : 0.0f);
+    for (uint32_t j = 0; j < count; ++j) yb[j] = xb[j] * (dropout_keeps(s, first + j, t) ? k : 0.0f);
   });
 }
 
