@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "autograd/error.h"
+#include "test_nn_helpers.h"
 #include "train/config.h"
 
 using namespace sf;
@@ -12,9 +13,11 @@ using namespace sf::train;
 
 namespace {
 
+// Config files in one scratch folder, removed when the suite ends.
 std::string write_config(const std::string& text) {
+  static testing::TempDir dir;
   static int counter = 0;
-  auto path = std::filesystem::temp_directory_path() / ("sf_config_" + std::to_string(counter++) + ".json");
+  auto path = dir.path / ("config_" + std::to_string(counter++) + ".json");
   std::ofstream(path) << text;
   return path.string();
 }
