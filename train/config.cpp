@@ -184,6 +184,8 @@ Config from_json(const json& root, const std::string& source) {
   }
   r.integer("grad_accum", c.grad_accum, 1);
   r.string("device", c.device, {"cpu", "opencl"});
+  // SPEC §4 names an OpenCL device; this build has only the CPU backend.
+  if (c.device != "cpu") r.error("device", "\"" + c.device + "\" is not available in this build (only \"cpu\")");
   r.integer("threads", c.threads, 0);
   r.integer("val_examples", c.val_examples, 0);
   r.integer("beam", c.beam, 1);

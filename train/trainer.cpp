@@ -47,8 +47,6 @@ Trainer::Trainer(Config config)
     : config_(std::move(config)),
       accumulation_(config_.grad_accum),
       store_(config_.model_folder, config_.model_basename, config_.keep_checkpoints) {
-  if (config_.device != "cpu")
-    fail(config_.source, ": key 'device': \"", config_.device, "\" is not built in (this build has only \"cpu\")");
   kernels::set_num_threads(static_cast<int>(config_.threads));
   prepare_data();
   build_model_and_optimizer();
