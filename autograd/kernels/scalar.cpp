@@ -6,32 +6,11 @@
 #include <numeric>
 #include <vector>
 
+#include "gemm.h"
 #include "kernels.h"
 
 namespace sf::kernels {
 namespace {
-
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
-          float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
-  for (int64_t p = 0; p < batch; ++p) {
-    const float* A = a + p * stride_a;
-    const float* B = b + p * stride_b;
-    float* C = c + p * stride_c;
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        float acc = 0.0f;
-        for (int64_t l = 0; l < k; ++l) {
-          float av = trans_a ? A[l * lda + i] : A[i * lda + l];
-          float bv = trans_b ? B[j * ldb + l] : B[l * ldb + j];
-          acc += av * bv;
-        }
-        // beta == 0 must not read C: it may hold garbage (even NaN).
-        C[i * ldc + j] = alpha * acc + (beta == 0.0f ? 0.0f : beta * C[i * ldc + j]);
-      }
-    }
-  }
-}
 
 // Visits every index of `shape` in row-major order, calling f(out_index,
 // offset_a, offset_b) with the operands' offsets under their broadcast strides.
@@ -392,7 +371,7 @@ void sgd_step(float* p, const float* g, float* buf, int64_t n, float lr, float m
 const Table& scalar_table() {
   static const Table table{
       .name = "scalar",
-      .gemm = gemm,
+      .gemm = gemm_reference,
       .binary = binary,
       .predicate = predicate,
       .predicate_int = predicate_int,
