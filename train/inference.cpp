@@ -139,45 +139,27 @@ Scores score_translations(const std::vector<std::string>& hypotheses,
   return s;
 }
 
-std::vector<PairNll> score_pairs(nn::Transformer& model,
-                                 const std::vector<std::vector<int32_t>>& sources,
-                                 const std::vector<std::vector<int32_t>>& targets,
-                                 int64_t batch_size) {
+std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Example> examples,
+                                 int64_t seq_len, int64_t batch_size) {
   NoGradGuard no_grad;
   std::vector<size_t> lengths;
-  for (size_t i = 0; i < sources.size(); ++i) lengths.push_back(std::max(sources[i].size(), targets[i].size()));
-  std::vector<PairNll> out(sources.size());
-  for (const auto& batch : length_batches(lengths, batch_size)) {
-    std::vector<std::vector<int32_t>> src_rows;
-    size_t longest = 0;
-    for (size_t i : batch) {
-      src_rows.push_back(sources[i]);
-      longest = std::max(longest, targets[i].size());
-    }
-    // Decoder input [SOS] tgt [PAD]..., labels tgt [EOS] [PAD]...
-    int64_t width = static_cast<int64_t>(longest) + 1;
-    std::vector<int32_t> input, label;
-    for (size_t i : batch) {
-      const auto& t = targets[i];
-      input.push_back(data::kSosId);
-      input.insert(input.end(), t.begin(), t.end());
-      label.insert(label.end(), t.begin(), t.end());
-      label.push_back(data::kEosId);
-      input.insert(input.end(), longest - t.size(), data::kPadId);
-      label.insert(label.end(), longest - t.size(), data::kPadId);
-    }
-    auto rows = static_cast<int64_t>(batch.size());
-    Tensor src = encoder_inputs(src_rows), tgt = Tensor::from_ints(input, {rows, width});
-    Tensor src_mask = nn::padding_mask(src);
-    Tensor log_probs = model.project(
-        model.decode(model.encode(src, src_mask), src_mask, tgt, nn::decoder_mask(tgt)));
-    int64_t vocab = log_probs.size(-1);
-    for (int64_t r = 0; r < rows; ++r) {
-      size_t i = batch[r];
+  for (const data::Example& e : examples) lengths.push_back(std::max(e.src.size(), e.tgt.size()));
+  data::BatchedDataset dataset(std::move(examples), {batch_size, seq_len, /*bucket=*/true, /*shuffle=*/false});
+  std::vector<PairNll> out(lengths.size());
+  for (const auto& indices : length_batches(lengths, batch_size)) {
+    data::Batch b = dataset.make_batch(indices);
+    Tensor memory = model.encode(b.encoder_input, b.encoder_mask);
+    Tensor log_probs = model.project(model.decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask));
+    int64_t width = b.label.size(1), vocab = log_probs.size(-1);
+    for (size_t r = 0; r < indices.size(); ++r) {
+      // Label positions: the target tokens, then [EOS]; [PAD] after them.
+      int64_t tokens = static_cast<int64_t>(dataset.examples()[indices[r]].tgt.size()) + 1;
       double nll = 0.0;
-      for (size_t t = 0; t <= targets[i].size(); ++t)
-        nll -= log_probs.data()[(r * width + static_cast<int64_t>(t)) * vocab + label[r * width + t]];
-      out[i] = {nll, static_cast<int64_t>(targets[i].size()) + 1};
+      for (int64_t t = 0; t < tokens; ++t) {
+        int64_t at = static_cast<int64_t>(r) * width + t;
+        nll -= log_probs.data()[at * vocab + b.label.ints()[at]];
+      }
+      out[indices[r]] = {nll, tokens};
     }
   }
   return out;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data/batching.h"
 #include "data/tokenizer.h"
 #include "nn/transformer.h"
 #include "train/config.h"
@@ -64,11 +65,10 @@ struct PairNll {
   int64_t tokens;  // target tokens + 1
 };
 
-// Teacher-forced negative log-likelihood of each (source ids, target ids) pair:
-// dropout off, no label smoothing. Batched.
-std::vector<PairNll> score_pairs(nn::Transformer& model,
-                                 const std::vector<std::vector<int32_t>>& sources,
-                                 const std::vector<std::vector<int32_t>>& targets,
-                                 int64_t batch_size);
+// Teacher-forced negative log-likelihood of each example (source and target
+// ids, batched as training batches them, so one too long for seq_len is an
+// error naming its origin): dropout off, no label smoothing.
+std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Example> examples,
+                                 int64_t seq_len, int64_t batch_size);
 
 }  // namespace sf::train

@@ -185,7 +185,7 @@ int score_command(int argc, char** argv) {
   Arguments a = parse("score", argc, argv, {"--config", "--set", "--checkpoint"}, false);
   if (a.help) return std::fputs(kScoreHelp, stdout), 0;
   Session session = open_session(a);
-  std::vector<std::vector<int32_t>> sources, targets;
+  std::vector<data::Example> examples;
   int64_t line_number = 0;
   for (std::string line; std::getline(std::cin, line);) {
     ++line_number;
@@ -193,13 +193,11 @@ int score_command(int argc, char** argv) {
     size_t tab = line.find('\t');
     if (tab == std::string::npos || line.find('\t', tab + 1) != std::string::npos)
       fail(where, ": expected source<TAB>target");
-    sources.push_back(encode_source(session, line.substr(0, tab), where));
-    targets.push_back(session.tgt_tokenizer.encode(line.substr(tab + 1)));
-    int64_t limit = session.config.seq_len - 1;
-    if (static_cast<int64_t>(targets.back().size()) > limit)
-      fail(where, ": the target has ", targets.back().size(), " tokens, more than seq_len - 1 = ", limit);
+    data::Pair pair{line.substr(0, tab), line.substr(tab + 1), where};
+    examples.push_back({session.src_tokenizer.encode(pair.src), session.tgt_tokenizer.encode(pair.tgt), pair});
   }
-  for (const PairNll& r : score_pairs(*session.model, sources, targets, std::max<int64_t>(session.config.batch_size, 32)))
+  const Config& c = session.config;
+  for (const PairNll& r : score_pairs(*session.model, std::move(examples), c.seq_len, std::max<int64_t>(c.batch_size, 32)))
     std::printf("%.6f\t%lld\n", r.nll, static_cast<long long>(r.tokens));
   return 0;
 }
