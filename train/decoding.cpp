@@ -61,15 +61,12 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
   const int64_t batch = src.size(0), k = beam;
   const double kNone = -std::numeric_limits<double>::infinity();
   // Each sentence's source is repeated for its k beams: row b * k + i.
-  std::vector<int32_t> repeat;
+  const int64_t width = src.size(1);
+  std::vector<int32_t> repeated;
   for (int64_t b = 0; b < batch; ++b)
-    for (int64_t i = 0; i < k; ++i) repeat.push_back(static_cast<int32_t>(b));
-  Tensor src_k = Tensor::from_ints([&] {
-    std::vector<int32_t> ids;
-    for (int32_t b : repeat)
-      for (int64_t j = 0; j < src.size(1); ++j) ids.push_back(src.ints()[b * src.size(1) + j]);
-    return ids;
-  }(), {batch * k, src.size(1)});
+    for (int64_t i = 0; i < k; ++i)
+      repeated.insert(repeated.end(), src.ints() + b * width, src.ints() + (b + 1) * width);
+  Tensor src_k = Tensor::from_ints(repeated, {batch * k, width});
   Tensor src_mask = nn::padding_mask(src_k);
   nn::DecoderCache cache = model.start_decoding(model.encode(src_k, src_mask));
 
