@@ -1,7 +1,8 @@
 // The one dispatch point for compute kernels.
 //
-// Ops in autograd/ never loop over data themselves: they call the functions in
-// `kernels::Table`. `scalar_table()` holds the plain reference loops; a faster
+// Ops in autograd/ do their arithmetic through the functions in `kernels::Table`
+// (they loop over data only to validate it, e.g. index ranges, or to build
+// small host-side tensors such as arange). `scalar_table()` holds the plain reference loops; a faster
 // table (SIMD, threads) can replace it in one place with `set_active()`, and the
 // tests compare any table against the scalar one.
 //
