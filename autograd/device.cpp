@@ -1,44 +1,96 @@
 #include "device.h"
 
-#include <algorithm>
-#include <bit>
 #include <cstdlib>
-#include <mutex>
+#include <cstring>
 #include <new>
-#include <unordered_map>
-#include <vector>
+
+#include "block_cache.h"
+#include "error.h"
+#ifdef SF_OPENCL
+#include "opencl/opencl.h"
+#endif
 
 namespace sf {
 namespace {
 
+// The CPU's kernel table: each entry resolves its Mem arguments to host
+// addresses and calls the same entry of the active host table (kernels.h), so
+// `kernels::set_active` still switches between the scalar and fast kernels.
+template <class T>
+T* host(Mem<T> m) {
+  return kernels::host_address(m);
+}
+template <class T>
+kernels::Strided<T> host(kernels::Strided<T, Mem> s) {
+  return {kernels::host_address(s.data), s.strides};
+}
+template <class T>
+T host(T value) {  // sizes, scalars, shapes: passed as they are
+  return value;
+}
+
+template <auto entry>
+constexpr auto on_host = [](auto... args) { return (kernels::active().*entry)(host(args)...); };
+
+const kernels::Table& cpu_table() {
+  using H = kernels::HostTable;
+  static const kernels::Table table{
+      .name = "cpu",
+      .gemm = on_host<&H::gemm>,
+      .binary = on_host<&H::binary>,
+      .predicate = on_host<&H::predicate>,
+      .predicate_int = on_host<&H::predicate_int>,
+      .masked_fill = on_host<&H::masked_fill>,
+      .unary = on_host<&H::unary>,
+      .sum_to = on_host<&H::sum_to>,
+      .sum_axis = on_host<&H::sum_axis>,
+      .max_axis = on_host<&H::max_axis>,
+      .softmax = on_host<&H::softmax>,
+      .log_softmax = on_host<&H::log_softmax>,
+      .softmax_backward = on_host<&H::softmax_backward>,
+      .log_softmax_backward = on_host<&H::log_softmax_backward>,
+      .masked_softmax = on_host<&H::masked_softmax>,
+      .masked_softmax_backward = on_host<&H::masked_softmax_backward>,
+      .layer_norm = on_host<&H::layer_norm>,
+      .layer_norm_backward = on_host<&H::layer_norm_backward>,
+      .bias_relu = on_host<&H::bias_relu>,
+      .relu_backward = on_host<&H::relu_backward>,
+      .dropout = on_host<&H::dropout>,
+      .dot = on_host<&H::dot>,
+      .adam_step = on_host<&H::adam_step>,
+      .sgd_step = on_host<&H::sgd_step>,
+      .topk = on_host<&H::topk>,
+      .copy_rows = on_host<&H::copy_rows>,
+      .permute = on_host<&H::permute>,
+      .gather_rows = on_host<&H::gather_rows>,
+      .scatter_add_rows = on_host<&H::scatter_add_rows>,
+      .cross_entropy = on_host<&H::cross_entropy>,
+      .cross_entropy_backward = on_host<&H::cross_entropy_backward>,
+  };
+  return table;
+}
+
 // 64-byte alignment: one cache line, and a full AVX-512 register.
 constexpr size_t kAlignment = 64;
 
-// A training step allocates the same tensor sizes every step. Freed blocks are
-// kept per size class and handed out again, so from the second step on a step
-// needs no system allocation. Size classes are quarter steps between powers of
-// two (2^k, 1.25 2^k, 1.5 2^k, 1.75 2^k): batches of varying lengths (bucketing)
-// then share blocks, at most 25% larger than asked for. The cache is bounded;
-// past the bound blocks go back to the system. Built with
-// SF_NO_CACHING_ALLOCATOR (the sanitizer build) every block goes straight to
-// the system, so the sanitizers see each one.
+// Host memory from the system allocator, recycled through a BlockCache bounded
+// at 2 GiB. Built with SF_NO_CACHING_ALLOCATOR (the sanitizer build) every
+// block goes straight to the system, so the sanitizers see each one.
 class CpuDevice final : public Device {
  public:
   const char* name() const override { return "cpu"; }
+  bool host_addressable() const override { return true; }
 
   void* allocate(size_t bytes) override {
-    size_t size = rounded(bytes);
+    size_t size = BlockCache::size_class(bytes, kAlignment);
 #ifndef SF_NO_CACHING_ALLOCATOR
+    if (void* cached = cache_.take(size)) {
+      std::lock_guard lock(stats_mutex_);
+      ++stats_.cache_hits;
+      return cached;
+    }
     {
-      std::lock_guard lock(mutex_);
-      auto it = free_.find(size);
-      if (it != free_.end() && !it->second.empty()) {
-        void* ptr = it->second.back();
-        it->second.pop_back();
-        cached_bytes_ -= size;
-        ++stats_.cache_hits;
-        return ptr;
-      }
+      std::lock_guard lock(stats_mutex_);
       ++stats_.system_allocations;
     }
 #endif
@@ -47,39 +99,40 @@ class CpuDevice final : public Device {
     return ptr;
   }
 
-  void release(void* ptr, size_t bytes) override {
+  void release(void* buffer, size_t bytes) override {
 #ifndef SF_NO_CACHING_ALLOCATOR
-    size_t size = rounded(bytes);
-    std::lock_guard lock(mutex_);
-    if (cached_bytes_ + size <= kCacheLimit) {
-      free_[size].push_back(ptr);
-      cached_bytes_ += size;
-      return;
-    }
+    if (cache_.keep(buffer, BlockCache::size_class(bytes, kAlignment))) return;
 #else
     (void)bytes;
 #endif
-    std::free(ptr);
+    std::free(buffer);
   }
 
+  void write(const void* src, Mem<void> dst, size_t bytes) override {
+    if (bytes) std::memcpy(kernels::host_address(dst), src, bytes);
+  }
+  void read(Mem<const void> src, void* dst, size_t bytes) override {
+    if (bytes) std::memcpy(dst, kernels::host_address(src), bytes);
+  }
+  void copy(Mem<const void> src, Mem<void> dst, size_t bytes) override {
+    if (bytes) std::memmove(kernels::host_address(dst), kernels::host_address(src), bytes);
+  }
+  void fill(Mem<void> dst, uint32_t pattern, size_t count) override {
+    auto* words = static_cast<uint32_t*>(kernels::host_address(dst));
+    std::fill_n(words, count, pattern);
+  }
+  void synchronize() override {}
+
   AllocationStats stats() {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(stats_mutex_);
     return stats_;
   }
 
-  const kernels::Table& kernels() const override { return kernels::active(); }
+  const kernels::Table& kernels() const override { return cpu_table(); }
 
  private:
-  static constexpr size_t kCacheLimit = size_t{2} << 30;
-  static size_t rounded(size_t bytes) {
-    size_t size = std::max<size_t>(bytes, kAlignment);
-    size_t power = std::bit_floor(size), quarter = std::max<size_t>(power / 4, kAlignment);
-    return (size + quarter - 1) / quarter * quarter;
-  }
-
-  std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
-  size_t cached_bytes_ = 0;
+  BlockCache cache_{size_t{2} << 30};
+  std::mutex stats_mutex_;
   AllocationStats stats_;
 };
 
@@ -92,11 +145,23 @@ CpuDevice& cpu_device() {
 
 Device& cpu() { return cpu_device(); }
 
+Device& device_named(const std::string& name) {
+  if (name == "cpu") return cpu();
+  if (name == "opencl") {
+#ifdef SF_OPENCL
+    return opencl();
+#else
+    fail("device \"opencl\": this build has no OpenCL backend; rebuild with make OPENCL=1");
+#endif
+  }
+  fail("unknown device \"", name, "\" (expected \"cpu\" or \"opencl\")");
+}
+
 AllocationStats cpu_allocation_stats() { return cpu_device().stats(); }
 
 Storage::Storage(Device& device, size_t bytes)
-    : device_(device), bytes_(bytes), ptr_(device.allocate(bytes)) {}
+    : device_(device), bytes_(bytes), buffer_(device.allocate(bytes)) {}
 
-Storage::~Storage() { device_.release(ptr_, bytes_); }
+Storage::~Storage() { device_.release(buffer_, bytes_); }
 
 }  // namespace sf

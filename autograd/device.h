@@ -1,25 +1,54 @@
-// Where tensor memory lives. A tensor's bytes sit in a `Storage` owned by a
-// `Device`; ops reach the device's kernels through `Device::kernels()`. The CPU
-// device is the only one built in; another backend (e.g. OpenCL) implements this
-// interface and nothing in nn/ or train/ changes.
+// Where tensor memory lives, and the narrow interface a backend implements.
+//
+// A tensor's bytes sit in a `Storage`: an opaque buffer owned by a `Device`.
+// Only the device knows what the buffer is (a host address on the CPU, a cl_mem
+// on OpenCL); everything else moves bytes through the device's copy functions
+// and computes through its kernel table (kernels/kernels.h), addressing memory
+// as (buffer, byte offset). Adding a backend means implementing this class and
+// a kernel table; nothing in nn/, optim/ or train/ changes (docs/devices.md).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kernels/kernels.h"
 
 namespace sf {
 
+using kernels::Mem;
+
 class Device {
  public:
   virtual ~Device() = default;
+  // "cpu", "opencl"; a longer description for logs (e.g. the OpenCL device's name).
   virtual const char* name() const = 0;
+  virtual std::string description() const { return name(); }
+  // True when buffers are host addresses, so Tensor::data() may read them.
+  virtual bool host_addressable() const = 0;
+
+  // An opaque buffer of at least `bytes` bytes, and its release.
   virtual void* allocate(size_t bytes) = 0;
-  virtual void release(void* ptr, size_t bytes) = 0;
+  virtual void release(void* buffer, size_t bytes) = 0;
+
+  // Byte copies. `read` returns once the bytes are on the host; the others may
+  // run asynchronously, in order with the kernels.
+  virtual void write(const void* host, Mem<void> dst, size_t bytes) = 0;
+  virtual void read(Mem<const void> src, void* host, size_t bytes) = 0;
+  virtual void copy(Mem<const void> src, Mem<void> dst, size_t bytes) = 0;
+  // Sets `count` 4-byte words to `pattern` (the bits of a float or an int32).
+  virtual void fill(Mem<void> dst, uint32_t pattern, size_t count) = 0;
+  // Waits until everything queued on the device has finished.
+  virtual void synchronize() = 0;
+
   virtual const kernels::Table& kernels() const = 0;
 };
 
 Device& cpu();
+
+// The device a config names: "cpu", or "opencl" in a build with the OpenCL
+// backend (make OPENCL=1). Throws sf::Error naming what is missing otherwise.
+Device& device_named(const std::string& name);
 
 // Counts of the CPU device's allocations: served by the system, or reused from
 // its cache of freed blocks.
@@ -37,14 +66,14 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() const { return ptr_; }
+  void* buffer() const { return buffer_; }
   size_t bytes() const { return bytes_; }
   Device& device() const { return device_; }
 
  private:
   Device& device_;
   size_t bytes_;
-  void* ptr_;
+  void* buffer_;
 };
 
 }  // namespace sf

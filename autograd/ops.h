@@ -108,7 +108,7 @@ Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
-Tensor arange(int64_t end);  // int32 [0, 1, ..., end-1]
+Tensor arange(int64_t end, Device& device = cpu());  // int32 [0, 1, ..., end-1]
 Tensor to_float(const Tensor& ints);
 
 }  // namespace sf

@@ -26,6 +26,13 @@ Shape broadcast_strides(const Shape& shape, const Shape& target) {
   return strides;
 }
 
+Device& common_device(const Tensor& a, const Tensor& b, const char* op) {
+  if (&a.device() != &b.device())
+    fail(op, ": operands on different devices (", a.device().name(), " and ", b.device().name(),
+         "); move one with to()");
+  return a.device();
+}
+
 int normalize_axis(int axis, int ndim, const char* op) {
   if (axis < -ndim || axis >= ndim) fail(op, ": axis ", axis, " out of range for ", ndim, " dims");
   return axis < 0 ? axis + ndim : axis;

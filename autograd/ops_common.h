@@ -9,6 +9,20 @@ namespace sf::detail {
 
 inline const kernels::Table& kernels_of(const Tensor& t) { return t.device().kernels(); }
 
+// A new tensor on the same device as `like` (ops put results beside their inputs).
+inline Tensor empty_like_device(const Tensor& like, const Shape& shape, DType dtype = DType::F32) {
+  return Tensor::empty(shape, dtype, like.device());
+}
+
+// The device both operands live on, or an error naming `op`.
+Device& common_device(const Tensor& a, const Tensor& b, const char* op);
+
+// Token ids, targets and masks are built on the host, where ops validate their
+// values; an op whose float operand lives on another device takes them there.
+inline Tensor beside(const Tensor& host_ints, const Tensor& like) {
+  return host_ints.to(like.device());
+}
+
 // The shape both operands broadcast to (NumPy rules), or an error naming `op`.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 

@@ -11,18 +11,19 @@ using kernels::Unary;
 static Tensor binary_forward(Binary op, const Tensor& a, const Tensor& b, const char* name) {
   require_float(a, name);
   require_float(b, name);
+  common_device(a, b, name);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = Tensor::empty(shape);
+  Tensor out = empty_like_device(a, shape);
   Shape sa = broadcast_strides(a.shape(), shape), sb = broadcast_strides(b.shape(), shape);
-  kernels_of(a).binary(op, {a.data(), sa.data()}, {b.data(), sb.data()}, out.data(), shape.data(),
+  kernels_of(a).binary(op, {a.mem(), sa.data()}, {b.mem(), sb.data()}, out.mem(), shape.data(),
                        static_cast<int>(shape.size()));
   return out;
 }
 
 static Tensor unary_forward(Unary op, const Tensor& x, float s, const char* name) {
   require_float(x, name);
-  Tensor out = Tensor::empty(x.shape());
-  kernels_of(x).unary(op, x.data(), out.data(), x.numel(), s);
+  Tensor out = empty_like_device(x, x.shape());
+  kernels_of(x).unary(op, x.mem(), out.mem(), x.numel(), s);
   return out;
 }
 
@@ -117,8 +118,8 @@ Tensor sqrt(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   Tensor out = unary_forward(Unary::Relu, x, 0.0f, "relu");
   return record(out, "relu", {x}, [y = out.detach()](const Tensor& g) -> Grads {
-    Tensor dx = Tensor::empty(y.shape());
-    kernels_of(y).relu_backward(y.data(), g.data(), dx.data(), y.numel());  // dy where y > 0
+    Tensor dx = empty_like_device(y, y.shape());
+    kernels_of(y).relu_backward(y.mem(), g.mem(), dx.mem(), y.numel());  // dy where y > 0
     return {dx};
   });
 }
@@ -139,13 +140,14 @@ Tensor sigmoid(const Tensor& x) {
   });
 }
 
-Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
+Tensor masked_fill(const Tensor& x, const Tensor& host_mask, float value) {
   require_float(x, "masked_fill");
-  if (mask.dtype() != DType::I32) fail("masked_fill: the mask must be int32");
+  if (host_mask.dtype() != DType::I32) fail("masked_fill: the mask must be int32");
+  Tensor mask = beside(host_mask, x);
   Shape shape = broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
-  Tensor out = Tensor::empty(shape);
+  Tensor out = empty_like_device(x, shape);
   Shape sx = broadcast_strides(x.shape(), shape), sm = broadcast_strides(mask.shape(), shape);
-  kernels_of(x).masked_fill({x.data(), sx.data()}, {mask.ints(), sm.data()}, value, out.data(),
+  kernels_of(x).masked_fill({x.mem(), sx.data()}, {mask.int_mem(), sm.data()}, value, out.mem(),
                             shape.data(), static_cast<int>(shape.size()));
   // Filled positions no longer depend on x.
   return record(out, "masked_fill", {x}, [mask, sx = x.shape()](const Tensor& g) -> Grads {

@@ -10,9 +10,10 @@ Tensor argmax(const Tensor& x) {
   require_float(x, "argmax");
   if (x.ndim() == 0 || x.size(-1) == 0) fail("argmax: needs a non-empty last axis");
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
-  Tensor values = Tensor::empty(out_shape), indices = Tensor::empty(out_shape, DType::I32);
-  kernels_of(x).max_axis(x.data(), x.numel() / x.size(-1), x.size(-1), 1, values.data(),
-                         indices.ints());
+  Tensor values = empty_like_device(x, out_shape),
+         indices = empty_like_device(x, out_shape, DType::I32);
+  kernels_of(x).max_axis(x.mem(), x.numel() / x.size(-1), x.size(-1), 1, values.mem(),
+                         indices.int_mem());
   return indices;
 }
 
@@ -22,26 +23,28 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k) {
     fail("topk: k = ", k, " for shape ", to_string(x.shape()));
   Shape out_shape = x.shape();
   out_shape.back() = k;
-  Tensor values = Tensor::empty(out_shape), indices = Tensor::empty(out_shape, DType::I32);
+  Tensor values = empty_like_device(x, out_shape),
+         indices = empty_like_device(x, out_shape, DType::I32);
   int64_t cols = x.size(-1);
-  kernels_of(x).topk(x.data(), cols == 0 ? 0 : x.numel() / cols, cols, k, values.data(),
-                     indices.ints());
+  kernels_of(x).topk(x.mem(), cols == 0 ? 0 : x.numel() / cols, cols, k, values.mem(),
+                     indices.int_mem());
   return {values, indices};
 }
 
 static Tensor compare(Predicate op, const Tensor& a, const Tensor& b, const char* name) {
   if (a.dtype() != b.dtype())
     fail(name, ": operands are ", to_string(a.dtype()), " and ", to_string(b.dtype()));
+  common_device(a, b, name);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = Tensor::empty(shape, DType::I32);
+  Tensor out = empty_like_device(a, shape, DType::I32);
   Shape sa = broadcast_strides(a.shape(), shape), sb = broadcast_strides(b.shape(), shape);
   int ndim = static_cast<int>(shape.size());
   if (a.dtype() == DType::F32)
-    kernels_of(a).predicate(op, {a.data(), sa.data()}, {b.data(), sb.data()}, out.ints(),
+    kernels_of(a).predicate(op, {a.mem(), sa.data()}, {b.mem(), sb.data()}, out.int_mem(),
                             shape.data(), ndim);
   else
-    kernels_of(a).predicate_int(op, {a.ints(), sa.data()}, {b.ints(), sb.data()}, out.ints(),
-                                shape.data(), ndim);
+    kernels_of(a).predicate_int(op, {a.int_mem(), sa.data()}, {b.int_mem(), sb.data()},
+                                out.int_mem(), shape.data(), ndim);
   return out;
 }
 
@@ -58,18 +61,19 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
   return compare(Predicate::Or, a, b, "logical_or");
 }
 
-Tensor arange(int64_t end) {
+// Both are built on the host and then moved: small, and off the hot path.
+Tensor arange(int64_t end, Device& device) {
   if (end < 0) fail("arange: negative end ", end);
   Tensor out = Tensor::empty({end}, DType::I32);
   for (int64_t i = 0; i < end; ++i) out.ints()[i] = static_cast<int32_t>(i);
-  return out;
+  return out.to(device);
 }
 
 Tensor to_float(const Tensor& ints) {
   if (ints.dtype() != DType::I32) fail("to_float: expected an int32 tensor");
-  Tensor out = Tensor::empty(ints.shape());
-  for (int64_t i = 0, n = ints.numel(); i < n; ++i) out.data()[i] = static_cast<float>(ints.ints()[i]);
-  return out;
+  std::vector<int32_t> values = ints.to_int_vector();
+  return Tensor::from(std::vector<float>(values.begin(), values.end()), ints.shape())
+      .to(ints.device());
 }
 
 }  // namespace sf

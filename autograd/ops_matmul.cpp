@@ -35,7 +35,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor out = Tensor::empty(out_shape);
+  Tensor out = empty_like_device(a, out_shape);
   int64_t count = numel(batch);
   if (count == 0 || m == 0 || n == 0) return out;
 
@@ -43,8 +43,8 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
   int64_t size_a = a.size(-2) * a.size(-1), size_b = b.size(-2) * b.size(-1);
   int64_t count_a = numel(batch_shape(a)), count_b = numel(batch_shape(b));
   if ((count_a == count || count_a == 1) && (count_b == count || count_b == 1)) {
-    gemm(o.trans_a, o.trans_b, m, n, k, 1.0f, a.data(), da.ld, count_a == 1 ? 0 : size_a,
-         b.data(), db.ld, count_b == 1 ? 0 : size_b, 0.0f, out.data(), n, m * n, count);
+    gemm(o.trans_a, o.trans_b, m, n, k, 1.0f, a.mem(), da.ld, count_a == 1 ? 0 : size_a,
+         b.mem(), db.ld, count_b == 1 ? 0 : size_b, 0.0f, out.mem(), n, m * n, count);
     return out;
   }
   Shape sa = broadcast_strides(batch_shape(a), batch), sb = broadcast_strides(batch_shape(b), batch);
@@ -57,8 +57,8 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
       ia += index[d] * sa[d];
       ib += index[d] * sb[d];
     }
-    gemm(o.trans_a, o.trans_b, m, n, k, 1.0f, a.data() + ia * size_a, da.ld, 0,
-         b.data() + ib * size_b, db.ld, 0, 0.0f, out.data() + p * m * n, n, 0, 1);
+    gemm(o.trans_a, o.trans_b, m, n, k, 1.0f, a.mem() + ia * size_a, da.ld, 0,
+         b.mem() + ib * size_b, db.ld, 0, 0.0f, out.mem() + p * m * n, n, 0, 1);
   }
   return out;
 }
@@ -68,6 +68,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o) {
   require_float(a, "matmul");
   require_float(b, "matmul");
+  common_device(a, b, "matmul");
   if (a.ndim() < 2 || b.ndim() < 2)
     fail("matmul: operands need 2 or more dims, got ", to_string(a.shape()), " and ",
          to_string(b.shape()));

@@ -1,5 +1,7 @@
 // The ops a neural network is built from beyond arithmetic: softmax,
 // cross-entropy, embedding lookup and dropout.
+#include <optional>
+
 #include "ops.h"
 #include "ops_common.h"
 
@@ -16,11 +18,11 @@ static void require_rows(const Tensor& x, const char* op) {
 // softmax(x)_i = exp(x_i) / sum_j exp(x_j); dx = y * (dy - sum(dy * y)).
 Tensor softmax(const Tensor& x) {
   require_rows(x, "softmax");
-  Tensor y = Tensor::empty(x.shape());
-  kernels_of(x).softmax(x.data(), y.data(), rows_of(x), x.size(-1));
+  Tensor y = empty_like_device(x, x.shape());
+  kernels_of(x).softmax(x.mem(), y.mem(), rows_of(x), x.size(-1));
   return record(y, "softmax", {x}, [y = y.detach()](const Tensor& g) -> Grads {
-    Tensor dx = Tensor::empty(y.shape());
-    kernels_of(y).softmax_backward(y.data(), g.data(), dx.data(), rows_of(y), y.size(-1));
+    Tensor dx = empty_like_device(y, y.shape());
+    kernels_of(y).softmax_backward(y.mem(), g.mem(), dx.mem(), rows_of(y), y.size(-1));
     return {dx};
   });
 }
@@ -28,35 +30,38 @@ Tensor softmax(const Tensor& x) {
 // log_softmax(x)_i = x_i - log sum_j exp(x_j); dx = dy - softmax(x) * sum(dy).
 Tensor log_softmax(const Tensor& x) {
   require_rows(x, "log_softmax");
-  Tensor y = Tensor::empty(x.shape());
-  kernels_of(x).log_softmax(x.data(), y.data(), rows_of(x), x.size(-1));
+  Tensor y = empty_like_device(x, x.shape());
+  kernels_of(x).log_softmax(x.mem(), y.mem(), rows_of(x), x.size(-1));
   return record(y, "log_softmax", {x}, [y = y.detach()](const Tensor& g) -> Grads {
-    Tensor dx = Tensor::empty(y.shape());
-    kernels_of(y).log_softmax_backward(y.data(), g.data(), dx.data(), rows_of(y), y.size(-1));
+    Tensor dx = empty_like_device(y, y.shape());
+    kernels_of(y).log_softmax_backward(y.mem(), g.mem(), dx.mem(), rows_of(y), y.size(-1));
     return {dx};
   });
 }
 
-Tensor masked_softmax(const Tensor& x, const Tensor& mask, float scale) {
+Tensor masked_softmax(const Tensor& x, const Tensor& host_mask, float scale) {
   require_rows(x, "masked_softmax");
   Shape mask_strides(x.ndim(), 0);
-  if (mask.defined()) {
-    if (mask.dtype() != DType::I32) fail("masked_softmax: the mask must be int32");
+  Tensor mask;
+  if (host_mask.defined()) {
+    if (host_mask.dtype() != DType::I32) fail("masked_softmax: the mask must be int32");
+    mask = beside(host_mask, x);
     if (broadcast_shapes(x.shape(), mask.shape(), "masked_softmax") != x.shape())
       fail("masked_softmax: mask ", to_string(mask.shape()), " does not broadcast to scores ",
            to_string(x.shape()));
     mask_strides = broadcast_strides(mask.shape(), x.shape());
   }
-  kernels::Strided<int32_t> m{mask.defined() ? mask.ints() : nullptr, mask_strides.data()};
-  Tensor y = Tensor::empty(x.shape());
-  kernels_of(x).masked_softmax(x.data(), m, x.shape().data(), x.ndim(), scale, y.data());
+  kernels::Strided<int32_t, Mem> m{mask.defined() ? mask.int_mem() : Mem<int32_t>(),
+                                   mask_strides.data()};
+  Tensor y = empty_like_device(x, x.shape());
+  kernels_of(x).masked_softmax(x.mem(), m, x.shape().data(), x.ndim(), scale, y.mem());
   return record(y, "masked_softmax", {x},
                 [y = y.detach(), mask, mask_strides, scale](const Tensor& g) -> Grads {
-                  kernels::Strided<int32_t> m{mask.defined() ? mask.ints() : nullptr,
-                                              mask_strides.data()};
-                  Tensor dx = Tensor::empty(y.shape());
-                  kernels_of(y).masked_softmax_backward(y.data(), g.data(), m, y.shape().data(),
-                                                        y.ndim(), scale, dx.data());
+                  kernels::Strided<int32_t, Mem> m{
+                      mask.defined() ? mask.int_mem() : Mem<int32_t>(), mask_strides.data()};
+                  Tensor dx = empty_like_device(y, y.shape());
+                  kernels_of(y).masked_softmax_backward(y.mem(), g.mem(), m, y.shape().data(),
+                                                        y.ndim(), scale, dx.mem());
                   return {dx};
                 });
 }
@@ -75,16 +80,20 @@ Tensor layer_norm(const Tensor& x, const Tensor& alpha, const Tensor& bias, floa
   require_feature_vector(bias, x, "layer_norm", "bias");
   int64_t rows = rows_of(x), cols = x.size(-1);
   if (cols < 2) fail("layer_norm: the unbiased std needs 2 or more features");
-  Tensor y = Tensor::empty(x.shape()), mean = Tensor::empty({rows}), std = Tensor::empty({rows});
-  kernels_of(x).layer_norm(x.data(), alpha.data(), bias.data(), rows, cols, eps, y.data(),
-                           mean.data(), std.data());
+  common_device(x, alpha, "layer_norm");
+  common_device(x, bias, "layer_norm");
+  Tensor y = empty_like_device(x, x.shape()), mean = empty_like_device(x, {rows}),
+         std = empty_like_device(x, {rows});
+  kernels_of(x).layer_norm(x.mem(), alpha.mem(), bias.mem(), rows, cols, eps, y.mem(),
+                           mean.mem(), std.mem());
   return record(y, "layer_norm", {x, alpha, bias},
                 [x, alpha, mean, std, rows, cols, eps](const Tensor& g) -> Grads {
-                  Tensor dx = Tensor::empty(x.shape()), dalpha = Tensor::empty({cols}),
-                         dbias = Tensor::empty({cols});
-                  kernels_of(x).layer_norm_backward(x.data(), alpha.data(), mean.data(),
-                                                    std.data(), g.data(), rows, cols, eps,
-                                                    dx.data(), dalpha.data(), dbias.data());
+                  Tensor dx = empty_like_device(x, x.shape()),
+                         dalpha = empty_like_device(x, {cols}),
+                         dbias = empty_like_device(x, {cols});
+                  kernels_of(x).layer_norm_backward(x.mem(), alpha.mem(), mean.mem(), std.mem(),
+                                                    g.mem(), rows, cols, eps, dx.mem(),
+                                                    dalpha.mem(), dbias.mem());
                   return {dx, dalpha, dbias};
                 });
 }
@@ -93,69 +102,76 @@ Tensor layer_norm(const Tensor& x, const Tensor& alpha, const Tensor& bias, floa
 Tensor bias_relu(const Tensor& x, const Tensor& bias) {
   require_rows(x, "bias_relu");
   require_feature_vector(bias, x, "bias_relu", "bias");
-  Tensor y = Tensor::empty(x.shape());
-  kernels_of(x).bias_relu(x.data(), bias.data(), rows_of(x), x.size(-1), y.data());
+  common_device(x, bias, "bias_relu");
+  Tensor y = empty_like_device(x, x.shape());
+  kernels_of(x).bias_relu(x.mem(), bias.mem(), rows_of(x), x.size(-1), y.mem());
   return record(y, "bias_relu", {x, bias}, [y = y.detach()](const Tensor& g) -> Grads {
-    Tensor dx = Tensor::empty(y.shape());
-    kernels_of(y).relu_backward(y.data(), g.data(), dx.data(), y.numel());
+    Tensor dx = empty_like_device(y, y.shape());
+    kernels_of(y).relu_backward(y.mem(), g.mem(), dx.mem(), y.numel());
     return {dx, sum_to(dx, {y.size(-1)})};
   });
 }
 
+// Values that come from the host (targets, token ids) are range-checked there,
+// before they are copied to the device of the op.
+static void check_indices(const Tensor& ids, int64_t limit, std::optional<int32_t> ignore_index,
+                          const char* op, const char* what, const char* range_before,
+                          const char* range_after) {
+  if (!ids.device().host_addressable()) return;  // checked where it entered that device
+  const int32_t* id = ids.ints();
+  for (int64_t i = 0, n = ids.numel(); i < n; ++i)
+    if (id[i] != ignore_index && (id[i] < 0 || id[i] >= limit))
+      fail(op, ": ", what, " ", id[i], " out of range for ", range_before, limit, range_after);
+}
+
 // loss = (1/R) sum over the R rows whose target is not ignored of
 //        (1-eps) (-log p_target) + eps * mean_c(-log p_c).
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
+Tensor cross_entropy(const Tensor& logits, const Tensor& host_targets, int32_t ignore_index,
                      float label_smoothing) {
   require_rows(logits, "cross_entropy");
-  if (targets.dtype() != DType::I32) fail("cross_entropy: targets must be int32");
+  if (host_targets.dtype() != DType::I32) fail("cross_entropy: targets must be int32");
   Shape expect(logits.shape().begin(), logits.shape().end() - 1);
-  if (targets.shape() != expect)
-    fail("cross_entropy: targets of shape ", to_string(targets.shape()), " for logits of shape ",
-         to_string(logits.shape()), " (expected ", to_string(expect), ")");
+  if (host_targets.shape() != expect)
+    fail("cross_entropy: targets of shape ", to_string(host_targets.shape()),
+         " for logits of shape ", to_string(logits.shape()), " (expected ", to_string(expect), ")");
   if (label_smoothing < 0.0f || label_smoothing > 1.0f)
     fail("cross_entropy: label_smoothing ", label_smoothing, " is outside [0, 1]");
   int64_t rows = rows_of(logits), cols = logits.size(-1);
-  const int32_t* t = targets.ints();
-  int64_t counted = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (t[r] == ignore_index) continue;
-    if (t[r] < 0 || t[r] >= cols)
-      fail("cross_entropy: target ", t[r], " out of range for ", cols, " classes");
-    ++counted;
-  }
-  Tensor row_loss = Tensor::empty({rows});
-  Tensor log_probs = Tensor::empty(logits.shape());
-  kernels_of(logits).cross_entropy(logits.data(), t, rows, cols, ignore_index, label_smoothing,
-                                   row_loss.data(), log_probs.data());
-  // With every target ignored the mean is 0/0 = NaN, as in PyTorch.
-  Tensor loss = sum(row_loss) / static_cast<float>(counted);
-  return record(loss, "cross_entropy", {logits},
-                [=](const Tensor& g) -> Grads {
-                  Tensor dx = Tensor::empty(log_probs.shape());
-                  kernels_of(g).cross_entropy_backward(
-                      log_probs.data(), targets.ints(), rows, cols, ignore_index,
-                      label_smoothing, g.item() / static_cast<float>(counted), dx.data());
-                  return {dx};
-                });
+  check_indices(host_targets, cols, ignore_index, "cross_entropy", "target", "", " classes");
+  Tensor targets = beside(host_targets, logits);
+  Tensor row_loss = empty_like_device(logits, {rows}), counted = empty_like_device(logits, {rows});
+  Tensor log_probs = empty_like_device(logits, logits.shape());
+  kernels_of(logits).cross_entropy(logits.mem(), targets.int_mem(), rows, cols, ignore_index,
+                                   label_smoothing, row_loss.mem(), counted.mem(),
+                                   log_probs.mem());
+  // The mean over the counted rows, computed on the device. With every target
+  // ignored it is 0/0 = NaN, as in PyTorch.
+  Tensor count = sum(counted);
+  Tensor loss = sum(row_loss) / count;
+  return record(loss, "cross_entropy", {logits}, [=](const Tensor& g) -> Grads {
+    Tensor scale = g / count;  // d loss / d row_loss, one element
+    Tensor dx = empty_like_device(log_probs, log_probs.shape());
+    kernels_of(g).cross_entropy_backward(log_probs.mem(), targets.int_mem(), rows, cols,
+                                         ignore_index, label_smoothing, scale.mem(), dx.mem());
+    return {dx};
+  });
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& ids) {
+Tensor embedding(const Tensor& weight, const Tensor& host_ids) {
   require_float(weight, "embedding");
   if (weight.ndim() != 2) fail("embedding: the table must be 2-d, got ", to_string(weight.shape()));
-  if (ids.dtype() != DType::I32) fail("embedding: ids must be int32");
+  if (host_ids.dtype() != DType::I32) fail("embedding: ids must be int32");
   int64_t rows = weight.size(0), dim = weight.size(1);
-  const int32_t* id = ids.ints();
-  for (int64_t i = 0, n = ids.numel(); i < n; ++i)
-    if (id[i] < 0 || id[i] >= rows)
-      fail("embedding: index ", id[i], " out of range for a table of ", rows, " rows");
+  check_indices(host_ids, rows, std::nullopt, "embedding", "index", "a table of ", " rows");
+  Tensor ids = beside(host_ids, weight);
   Shape out_shape = ids.shape();
   out_shape.push_back(dim);
-  Tensor out = Tensor::empty(out_shape);
-  kernels_of(weight).gather_rows(weight.data(), id, ids.numel(), dim, out.data());
+  Tensor out = empty_like_device(weight, out_shape);
+  kernels_of(weight).gather_rows(weight.mem(), ids.int_mem(), ids.numel(), dim, out.mem());
   // Each looked-up row's gradient adds into the table row it came from.
   return record(out, "embedding", {weight}, [ids, sw = weight.shape()](const Tensor& g) -> Grads {
-    Tensor grad = Tensor::zeros(sw);
-    kernels_of(g).scatter_add_rows(g.data(), ids.ints(), ids.numel(), sw[1], grad.data());
+    Tensor grad = Tensor::zeros(sw, DType::F32, g.device());
+    kernels_of(g).scatter_add_rows(g.mem(), ids.int_mem(), ids.numel(), sw[1], grad.mem());
     return {grad};
   });
 }
@@ -170,11 +186,11 @@ Tensor dropout(const Tensor& x, float p, Rng& rng) {
   float scale = 1.0f / (1.0f - p);
   auto seed = static_cast<uint32_t>(rng.next_u64() >> 32);
   auto threshold = static_cast<uint32_t>(static_cast<double>(p) * 4294967296.0);
-  Tensor y = Tensor::empty(x.shape());
-  kernels_of(x).dropout(x.data(), y.data(), x.numel(), scale, seed, threshold);
+  Tensor y = empty_like_device(x, x.shape());
+  kernels_of(x).dropout(x.mem(), y.mem(), x.numel(), scale, seed, threshold);
   return record(y, "dropout", {x}, [scale, seed, threshold](const Tensor& g) -> Grads {
-    Tensor dx = Tensor::empty(g.shape());
-    kernels_of(g).dropout(g.data(), dx.data(), g.numel(), scale, seed, threshold);
+    Tensor dx = empty_like_device(g, g.shape());
+    kernels_of(g).dropout(g.mem(), dx.mem(), g.numel(), scale, seed, threshold);
     return {dx};
   });
 }

@@ -9,9 +9,9 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   if (broadcast_shapes(shape, x.shape(), "sum_to") != x.shape())
     fail("sum_to: cannot sum ", to_string(x.shape()), " down to ", to_string(shape));
-  Tensor out = Tensor::zeros(shape);
+  Tensor out = Tensor::zeros(shape, DType::F32, x.device());
   Shape strides = broadcast_strides(shape, x.shape());
-  kernels_of(x).sum_to(x.data(), x.shape().data(), x.ndim(), out.data(), strides.data());
+  kernels_of(x).sum_to(x.mem(), x.shape().data(), x.ndim(), out.mem(), strides.data());
   // Summing is linear: its adjoint broadcasts the gradient back.
   return record(out, "sum_to", {x}, [sx = x.shape()](const Tensor& g) -> Grads {
     return {broadcast_to(g, sx)};
@@ -23,7 +23,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   if (broadcast_shapes(x.shape(), shape, "broadcast_to") != shape)
     fail("broadcast_to: cannot broadcast ", to_string(x.shape()), " to ", to_string(shape));
-  return x + Tensor::zeros(shape);
+  return x + Tensor::zeros(shape, DType::F32, x.device());
 }
 
 Tensor sum(const Tensor& x) { return sum(reshape(x, {x.numel()}), 0); }
@@ -32,8 +32,8 @@ Tensor sum(const Tensor& x, int axis, bool keepdim) {
   require_float(x, "sum");
   axis = normalize_axis(axis, x.ndim(), "sum");
   AxisView v = axis_view(x.shape(), axis);
-  Tensor out = Tensor::empty(reduced_shape(x.shape(), axis, keepdim));
-  kernels_of(x).sum_axis(x.data(), v.outer, v.n, v.inner, out.data());
+  Tensor out = empty_like_device(x, reduced_shape(x.shape(), axis, keepdim));
+  kernels_of(x).sum_axis(x.mem(), v.outer, v.n, v.inner, out.mem());
   return record(out, "sum", {x}, [sx = x.shape(), axis](const Tensor& g) -> Grads {
     // Put the reduced axis back as size 1, then broadcast.
     return {broadcast_to(reshape(g, reduced_shape(sx, axis, true)), sx)};
@@ -53,14 +53,14 @@ Tensor max(const Tensor& x, int axis, bool keepdim) {
   if (x.size(axis) == 0) fail("max: empty axis ", axis, " in ", to_string(x.shape()));
   AxisView v = axis_view(x.shape(), axis);
   Shape kept = reduced_shape(x.shape(), axis, true);
-  Tensor out = Tensor::empty(reduced_shape(x.shape(), axis, keepdim));
-  Tensor arg = Tensor::empty(kept, DType::I32);
-  kernels_of(x).max_axis(x.data(), v.outer, v.n, v.inner, out.data(), arg.ints());
+  Tensor out = empty_like_device(x, reduced_shape(x.shape(), axis, keepdim));
+  Tensor arg = empty_like_device(x, kept, DType::I32);
+  kernels_of(x).max_axis(x.mem(), v.outer, v.n, v.inner, out.mem(), arg.int_mem());
   // The gradient flows to the (first) maximum only.
   return record(out, "max", {x}, [sx = x.shape(), kept, axis, arg](const Tensor& g) -> Grads {
     Shape position(sx.size(), 1);
     position[axis] = sx[axis];
-    Tensor along = reshape(arange(sx[axis]), position);
+    Tensor along = reshape(arange(sx[axis], g.device()), position);
     return {masked_fill(broadcast_to(reshape(g, kept), sx), ne(along, arg), 0.0f)};
   });
 }

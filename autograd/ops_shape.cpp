@@ -51,8 +51,8 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
   }
   Shape out_shape(n);
   for (int i = 0; i < n; ++i) out_shape[i] = x.shape()[perm[i]];
-  Tensor out = Tensor::empty(out_shape);
-  kernels_of(x).permute(x.data(), x.shape().data(), perm.data(), n, out.data());
+  Tensor out = empty_like_device(x, out_shape);
+  kernels_of(x).permute(x.mem(), x.shape().data(), perm.data(), n, out.mem());
   return record(out, "permute", {x}, [perm](const Tensor& g) -> Grads {
     std::vector<int> inverse(perm.size());
     for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);
@@ -84,14 +84,14 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
            to_string(first.shape()), " (", to_string(first.dtype()), ") outside axis ", axis);
     out_shape[axis] += x.size(axis);
   }
-  Tensor out = Tensor::empty(out_shape, first.dtype());
+  Tensor out = empty_like_device(first, out_shape, first.dtype());
   AxisView v = axis_view(out_shape, axis);
   int64_t out_row = v.n * v.inner * kElementBytes, offset = 0;
   std::vector<int64_t> sizes;
   for (const Tensor& x : xs) {
     int64_t row = x.size(axis) * v.inner * kElementBytes;
-    kernels_of(x).copy_rows(x.raw(), row, static_cast<char*>(out.raw()) + offset, out_row,
-                            v.outer, row);
+    common_device(x, first, "concat");
+    kernels_of(x).copy_rows(x.raw_mem(), row, out.raw_mem() + offset, out_row, v.outer, row);
     offset += row;
     sizes.push_back(x.size(axis));
   }
@@ -114,18 +114,20 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end) {
     fail("slice: [", start, ", ", end, ") out of range for size ", n, " on axis ", axis);
   Shape out_shape = x.shape();
   out_shape[axis] = end - start;
-  Tensor out = Tensor::empty(out_shape, x.dtype());
+  Tensor out = empty_like_device(x, out_shape, x.dtype());
   AxisView v = axis_view(x.shape(), axis);
   int64_t row = (end - start) * v.inner * kElementBytes;
-  kernels_of(x).copy_rows(static_cast<const char*>(x.raw()) + start * v.inner * kElementBytes,
-                          n * v.inner * kElementBytes, out.raw(), row, v.outer, row);
+  kernels_of(x).copy_rows(x.raw_mem() + start * v.inner * kElementBytes,
+                          n * v.inner * kElementBytes, out.raw_mem(), row, v.outer, row);
   if (x.dtype() != DType::F32) return out;
   // The adjoint pads the gradient with zeros back to x's extent.
   return record(out, "slice", {x}, [sx = x.shape(), axis, start, end](const Tensor& g) -> Grads {
     Shape before = sx, after = sx;
     before[axis] = start;
     after[axis] = sx[axis] - end;
-    return {concat({Tensor::zeros(before), g, Tensor::zeros(after)}, axis)};
+    return {concat({Tensor::zeros(before, DType::F32, g.device()), g,
+                    Tensor::zeros(after, DType::F32, g.device())},
+                   axis)};
   });
 }
 

@@ -170,9 +170,11 @@ void save(const std::string& path, const NamedTensors& tensors, const Metadata& 
     if (!out) fail(temporary, ": cannot open for writing");
     out.write(reinterpret_cast<const char*>(&header_bytes), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& [name, t] : tensors)
-      out.write(static_cast<const char*>(t.raw()),
+    for (const auto& [name, t] : tensors) {
+      Tensor on_host = t.to(cpu());  // tensors on another device cross to the host here
+      out.write(static_cast<const char*>(on_host.raw()),
                 static_cast<std::streamsize>(t.numel() * kElementBytes));
+    }
     out.close();
     if (!out) {
       std::filesystem::remove(temporary);

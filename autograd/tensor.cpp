@@ -1,5 +1,6 @@
 #include "tensor.h"
 
+#include <bit>
 #include <cstring>
 
 #include "engine.h"
@@ -31,25 +32,25 @@ Shape contiguous_strides(const Shape& shape) {
 
 const char* to_string(DType dtype) { return dtype == DType::F32 ? "float32" : "int32"; }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device& device) {
   for (int64_t d : shape)
     if (d < 0) fail("tensor shape ", to_string(shape), " has a negative size");
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->dtype = dtype;
-  impl->storage = std::make_shared<Storage>(cpu(), kElementBytes * sf::numel(shape));
+  impl->storage = std::make_shared<Storage>(device, kElementBytes * sf::numel(shape));
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
-  std::memset(t.impl().storage->data(), 0, t.impl().storage->bytes());
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device& device) {
+  Tensor t = empty(shape, dtype, device);
+  device.fill(t.raw_mem(), 0, static_cast<size_t>(t.numel()));  // 0.0f and 0 are all zero bits
   return t;
 }
 
-Tensor Tensor::full(const Shape& shape, float value) {
-  Tensor t = empty(shape);
-  std::fill_n(t.data(), t.numel(), value);
+Tensor Tensor::full(const Shape& shape, float value, Device& device) {
+  Tensor t = empty(shape, DType::F32, device);
+  device.fill(t.raw_mem(), std::bit_cast<uint32_t>(value), static_cast<size_t>(t.numel()));
   return t;
 }
 
@@ -84,25 +85,86 @@ int64_t Tensor::size(int dim) const {
   return shape()[dim < 0 ? dim + n : dim];
 }
 
+void* Tensor::raw() const {
+  if (!device().host_addressable())
+    fail("data(): the tensor lives on ", device().name(),
+         "; read it with to_vector() or move it with to(cpu())");
+  return impl().storage->buffer();
+}
+
 float* Tensor::data() const {
   if (dtype() != DType::F32) fail("data(): tensor is ", to_string(dtype()), ", not float32");
-  return static_cast<float*>(impl().storage->data());
+  return static_cast<float*>(raw());
 }
 
 int32_t* Tensor::ints() const {
   if (dtype() != DType::I32) fail("ints(): tensor is ", to_string(dtype()), ", not int32");
-  return static_cast<int32_t*>(impl().storage->data());
+  return static_cast<int32_t*>(raw());
 }
 
-void* Tensor::raw() const { return impl().storage->data(); }
+Mem<void> Tensor::raw_mem() const { return {impl().storage->buffer(), 0}; }
+
+Mem<float> Tensor::mem() const {
+  if (dtype() != DType::F32) fail("tensor is ", to_string(dtype()), ", not float32");
+  return {impl().storage->buffer(), 0};
+}
+
+Mem<int32_t> Tensor::int_mem() const {
+  if (dtype() != DType::I32) fail("tensor is ", to_string(dtype()), ", not int32");
+  return {impl().storage->buffer(), 0};
+}
 
 float Tensor::item() const {
   if (numel() != 1) fail("item(): tensor of shape ", to_string(shape()), " is not one element");
-  return data()[0];
+  return to_vector()[0];
 }
 
-std::vector<float> Tensor::to_vector() const { return {data(), data() + numel()}; }
-std::vector<int32_t> Tensor::to_int_vector() const { return {ints(), ints() + numel()}; }
+std::vector<float> Tensor::to_vector() const {
+  std::vector<float> values(static_cast<size_t>(numel()));
+  device().read(mem(), values.data(), values.size() * sizeof(float));
+  return values;
+}
+
+std::vector<int32_t> Tensor::to_int_vector() const {
+  std::vector<int32_t> values(static_cast<size_t>(numel()));
+  device().read(int_mem(), values.data(), values.size() * sizeof(int32_t));
+  return values;
+}
+
+Tensor Tensor::to(Device& target) const {
+  if (!defined() || &device() == &target) return *this;
+  Tensor copy = empty(shape(), dtype(), target);
+  copy.copy_from(*this);
+  return copy;
+}
+
+void Tensor::move_to(Device& target) {
+  if (&device() == &target) return;
+  Tensor moved = to(target);
+  impl().storage = moved.impl().storage;
+  impl().grad = Tensor();
+  impl().grad_fn = nullptr;
+}
+
+// Between two devices the bytes cross the host unless one side is the host.
+void Tensor::copy_from(const Tensor& src) const {
+  if (src.shape() != shape() || src.dtype() != dtype())
+    fail("copy_from: ", to_string(src.shape()), " ", to_string(src.dtype()), " into ",
+         to_string(shape()), " ", to_string(dtype()));
+  size_t bytes = impl().storage->bytes();
+  Device &from = src.device(), &into = device();
+  if (&from == &into)
+    into.copy(src.raw_mem(), raw_mem(), bytes);
+  else if (from.host_addressable())
+    into.write(src.impl().storage->buffer(), raw_mem(), bytes);
+  else if (into.host_addressable())
+    from.read(src.raw_mem(), impl().storage->buffer(), bytes);
+  else {
+    std::vector<char> staging(bytes);
+    from.read(src.raw_mem(), staging.data(), bytes);
+    into.write(staging.data(), raw_mem(), bytes);
+  }
+}
 
 bool Tensor::requires_grad() const { return impl().requires_grad; }
 
@@ -121,7 +183,7 @@ void Tensor::backward() const {
   if (numel() != 1)
     fail("backward() on a tensor of shape ", to_string(shape()),
          " needs a gradient argument: only one-element tensors get the implicit gradient 1");
-  backward(Tensor::full(shape(), 1.0f));
+  backward(Tensor::full(shape(), 1.0f, device()));
 }
 
 void Tensor::backward(const Tensor& grad) const { run_backward(*this, grad); }
@@ -137,8 +199,8 @@ Tensor Tensor::alias(const Shape& shape) const {
 Tensor Tensor::detach() const { return alias(shape()); }
 
 Tensor Tensor::clone() const {
-  Tensor copy = empty(shape(), dtype());
-  std::memcpy(copy.impl().storage->data(), impl().storage->data(), impl().storage->bytes());
+  Tensor copy = empty(shape(), dtype(), device());
+  copy.copy_from(*this);
   return copy;
 }
 
@@ -162,8 +224,10 @@ void Tensor::accumulate_grad(const Tensor& grad) const {
     return;
   }
   Shape strides = contiguous_strides(shape());
-  device().kernels().binary(kernels::Binary::Add, {slot.data(), strides.data()},
-                            {grad.data(), strides.data()}, slot.data(), shape().data(), ndim());
+  if (&grad.device() != &device())
+    fail("gradient on ", grad.device().name(), " for a tensor on ", device().name());
+  device().kernels().binary(kernels::Binary::Add, {slot.mem(), strides.data()},
+                            {grad.mem(), strides.data()}, slot.mem(), shape().data(), ndim());
 }
 
 }  // namespace sf

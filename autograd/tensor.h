@@ -5,6 +5,12 @@
 // Every tensor is contiguous. `reshape` and `detach` alias the storage (no copy);
 // `transpose`, `permute`, `slice` and `concat` copy into a new contiguous tensor.
 // Code that wants an independent copy calls `clone()`.
+//
+// A tensor lives on one device (device.h): the CPU unless created elsewhere or
+// moved with `to()`. Ops run on their operands' device and put their result
+// there. The host sees values only through explicit crossings: `to(cpu())`,
+// `to_vector()`, `item()`. `data()` and `ints()` are host addresses, for CPU
+// tensors only.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -39,12 +45,13 @@ class Tensor {
  public:
   Tensor() = default;  // undefined: no shape, no data
 
-  // Factories. The data is uninitialised for `empty`.
-  static Tensor empty(const Shape& shape, DType dtype = DType::F32);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::F32);
-  static Tensor full(const Shape& shape, float value);
-  static Tensor ones(const Shape& shape) { return full(shape, 1.0f); }
-  static Tensor scalar(float value) { return full({}, value); }
+  // Factories. The data is uninitialised for `empty`. `from` and `from_ints`
+  // copy host values into a CPU tensor (move it with `to`).
+  static Tensor empty(const Shape& shape, DType dtype = DType::F32, Device& device = cpu());
+  static Tensor zeros(const Shape& shape, DType dtype = DType::F32, Device& device = cpu());
+  static Tensor full(const Shape& shape, float value, Device& device = cpu());
+  static Tensor ones(const Shape& shape, Device& device = cpu()) { return full(shape, 1.0f, device); }
+  static Tensor scalar(float value, Device& device = cpu()) { return full({}, value, device); }
   static Tensor from(const std::vector<float>& values, const Shape& shape);
   static Tensor from_ints(const std::vector<int32_t>& values, const Shape& shape);
 
@@ -56,13 +63,28 @@ class Tensor {
   DType dtype() const;
   Device& device() const;
 
-  // Raw data; the dtype must match (F32 for data(), I32 for ints()).
+  // Host addresses of a CPU tensor's data; the dtype must match (F32 for
+  // data(), I32 for ints()).
   float* data() const;
   int32_t* ints() const;
   void* raw() const;  // the bytes, whatever the dtype
+  // The data as kernels address it, on any device (kernels.h).
+  Mem<float> mem() const;
+  Mem<int32_t> int_mem() const;
+  Mem<void> raw_mem() const;
+
+  // Crossing to the host (waits for the device).
   float item() const;  // the value of a one-element float tensor
   std::vector<float> to_vector() const;
   std::vector<int32_t> to_int_vector() const;
+  // This tensor on `device`: itself when it is there already, else a copy
+  // (no history: a device crossing is not differentiated).
+  Tensor to(Device& device) const;
+  // Moves the data to `device` in place: every handle sharing this tensor sees
+  // the move (how a module moves its parameters). Gradient and history go.
+  void move_to(Device& device);
+  // Copies the values of `src` (same shape and dtype, any device) into this tensor.
+  void copy_from(const Tensor& src) const;
 
   // Autograd. A leaf that requires grad accumulates into grad() on backward().
   bool requires_grad() const;

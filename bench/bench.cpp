@@ -131,12 +131,13 @@ void bench_memory(int threads) {
   const int64_t rows = 2048, cols = 512, n = rows * cols, vocab = 8000;
   std::vector<float> x = random_vector(n, 3), y = random_vector(n, 4), out(n), dx(n);
   std::vector<float> bias = random_vector(cols, 5), alpha(cols, 1.0f), mean(rows), stdv(rows);
-  std::vector<float> logits = random_vector(rows * vocab, 6), log_probs(rows * vocab), loss(rows);
+  std::vector<float> logits = random_vector(rows * vocab, 6), log_probs(rows * vocab), loss(rows), counted(rows);
+  const float loss_scale = 1e-3f;
   std::vector<int32_t> targets(rows), ids(rows);
   for (int64_t r = 0; r < rows; ++r) targets[r] = ids[r] = static_cast<int32_t>((r * 131) % vocab);
   std::vector<float> table = random_vector(vocab * cols, 7);
   int64_t shape[] = {rows, cols}, full[] = {cols, 1}, row[] = {0, 1};
-  const Table& t = fast_table();
+  const HostTable& t = fast_table();
   double f = sizeof(float);
   std::vector<MemoryCase> cases = {
       {"add [2048,512]", 3 * n * f,
@@ -161,10 +162,12 @@ void bench_memory(int threads) {
        }},
       {"dropout p=0.1", 2 * n * f, [&] { t.dropout(x.data(), out.data(), n, 1.0f / 0.9f, 7, 429496730u); }},
       {"cross_entropy [2048,8000]", 2.0 * rows * vocab * f, [&] {
-         t.cross_entropy(logits.data(), targets.data(), rows, vocab, 1, 0.1f, loss.data(), log_probs.data());
+         t.cross_entropy(logits.data(), targets.data(), rows, vocab, 1, 0.1f, loss.data(), counted.data(),
+                         log_probs.data());
        }},
       {"cross_entropy_backward", 2.0 * rows * vocab * f, [&] {
-         t.cross_entropy_backward(log_probs.data(), targets.data(), rows, vocab, 1, 0.1f, 1e-3f, logits.data());
+         t.cross_entropy_backward(log_probs.data(), targets.data(), rows, vocab, 1, 0.1f, &loss_scale,
+                                  logits.data());
        }},
       {"embedding gather", 2 * n * f, [&] { t.gather_rows(table.data(), ids.data(), rows, cols, out.data()); }},
   };

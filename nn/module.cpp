@@ -1,6 +1,5 @@
 #include "module.h"
 
-#include <cstring>
 #include <map>
 #include <set>
 
@@ -84,8 +83,21 @@ void Module::load_state_dict(const NamedTensors& tensors, const std::string& sou
   }
   for (const auto& [name, t] : given)
     if (!expected.count(name)) fail(source, ": unexpected tensor '", name, "' (not in the model)");
-  for (const auto& [name, t] : own)
-    std::memcpy(t.raw(), given.at(name).raw(), static_cast<size_t>(t.numel() * kElementBytes));
+  for (const auto& [name, t] : own) t.copy_from(given.at(name));
+}
+
+void Module::to(Device& device) {
+  for (auto& [name, t] : parameters_) t.move_to(device);
+  for (auto& [name, t] : buffers_) t.move_to(device);
+  for (auto& [name, child] : children_) child->to(device);
+}
+
+Device& Module::device() const {
+  if (!parameters_.empty()) return parameters_.front().second.device();
+  if (!buffers_.empty()) return buffers_.front().second.device();
+  for (const auto& [name, child] : children_)
+    if (!child->state_dict().empty()) return child->device();
+  return cpu();
 }
 
 void Module::zero_grad() {

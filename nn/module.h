@@ -44,6 +44,12 @@ class Module {
   // `source` (a file name) starts every error message.
   void load_state_dict(const NamedTensors& tensors, const std::string& source);
 
+  // Moves every parameter and buffer to `device`, in place: the handles a
+  // subclass keeps see the move, as with PyTorch's module.to(device).
+  void to(Device& device);
+  // The device of the parameters (the CPU for a module without any).
+  Device& device() const;
+
   void zero_grad();
   // Training mode (the default) enables dropout; eval mode disables it.
   void train(bool on = true);

@@ -1,6 +1,5 @@
 #include "transformer.h"
 
-#include <cstring>
 
 #include "autograd/error.h"
 
@@ -128,13 +127,16 @@ Transformer::Transformer(const TransformerConfig& config, Rng& init)
   register_module("projection_layer", projection_layer);
 }
 
+// Token ids and masks are built on the host; each entry point takes the masks
+// to the model's device once (the embedding lookups take the ids).
 Tensor Transformer::encode(const Tensor& src, const Tensor& src_mask) {
-  return encoder.forward(src_pos.forward(src_embed.forward(src)), src_mask);
+  return encoder.forward(src_pos.forward(src_embed.forward(src)), src_mask.to(device()));
 }
 
 Tensor Transformer::decode(const Tensor& memory, const Tensor& src_mask, const Tensor& tgt,
                            const Tensor& tgt_mask) {
-  return decoder.forward(tgt_pos.forward(tgt_embed.forward(tgt)), memory, src_mask, tgt_mask);
+  return decoder.forward(tgt_pos.forward(tgt_embed.forward(tgt)), memory, src_mask.to(device()),
+                         tgt_mask.to(device()));
 }
 
 DecoderCache Transformer::start_decoding(const Tensor& memory) const {
@@ -146,7 +148,7 @@ DecoderCache Transformer::start_decoding(const Tensor& memory) const {
 
 Tensor Transformer::decode_next(DecoderCache& cache, const Tensor& src_mask, const Tensor& tgt) {
   return decoder.forward_cached(tgt_pos.forward(tgt_embed.forward(tgt), cache.length), cache,
-                                src_mask);
+                                src_mask.to(device()));
 }
 
 std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, Rng& init) {
@@ -158,8 +160,7 @@ std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, 
   auto model = std::make_unique<Transformer>(config, init);
   for (const Tensor& p : model->parameters())
     if (p.ndim() > 1) {
-      Tensor x = xavier_uniform(p.shape(), init);
-      std::memcpy(p.data(), x.data(), static_cast<size_t>(p.numel()) * sizeof(float));
+      p.copy_from(xavier_uniform(p.shape(), init));
     }
   return model;
 }

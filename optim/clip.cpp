@@ -2,14 +2,13 @@
 
 #include <cmath>
 
-
 namespace sf::optim {
 
 float grad_norm(const NamedTensors& params) {
   double total = 0.0;
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();
-    if (g.defined()) total += g.device().kernels().dot(g.data(), g.data(), g.numel());
+    if (g.defined()) total += g.device().kernels().dot(g.mem(), g.mem(), g.numel());
   }
   return static_cast<float>(std::sqrt(total));
 }
@@ -18,10 +17,10 @@ float clip_grad_norm(const NamedTensors& params, float max_norm) {
   float norm = grad_norm(params);
   float coef = max_norm / (norm + 1e-6f);
   if (coef >= 1.0f) return norm;
-  const kernels::Table& k = kernels::active();
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();
-    if (g.defined()) k.unary(kernels::Unary::MulScalar, g.data(), g.data(), g.numel(), coef);
+    if (g.defined())
+      g.device().kernels().unary(kernels::Unary::MulScalar, g.mem(), g.mem(), g.numel(), coef);
   }
   return norm;
 }

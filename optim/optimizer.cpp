@@ -32,7 +32,10 @@ bool Optimizer::has_state(size_t i, const std::string& name) const {
 
 Tensor& Optimizer::state(size_t i, const std::string& name) {
   auto [it, inserted] = state_[i].try_emplace(name);
-  if (inserted) it->second = Tensor::zeros(params_[i].second.shape());
+  if (inserted) {
+    const Tensor& p = params_[i].second;
+    it->second = Tensor::zeros(p.shape(), DType::F32, p.device());
+  }
   return it->second;
 }
 
@@ -62,7 +65,7 @@ void Optimizer::load(const std::string& path) {
         if (t.shape() != params_[i].second.shape() || t.dtype() != DType::F32)
           fail(path, ": tensor ", full, " has shape ", to_string(t.shape()), ", expected ",
                to_string(params_[i].second.shape()));
-        loaded[i][key] = t;
+        loaded[i][key] = t.to(params_[i].second.device());
         ++used;
       }
     }
@@ -91,7 +94,7 @@ void Adam::update(size_t i, const Tensor& grad) {
   float sqrt_bc2 = static_cast<float>(std::sqrt(1.0 - std::pow(double(o.beta2), t)));
   float l2 = o.decoupled ? 0.0f : o.weight_decay;
   float decay = o.decoupled ? lr_ * o.weight_decay : 0.0f;
-  p.device().kernels().adam_step(p.data(), grad.data(), m.data(), v.data(), p.numel(), step_size,
+  p.device().kernels().adam_step(p.mem(), grad.mem(), m.mem(), v.mem(), p.numel(), step_size,
                                  o.beta1, o.beta2, o.eps, sqrt_bc2, l2, decay);
 }
 
@@ -108,8 +111,8 @@ void Sgd::update(size_t i, const Tensor& grad) {
   bool momentum = options_.momentum != 0.0f;
   // PyTorch starts the buffer as a copy of the parameter's first gradient.
   bool first = momentum && !has_state(i, "momentum_buffer");
-  float* buf = momentum ? state(i, "momentum_buffer").data() : nullptr;
-  p.device().kernels().sgd_step(p.data(), grad.data(), buf, p.numel(), lr_, options_.momentum,
+  Mem<float> buf = momentum ? state(i, "momentum_buffer").mem() : Mem<float>();
+  p.device().kernels().sgd_step(p.mem(), grad.mem(), buf, p.numel(), lr_, options_.momentum,
                                 options_.weight_decay, options_.nesterov, first);
 }
 

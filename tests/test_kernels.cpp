@@ -45,8 +45,8 @@ void with_threads(F body) {
   set_num_threads(0);
 }
 
-const Table& F = fast_table();
-const Table& S = scalar_table();
+const HostTable& F = fast_table();
+const HostTable& S = scalar_table();
 
 }  // namespace
 
@@ -198,12 +198,14 @@ TEST_CASE("kernels: softmax family, masked softmax and cross-entropy") {
 
         std::vector<int32_t> targets(rows);
         for (int64_t r = 0; r < rows; ++r) targets[r] = r % 4 == 1 ? 1 : static_cast<int32_t>((r * 7) % cols);
-        std::vector<float> lf(rows), ls(rows), pf(size), ps(size);
-        F.cross_entropy(x.data(), targets.data(), rows, cols, 1, 0.1f, lf.data(), pf.data());
-        S.cross_entropy(x.data(), targets.data(), rows, cols, 1, 0.1f, ls.data(), ps.data());
+        std::vector<float> lf(rows), ls(rows), cf(rows), cs(rows), pf(size), ps(size);
+        F.cross_entropy(x.data(), targets.data(), rows, cols, 1, 0.1f, lf.data(), cf.data(), pf.data());
+        S.cross_entropy(x.data(), targets.data(), rows, cols, 1, 0.1f, ls.data(), cs.data(), ps.data());
         check_same(lf, ls, 1e-5f, 1e-5f);
-        F.cross_entropy_backward(ps.data(), targets.data(), rows, cols, 1, 0.1f, 0.25f, df.data());
-        S.cross_entropy_backward(ps.data(), targets.data(), rows, cols, 1, 0.1f, 0.25f, ds.data());
+        CHECK(cf == cs);
+        const float scale = 0.25f;
+        F.cross_entropy_backward(ps.data(), targets.data(), rows, cols, 1, 0.1f, &scale, df.data());
+        S.cross_entropy_backward(ps.data(), targets.data(), rows, cols, 1, 0.1f, &scale, ds.data());
         check_same(df, ds, 1e-5f, 1e-7f);
       }
   });

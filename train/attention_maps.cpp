@@ -35,8 +35,9 @@ std::vector<std::string> token_texts(const data::Tokenizer& tokenizer, const std
 void add_heads(std::vector<AttentionMap>& maps, const std::string& block, const Tensor& weights,
                const std::vector<std::string>& rows, const std::vector<std::string>& cols) {
   int64_t heads = weights.size(1), r = weights.size(2), c = weights.size(3);
+  const std::vector<float> values = weights.to_vector();
   for (int64_t h = 0; h < heads; ++h) {
-    const float* w = weights.data() + h * r * c;
+    const float* w = values.data() + h * r * c;
     maps.push_back({block + ", head " + std::to_string(h), rows, cols, std::vector<float>(w, w + r * c)});
   }
 }

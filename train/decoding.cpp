@@ -19,10 +19,11 @@ std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, i
   for (int64_t length = 1; length < max_len; ++length) {
     Tensor log_probs = model.project(model.decode_next(cache, src_mask, next));  // [B, 1, V]
     next = argmax(log_probs);                                                   // [B, 1]
+    std::vector<int32_t> tokens = next.to_int_vector();
     int64_t active = 0;
     for (int64_t b = 0; b < batch; ++b) {
       if (done[b]) continue;
-      int32_t token = next.ints()[b];
+      int32_t token = tokens[b];
       if (token == kEosId)
         done[b] = true;
       else
@@ -39,7 +40,8 @@ namespace {
 // rows: no-grad decoding only needs the values).
 Tensor select_rows(const Tensor& x, const std::vector<int32_t>& rows) {
   Shape shape = x.shape();
-  Tensor picked = embedding(reshape(x, {shape[0], -1}), Tensor::from_ints(rows, {int64_t(rows.size())}));
+  Tensor picked =
+      embedding(reshape(x, {shape[0], -1}), Tensor::from_ints(rows, {int64_t(rows.size())}));
   shape[0] = static_cast<int64_t>(rows.size());
   return reshape(picked, shape);
 }
@@ -62,10 +64,11 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
   const double kNone = -std::numeric_limits<double>::infinity();
   // Each sentence's source is repeated for its k beams: row b * k + i.
   const int64_t width = src.size(1);
+  const std::vector<int32_t> ids = src.to_int_vector();
   std::vector<int32_t> repeated;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = 0; i < k; ++i)
-      repeated.insert(repeated.end(), src.ints() + b * width, src.ints() + (b + 1) * width);
+      repeated.insert(repeated.end(), ids.begin() + b * width, ids.begin() + (b + 1) * width);
   Tensor src_k = Tensor::from_ints(repeated, {batch * k, width});
   Tensor src_mask = nn::padding_mask(src_k);
   nn::DecoderCache cache = model.start_decoding(model.encode(src_k, src_mask));
@@ -84,7 +87,11 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
     Tensor log_probs = model.project(
         model.decode_next(cache, src_mask, Tensor::from_ints(last, {batch * k, 1})));
     const int64_t vocab = log_probs.size(-1);
-    const float* lp = log_probs.data();
+    // A sentence's best k continuations are among the k best of each of its
+    // beams, so only those cross to the host.
+    auto [top_values, top_indices] = topk(reshape(log_probs, {batch * k, vocab}), k);
+    const std::vector<float> best_lp = top_values.to_vector();
+    const std::vector<int32_t> best_token = top_indices.to_int_vector();
     std::vector<int32_t> parents(batch * k);
     bool all_done = true;
     for (int64_t b = 0; b < batch; ++b) {
@@ -99,9 +106,8 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
       std::vector<std::pair<double, int64_t>> candidates;
       for (int64_t i = 0; i < k; ++i) {
         if (beams[b][i].log_prob == kNone) continue;
-        const float* row = lp + (b * k + i) * vocab;
-        for (int64_t v = 0; v < vocab; ++v)
-          candidates.push_back({beams[b][i].log_prob + row[v], i * vocab + v});
+        for (int64_t j = (b * k + i) * k; j < (b * k + i + 1) * k; ++j)
+          candidates.push_back({beams[b][i].log_prob + best_lp[j], i * vocab + best_token[j]});
       }
       size_t slots = std::min<size_t>(candidates.size(), k - finished[b].size());
       std::partial_sort(candidates.begin(), candidates.begin() + slots, candidates.end(),

@@ -36,6 +36,7 @@ Session Session::open(const Config& config, const std::optional<std::string>& ch
   Rng init(static_cast<uint64_t>(config.seed));
   s.model = nn::build_transformer(model_config, init);
   nn::load_checkpoint(*s.model, s.checkpoint);
+  s.model->to(device_named(config.device));
   s.model->eval();
   return s;
 }
@@ -149,7 +150,9 @@ std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Examp
   for (const auto& indices : length_batches(lengths, batch_size)) {
     data::Batch b = dataset.make_batch(indices);
     Tensor memory = model.encode(b.encoder_input, b.encoder_mask);
-    Tensor log_probs = model.project(model.decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask));
+    Tensor log_probs =
+        model.project(model.decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask))
+            .to(cpu());  // read on the host (no copy when the model is on the CPU)
     int64_t width = b.label.size(1), vocab = log_probs.size(-1);
     for (size_t r = 0; r < indices.size(); ++r) {
       // Label positions: the target tokens, then [EOS]; [PAD] after them.

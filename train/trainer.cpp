@@ -106,7 +106,10 @@ void Trainer::build_model_and_optimizer() {
   mc.dropout = config_.dropout;
   Rng init(static_cast<uint64_t>(config_.seed));
   model_ = nn::build_transformer(mc, init);
-  std::fprintf(stderr, "model: %lld parameters\n", static_cast<long long>(model_->num_parameters()));
+  Device& device = device_named(config_.device);
+  model_->to(device);
+  std::fprintf(stderr, "model: %lld parameters on %s\n",
+               static_cast<long long>(model_->num_parameters()), device.description().c_str());
   optimizer_ = make_optimizer(config_, model_->named_parameters());
 
   int64_t steps_per_epoch = (train_set_->batches_per_epoch() + config_.grad_accum - 1) / config_.grad_accum;

@@ -2,11 +2,11 @@
 
 namespace sf::kernels {
 namespace {
-const Table* g_active = nullptr;
+const HostTable* g_active = nullptr;
 }
 
-const Table& active() { return g_active ? *g_active : fast_table(); }
+const HostTable& active() { return g_active ? *g_active : fast_table(); }
 
-void set_active(const Table& table) { g_active = &table; }
+void set_active(const HostTable& table) { g_active = &table; }
 
 }  // namespace sf::kernels

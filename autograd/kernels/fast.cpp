@@ -552,12 +552,18 @@ void sgd_step(float* p, const float* g, float* buf, int64_t n, float lr, float m
 // --- cross-entropy ---------------------------------------------------------------------
 
 void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t cols,
-                   int32_t ignore_index, float eps, float* row_loss, float* log_probs) {
+                   int32_t ignore_index, float eps, float* row_loss, float* row_counted,
+                   float* log_probs) {
   for_rows(rows, cols, [&](int64_t r) {
     float* lp = log_probs + r * cols;
     log_softmax_row(logits + r * cols, lp, cols);
+    row_counted[r] = targets[r] == ignore_index ? 0.0f : 1.0f;
     if (targets[r] == ignore_index) {
       row_loss[r] = 0.0f;
+      return;
+    }
+    if (targets[r] < 0 || targets[r] >= cols) {
+      row_loss[r] = NAN;
       return;
     }
     float mean_nll = -row_sum(lp, cols) / static_cast<float>(cols);
@@ -566,8 +572,9 @@ void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, in
 }
 
 void cross_entropy_backward(const float* log_probs, const int32_t* targets, int64_t rows,
-                            int64_t cols, int32_t ignore_index, float eps, float scale,
-                            float* dlogits) {
+                            int64_t cols, int32_t ignore_index, float eps,
+                            const float* scale_of_loss, float* dlogits) {
+  const float scale = *scale_of_loss;
   for_rows(rows, cols, [&](int64_t r) {
     float* d = dlogits + r * cols;
     if (targets[r] == ignore_index) {
@@ -579,7 +586,7 @@ void cross_entropy_backward(const float* log_probs, const int32_t* targets, int6
     int64_t i = 0;
     for (; i + W <= cols; i += W) (vs * simd::exp(Vec::load(lp + i)) - off).store(d + i);
     for (; i < cols; ++i) d[i] = scale * (std::exp(lp[i]) - eps / static_cast<float>(cols));
-    d[targets[r]] -= scale * (1.0f - eps);
+    if (targets[r] >= 0 && targets[r] < cols) d[targets[r]] -= scale * (1.0f - eps);
   });
 }
 
@@ -626,9 +633,9 @@ void scatter_add_rows(const float* grad_out, const int32_t* ids, int64_t n, int6
 
 }  // namespace
 
-const Table& fast_table() {
-  static const Table table = [] {
-    Table t = scalar_table();
+const HostTable& fast_table() {
+  static const HostTable table = [] {
+    HostTable t = scalar_table();
     t.name = "fast";
     t.gemm = gemm_fast;
     t.binary = binary;

@@ -1,14 +1,26 @@
-// The one dispatch point for compute kernels.
+// The kernel table: every computation an op needs, as one struct of function
+// pointers. Each device (device.h) offers one, and ops in autograd/ do their
+// arithmetic only through it (they read values on the host only to validate
+// inputs that come from the host, e.g. token ids).
 //
-// Ops in autograd/ do their arithmetic through the functions in `kernels::Table`
-// (they loop over data only to validate it, e.g. index ranges, or to build
-// small host-side tensors such as arange). `scalar_table()` holds the plain reference loops; a faster
-// table (SIMD, threads) can replace it in one place with `set_active()`, and the
-// tests compare any table against the scalar one.
+// The list of entries is written once, as `KernelTable<Ptr>`, over a pointer
+// type:
+//   - `Table = KernelTable<Mem>`: what a device offers. Memory is addressed as
+//     (buffer, byte offset), so a buffer may live off the host (an OpenCL
+//     cl_mem); ops never do arithmetic on host addresses.
+//   - `HostTable = KernelTable<HostPtr>`: plain host pointers. The CPU's kernels
+//     are written against it: `scalar_table()` holds the reference loops,
+//     `fast_table()` the SIMD and threaded ones, and `active()` is the one the
+//     CPU device uses. The CPU device's `Table` resolves each `Mem` to its host
+//     address and calls the active host table (autograd/device.cpp).
+// Tests compare the fast host table, and every other device's table, against
+// the scalar one (tests/test_kernels.cpp, tests/test_backend.cpp).
 //
-// All pointers are contiguous row-major float32 (or int32 where named) arrays.
+// All arrays are contiguous row-major float32 (or int32 where named).
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace sf::kernels {
 
@@ -17,11 +29,49 @@ enum class Binary { Add, Sub, Mul, Div };
 enum class Predicate { Eq, Ne, Lt, Le, Gt, Ge, And, Or };
 enum class Unary { Neg, Exp, Log, Sqrt, Relu, Tanh, Sigmoid, AddScalar, MulScalar, PowScalar, RSubScalar, RDivScalar };
 
+// Device memory as kernels see it: the device's handle of an allocation (on
+// the CPU its host address, on OpenCL a cl_mem) and a byte offset into it.
+// `mem + n` advances by n elements (n bytes for Mem<void>).
+template <class T>
+struct Mem {
+  static constexpr size_t unit() {
+    if constexpr (std::is_void_v<T>)
+      return 1;
+    else
+      return sizeof(T);
+  }
+
+  void* buffer = nullptr;
+  size_t offset = 0;
+
+  Mem() = default;
+  Mem(void* buffer, size_t offset) : buffer(buffer), offset(offset) {}
+  // Mem<float> passes where Mem<const float> (or Mem<const void>) is expected.
+  template <class U>
+    requires(!std::is_same_v<U, T> && std::is_convertible_v<U*, T*>)
+  Mem(Mem<U> other) : buffer(other.buffer), offset(other.offset) {}
+
+  Mem operator+(int64_t elements) const {
+    return {buffer, offset + static_cast<size_t>(elements) * unit()};
+  }
+  explicit operator bool() const { return buffer != nullptr; }
+};
+
+template <class T>
+using HostPtr = T*;
+
+// The host address of CPU memory (only the CPU device's buffers are addresses).
+template <class T>
+T* host_address(Mem<T> m) {
+  using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
+  return m.buffer ? reinterpret_cast<T*>(static_cast<Byte*>(m.buffer) + m.offset) : nullptr;
+}
+
 // A strided view of an operand of a broadcasting op: `strides` are per output
 // dimension, 0 where the operand is broadcast along that dimension.
-template <class T>
+template <class T, template <class> class Ptr = HostPtr>
 struct Strided {
-  const T* data;
+  Ptr<const T> data;
   const int64_t* strides;
 };
 
@@ -49,84 +99,85 @@ inline int64_t row_offset(int64_t row, const int64_t* shape, int ndim, const int
   return offset;
 }
 
-struct Table {
+template <template <class> class Ptr>
+struct KernelTable {
   const char* name;
 
   // C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C. Row-major; op(A) = A
   // ([m,k], leading dimension lda) or, with trans_a, A^T where A is [k,m].
   // `batch` products, operand i at base + i * stride (a stride may be 0).
   void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-               const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
-               int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
+               Ptr<const float> a, int64_t lda, int64_t stride_a, Ptr<const float> b, int64_t ldb,
+               int64_t stride_b, float beta, Ptr<float> c, int64_t ldc, int64_t stride_c,
                int64_t batch);
 
   // out[i] = a[i] op b[i] over `shape` (ndim dims), a and b broadcast by strides.
-  void (*binary)(Binary op, Strided<float> a, Strided<float> b, float* out, const int64_t* shape,
+  void (*binary)(Binary op, Strided<float, Ptr> a, Strided<float, Ptr> b, Ptr<float> out, const int64_t* shape,
                  int ndim);
-  void (*predicate)(Predicate op, Strided<float> a, Strided<float> b, int32_t* out,
+  void (*predicate)(Predicate op, Strided<float, Ptr> a, Strided<float, Ptr> b, Ptr<int32_t> out,
                     const int64_t* shape, int ndim);
-  void (*predicate_int)(Predicate op, Strided<int32_t> a, Strided<int32_t> b, int32_t* out,
+  void (*predicate_int)(Predicate op, Strided<int32_t, Ptr> a, Strided<int32_t, Ptr> b, Ptr<int32_t> out,
                         const int64_t* shape, int ndim);
   // out = mask ? value : x, both broadcast by strides.
-  void (*masked_fill)(Strided<float> x, Strided<int32_t> mask, float value, float* out,
+  void (*masked_fill)(Strided<float, Ptr> x, Strided<int32_t, Ptr> mask, float value, Ptr<float> out,
                       const int64_t* shape, int ndim);
 
   // y = f(x); `s` is the scalar of the *Scalar ops (x + s, x * s, x^s, s - x, s / x).
-  void (*unary)(Unary op, const float* x, float* y, int64_t n, float s);
+  void (*unary)(Unary op, Ptr<const float> x, Ptr<float> y, int64_t n, float s);
 
   // Broadcast reduction: out (zeroed by the caller) += x, where x has `shape` and
   // out is addressed by `out_strides` (0 along the dimensions being summed away).
-  void (*sum_to)(const float* x, const int64_t* shape, int ndim, float* out,
+  void (*sum_to)(Ptr<const float> x, const int64_t* shape, int ndim, Ptr<float> out,
                  const int64_t* out_strides);
 
   // x viewed as [outer, n, inner], reduced over n into out [outer, inner].
-  void (*sum_axis)(const float* x, int64_t outer, int64_t n, int64_t inner, float* out);
+  void (*sum_axis)(Ptr<const float> x, int64_t outer, int64_t n, int64_t inner, Ptr<float> out);
   // Max over n; `arg` (int32, may be null) receives the index of the first maximum.
-  void (*max_axis)(const float* x, int64_t outer, int64_t n, int64_t inner, float* out,
-                   int32_t* arg);
+  void (*max_axis)(Ptr<const float> x, int64_t outer, int64_t n, int64_t inner, Ptr<float> out,
+                   Ptr<int32_t> arg);
 
   // Row-wise over [rows, cols]: y = softmax(x) or log_softmax(x).
-  void (*softmax)(const float* x, float* y, int64_t rows, int64_t cols);
-  void (*log_softmax)(const float* x, float* y, int64_t rows, int64_t cols);
+  void (*softmax)(Ptr<const float> x, Ptr<float> y, int64_t rows, int64_t cols);
+  void (*log_softmax)(Ptr<const float> x, Ptr<float> y, int64_t rows, int64_t cols);
   // Backward given the forward output y: dx = y * (dy - sum(dy * y)) for softmax,
   // dx = dy - exp(y) * sum(dy) for log_softmax.
-  void (*softmax_backward)(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols);
-  void (*log_softmax_backward)(const float* y, const float* dy, float* dx, int64_t rows,
+  void (*softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t rows, int64_t cols);
+  void (*log_softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t rows,
                                int64_t cols);
 
   // Attention weights over the last dim of x (`shape`, ndim dims):
   // y = softmax(mask ? scale * x : -1e9), the seed's masked_fill(mask == 0, -1e9)
   // after scaling. mask is int32 (0 = hidden) under broadcast strides, one per
   // dim of `shape`; mask.data may be null for no mask.
-  void (*masked_softmax)(const float* x, Strided<int32_t> mask, const int64_t* shape, int ndim,
-                         float scale, float* y);
+  void (*masked_softmax)(Ptr<const float> x, Strided<int32_t, Ptr> mask, const int64_t* shape, int ndim,
+                         float scale, Ptr<float> y);
   // dx = scale * y * (dy - sum(dy * y)) where the mask keeps, 0 where it hides.
-  void (*masked_softmax_backward)(const float* y, const float* dy, Strided<int32_t> mask,
-                                  const int64_t* shape, int ndim, float scale, float* dx);
+  void (*masked_softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Strided<int32_t, Ptr> mask,
+                                  const int64_t* shape, int ndim, float scale, Ptr<float> dx);
 
   // The seed's LayerNormalization per row of [rows, cols]:
   // y = alpha * (x - mean) / (std + eps) + bias, std unbiased (n - 1).
   // Saves mean and std per row for the backward pass.
-  void (*layer_norm)(const float* x, const float* alpha, const float* bias, int64_t rows,
-                     int64_t cols, float eps, float* y, float* mean, float* std);
+  void (*layer_norm)(Ptr<const float> x, Ptr<const float> alpha, Ptr<const float> bias, int64_t rows,
+                     int64_t cols, float eps, Ptr<float> y, Ptr<float> mean, Ptr<float> std);
   // With xhat = (x - mean) / (std + eps) and g = dy * alpha:
   // dx = (g - mean(g)) / (std + eps) - xhat * sum(g * xhat) / ((n - 1) std);
   // dalpha = sum over rows of dy * xhat, dbias = sum over rows of dy (overwritten).
-  void (*layer_norm_backward)(const float* x, const float* alpha, const float* mean,
-                              const float* std, const float* dy, int64_t rows, int64_t cols,
-                              float eps, float* dx, float* dalpha, float* dbias);
+  void (*layer_norm_backward)(Ptr<const float> x, Ptr<const float> alpha, Ptr<const float> mean,
+                              Ptr<const float> std, Ptr<const float> dy, int64_t rows, int64_t cols,
+                              float eps, Ptr<float> dx, Ptr<float> dalpha, Ptr<float> dbias);
 
   // y = relu(x + bias) over [rows, cols], bias [cols]: a Linear layer's epilogue.
-  void (*bias_relu)(const float* x, const float* bias, int64_t rows, int64_t cols, float* y);
+  void (*bias_relu)(Ptr<const float> x, Ptr<const float> bias, int64_t rows, int64_t cols, Ptr<float> y);
   // dx = y > 0 ? dy : 0, from relu's output y.
-  void (*relu_backward)(const float* y, const float* dy, float* dx, int64_t n);
+  void (*relu_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t n);
 
   // y = x / (1 - p) where dropout_keeps(seed, i, threshold), else 0.
-  void (*dropout)(const float* x, float* y, int64_t n, float scale, uint32_t seed,
+  void (*dropout)(Ptr<const float> x, Ptr<float> y, int64_t n, float scale, uint32_t seed,
                   uint32_t threshold);
 
   // sum_i a[i] * b[i], accumulated in double (norms of large gradients).
-  double (*dot)(const float* a, const float* b, int64_t n);
+  double (*dot)(Ptr<const float> a, Ptr<const float> b, int64_t n);
 
   // One optimizer update of n parameters p with gradients g, as PyTorch's
   // torch.optim.Adam (l2 = weight_decay added to the gradient) and AdamW
@@ -134,47 +185,56 @@ struct Table {
   //   p *= 1 - decay; g += l2 p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
   //   p -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)
   // with step_size = lr / (1 - b1^t) and sqrt_bc2 = sqrt(1 - b2^t).
-  void (*adam_step)(float* p, const float* g, float* m, float* v, int64_t n, float step_size,
+  void (*adam_step)(Ptr<float> p, Ptr<const float> g, Ptr<float> m, Ptr<float> v, int64_t n, float step_size,
                     float b1, float b2, float eps, float sqrt_bc2, float l2, float decay);
   // torch.optim.SGD: g += l2 p; with momentum, buf = first ? g : momentum buf + g,
   // and g = nesterov ? g + momentum buf : buf; then p -= lr g.
-  void (*sgd_step)(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,
+  void (*sgd_step)(Ptr<float> p, Ptr<const float> g, Ptr<float> buf, int64_t n, float lr, float momentum,
                    float l2, bool nesterov, bool first);
 
   // Top k of each row of [rows, cols], largest first (ties: lower index first).
-  void (*topk)(const float* x, int64_t rows, int64_t cols, int64_t k, float* values,
-               int32_t* indices);
+  void (*topk)(Ptr<const float> x, int64_t rows, int64_t cols, int64_t k, Ptr<float> values,
+               Ptr<int32_t> indices);
 
   // Copies `rows` rows of `row_bytes` bytes between arrays with the given row
   // strides in bytes (concat and slice; works for any element type).
-  void (*copy_rows)(const void* src, int64_t src_stride, void* dst, int64_t dst_stride,
+  void (*copy_rows)(Ptr<const void> src, int64_t src_stride, Ptr<void> dst, int64_t dst_stride,
                     int64_t rows, int64_t row_bytes);
 
   // y = x with dims permuted: y dim i is x dim perm[i]. `shape` is x's shape.
-  void (*permute)(const float* x, const int64_t* shape, const int* perm, int ndim, float* y);
+  void (*permute)(Ptr<const float> x, const int64_t* shape, const int* perm, int ndim, Ptr<float> y);
 
   // Embedding: out[i, :] = table[ids[i], :] (ids already range-checked);
   // backward: grad_table[ids[i], :] += grad_out[i, :].
-  void (*gather_rows)(const float* table, const int32_t* ids, int64_t n, int64_t dim, float* out);
-  void (*scatter_add_rows)(const float* grad_out, const int32_t* ids, int64_t n, int64_t dim,
-                           float* grad_table);
+  void (*gather_rows)(Ptr<const float> table, Ptr<const int32_t> ids, int64_t n, int64_t dim, Ptr<float> out);
+  void (*scatter_add_rows)(Ptr<const float> grad_out, Ptr<const int32_t> ids, int64_t n, int64_t dim,
+                           Ptr<float> grad_table);
 
   // Cross-entropy of logits [rows, cols] against int32 targets, PyTorch semantics:
   // rows whose target is ignore_index contribute nothing; per other row the loss is
   // (1-eps) * -log p_target + eps * mean_c(-log p_c). Writes the per-row losses
-  // (0 for ignored rows) and log_probs [rows, cols] for the backward pass.
-  void (*cross_entropy)(const float* logits, const int32_t* targets, int64_t rows, int64_t cols,
-                        int32_t ignore_index, float eps, float* row_loss, float* log_probs);
-  // dlogits = scale * (softmax - ((1-eps) onehot + eps/cols)), 0 on ignored rows.
-  void (*cross_entropy_backward)(const float* log_probs, const int32_t* targets, int64_t rows,
-                                 int64_t cols, int32_t ignore_index, float eps, float scale,
-                                 float* dlogits);
+  // (0 for ignored rows), row_counted (1, or 0 for ignored rows: the mean's
+  // denominator is their sum) and log_probs [rows, cols] for the backward pass.
+  // A target outside [0, cols) that is not ignore_index gives a NaN row loss
+  // (ops validate targets on the host before they reach a device).
+  void (*cross_entropy)(Ptr<const float> logits, Ptr<const int32_t> targets, int64_t rows,
+                        int64_t cols, int32_t ignore_index, float eps, Ptr<float> row_loss,
+                        Ptr<float> row_counted, Ptr<float> log_probs);
+  // dlogits = scale[0] * (softmax - ((1-eps) onehot + eps/cols)), 0 on ignored
+  // rows. `scale` is a one-element array in the kernel's memory, so the loss's
+  // gradient never has to visit the host.
+  void (*cross_entropy_backward)(Ptr<const float> log_probs, Ptr<const int32_t> targets,
+                                 int64_t rows, int64_t cols, int32_t ignore_index, float eps,
+                                 Ptr<const float> scale, Ptr<float> dlogits);
 };
 
-const Table& scalar_table();
-const Table& fast_table();  // SIMD for the build's target CPU, threaded
-// The table ops use. Defaults to the fastest table built for this CPU.
-const Table& active();
-void set_active(const Table& table);
+using Table = KernelTable<Mem>;
+using HostTable = KernelTable<HostPtr>;
+
+const HostTable& scalar_table();
+const HostTable& fast_table();  // SIMD for the build's target CPU, threaded
+// The host table the CPU device uses. Defaults to the fastest one built for this CPU.
+const HostTable& active();
+void set_active(const HostTable& table);
 
 }  // namespace sf::kernels

@@ -224,11 +224,17 @@ void scatter_add_rows(const float* grad_out, const int32_t* ids, int64_t n, int6
 }
 
 void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t cols,
-                   int32_t ignore_index, float eps, float* row_loss, float* log_probs) {
+                   int32_t ignore_index, float eps, float* row_loss, float* row_counted,
+                   float* log_probs) {
   log_softmax(logits, log_probs, rows, cols);
   for (int64_t r = 0; r < rows; ++r) {
+    row_counted[r] = targets[r] == ignore_index ? 0.0f : 1.0f;
     if (targets[r] == ignore_index) {
       row_loss[r] = 0.0f;
+      continue;
+    }
+    if (targets[r] < 0 || targets[r] >= cols) {
+      row_loss[r] = NAN;
       continue;
     }
     const float* lp = log_probs + r * cols;
@@ -240,8 +246,9 @@ void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, in
 }
 
 void cross_entropy_backward(const float* log_probs, const int32_t* targets, int64_t rows,
-                            int64_t cols, int32_t ignore_index, float eps, float scale,
-                            float* dlogits) {
+                            int64_t cols, int32_t ignore_index, float eps,
+                            const float* scale_of_loss, float* dlogits) {
+  const float scale = *scale_of_loss;
   for (int64_t r = 0; r < rows; ++r) {
     float* d = dlogits + r * cols;
     if (targets[r] == ignore_index) {
@@ -250,7 +257,7 @@ void cross_entropy_backward(const float* log_probs, const int32_t* targets, int6
     }
     const float* lp = log_probs + r * cols;
     for (int64_t c = 0; c < cols; ++c) d[c] = scale * (std::exp(lp[c]) - eps / cols);
-    d[targets[r]] -= scale * (1.0f - eps);
+    if (targets[r] >= 0 && targets[r] < cols) d[targets[r]] -= scale * (1.0f - eps);
   }
 }
 
@@ -368,8 +375,8 @@ void sgd_step(float* p, const float* g, float* buf, int64_t n, float lr, float m
 
 }  // namespace
 
-const Table& scalar_table() {
-  static const Table table{
+const HostTable& scalar_table() {
+  static const HostTable table{
       .name = "scalar",
       .gemm = gemm_reference,
       .binary = binary,
