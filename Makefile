@@ -1,5 +1,7 @@
 # Scratchformer build. `make` builds the library and the command; `make test`
-# runs the doctest suite; `make SANITIZE=1 test` runs it under ASan + UBSan.
+# runs the doctest suite, then builds the OpenCL variant and runs its backend
+# tests on PoCL; `make SANITIZE=1 test` runs the suite under ASan + UBSan.
+# `make OPENCL=1` builds the variant with the OpenCL backend in build/opencl/.
 # Jobs run in parallel without -j.
 MAKEFLAGS += -j$(shell nproc) --no-print-directory
 CXX ?= g++
@@ -22,10 +24,21 @@ else
   BUILD := build
   CXXFLAGS ?= -O3 -g
 endif
-ALL_FLAGS := $(BASE_FLAGS) $(CXXFLAGS) -DSF_BUILD_DIR='"$(BUILD)"'
-
 LIB_SRC := $(wildcard autograd/*.cpp autograd/kernels/*.cpp nn/*.cpp optim/*.cpp data/*.cpp) \
            $(filter-out train/main.cpp,$(wildcard train/*.cpp))
+# The OpenCL backend (autograd/opencl/): its own build folder, the ICD loader,
+# and PoCL so that a machine without a GPU still has an OpenCL device.
+OPENCL_PACKAGES := ocl-icd-opencl-dev:/usr/lib/x86_64-linux-gnu/libOpenCL.so \
+                   opencl-headers:/usr/include/CL/cl.h pocl-opencl-icd:/etc/OpenCL/vendors/pocl.icd \
+                   clinfo:/usr/bin/clinfo
+ifeq ($(OPENCL),1)
+  BUILD := $(BUILD)/opencl
+  BASE_FLAGS += -DSF_OPENCL
+  LIB_SRC += $(wildcard autograd/opencl/*.cpp)
+  LDLIBS := -lOpenCL
+endif
+ALL_FLAGS := $(BASE_FLAGS) $(CXXFLAGS) -DSF_BUILD_DIR='"$(BUILD)"'
+
 TEST_SRC := $(wildcard tests/*.cpp)
 LIB := $(BUILD)/libscratchformer.a
 TESTS := $(BUILD)/tests
@@ -39,12 +52,12 @@ CLI := $(BUILD)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
 
 $(CLI): $(BUILD)/obj/train/main.o $(LIB)
-	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS)
+	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
 # Build dependencies, installed when missing (see tools/need-packages).
 deps:
 	@tools/need-packages doctest-dev:/usr/include/doctest/doctest.h \
-	  nlohmann-json3-dev:/usr/include/nlohmann/json.hpp
+	  nlohmann-json3-dev:/usr/include/nlohmann/json.hpp $(if $(filter 1,$(OPENCL)),$(OPENCL_PACKAGES))
 
 $(BUILD)/obj/%.o: %.cpp | deps
 	@mkdir -p $(dir $@)
@@ -56,15 +69,23 @@ $(LIB): $(call obj,$(LIB_SRC))
 
 # The suite runs the examples and the command, so they are built first.
 $(TESTS): $(call obj,$(TEST_SRC)) $(LIB) | $(EXAMPLES) $(CLI)
-	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS)
+	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS)
+	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
-# The suite's last line is "tests: N passed, M failed" (printed by tests/main.cpp).
+# The whole suite, then (except under the sanitizers, whose builds skip it) the
+# OpenCL variant's suite "opencl" on PoCL. tools/run-tests prints each suite's
+# report and, last, the summary line "tests: N passed, M failed[, K skipped]"
+# over both. PoCL caches the kernels it compiles in build/pocl-cache.
 test: $(TESTS)
-	@$(TESTS)
+ifeq ($(SANITIZE)$(OPENCL),)
+	@tools/run-tests $(TESTS) --opencl "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 build/opencl/tests" \
+	  build/opencl/tests
+else
+	@tools/run-tests $(TESTS)
+endif
 
 # The README's main job: train the default toy task (dates: English dates ->
 # ISO) from scratch, then translate a few sentences with the trained model.
@@ -96,15 +117,21 @@ report-check:
 	tools/check-report $(REPORT)/run/report.html $(REPORT)/report.png
 
 # Benchmarks: always optimised; OpenBLAS is the reference (the library never links it).
-bench-deps:
-	@tools/need-packages libopenblas-dev:/usr/include/x86_64-linux-gnu/cblas.h
+# (Debian's reference BLAS also installs a cblas.h: look for OpenBLAS's own.)
+OPENBLAS_INCLUDE := /usr/include/x86_64-linux-gnu/openblas-pthread
 
-build/bench: bench/bench.cpp build/libscratchformer.a | deps bench-deps
-	$(CXX) $(BASE_FLAGS) -O3 $< build/libscratchformer.a -lopenblas -o $@
+# With OPENCL=1 the benchmark adds the OpenCL tables, beside CLBlast.
+BENCH_LIBS := -lopenblas $(if $(filter 1,$(OPENCL)),-lclblast -lOpenCL)
+bench-deps:
+	@tools/need-packages libopenblas-dev:$(OPENBLAS_INCLUDE)/cblas.h \
+	  $(if $(filter 1,$(OPENCL)),libclblast-dev:/usr/include/clblast_c.h)
+
+$(BUILD)/bench: $(wildcard bench/*.cpp bench/*.h) $(LIB) | deps bench-deps
+	$(CXX) $(BASE_FLAGS) -O3 -I$(OPENBLAS_INCLUDE) $(wildcard bench/*.cpp) $(LIB) $(BENCH_LIBS) -o $@
 
 bench:
-	@$(MAKE) SANITIZE= build/bench
-	@build/bench build/bench.json
+	@$(MAKE) SANITIZE= $(BUILD)/bench
+	@POCL_CACHE_DIR=$(abspath build/pocl-cache) $(BUILD)/bench $(BUILD)/bench.json
 
 clean:
 	rm -rf build

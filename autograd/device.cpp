@@ -151,7 +151,8 @@ Device& device_named(const std::string& name) {
 #ifdef SF_OPENCL
     return opencl();
 #else
-    fail("device \"opencl\": this build has no OpenCL backend; rebuild with make OPENCL=1");
+    fail("device \"opencl\": this build has no OpenCL backend (make OPENCL=1 builds one: "
+         "build/opencl/scratchformer)");
 #endif
   }
   fail("unknown device \"", name, "\" (expected \"cpu\" or \"opencl\")");

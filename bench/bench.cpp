@@ -19,84 +19,18 @@
 
 #include "autograd/kernels/kernels.h"
 #include "autograd/kernels/thread_pool.h"
-#include "autograd/random.h"
+#include "bench_util.h"
 
 using namespace sf;
+using namespace sf::bench;
 using namespace sf::kernels;
 
 namespace {
 
-constexpr int kTrials = 7;
-
-double seconds(const std::function<void()>& f) {
-  auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Median seconds of each of the two, timed alternately after one warm-up each.
-// Each trial repeats its function until it has run for a few milliseconds.
-std::pair<double, double> interleaved(const std::function<void()>& ours,
-                                      const std::function<void()>& ref) {
-  int reps = 1;
-  double once = seconds(ours);
-  seconds(ref);
-  if (once < 5e-3) reps = static_cast<int>(5e-3 / std::max(once, 1e-7)) + 1;
-  auto timed = [reps](const std::function<void()>& f) {
-    return seconds([&] {
-             for (int r = 0; r < reps; ++r) f();
-           }) /
-           reps;
-  };
-  std::vector<double> a, b;
-  for (int t = 0; t < kTrials; ++t) {
-    a.push_back(timed(ours));
-    b.push_back(timed(ref));
-  }
-  return {median(a), median(b)};
-}
-
-std::vector<float> random_vector(size_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = rng.uniform(-1.0f, 1.0f);
-  return v;
-}
-
-nlohmann::json g_records = nlohmann::json::array();
-
-void add_record(const std::string& bench, const std::string& name, int threads, double ours,
-                double ref, const char* ref_name, const char* unit) {
-  g_records.push_back({{"bench", bench}, {"case", name}, {"threads", threads}, {"ours", ours},
-                       {"ref", ref}, {"ref_name", ref_name}, {"unit", unit},
-                       {"speedup", ours / ref}});
-}
-
-struct GemmCase {
-  bool trans_a, trans_b;
-  int64_t m, n, k;
-};
-
-std::string layout_name(const GemmCase& c) {
-  return std::string(c.trans_a ? "T" : "N") + (c.trans_b ? "T" : "N");
-}
-
 void bench_gemm(int threads) {
-  std::vector<GemmCase> cases;
-  for (auto [ta, tb] : {std::pair{false, false}, {false, true}, {true, false}}) {
-    for (int64_t s : {64, 128, 256, 512, 1024}) cases.push_back({ta, tb, s, s, s});
-    // The Transformer's products: d_model 256, d_ff 1024, a vocabulary of 8000.
-    for (auto [k, n] : {std::pair<int64_t, int64_t>{256, 256}, {256, 1024}, {1024, 256}, {256, 8000}})
-      cases.push_back({ta, tb, 2048, n, k});
-  }
   std::printf("\nGEMM, %d thread%s (GFLOP/s)\n%-28s %9s %9s %7s\n", threads, threads > 1 ? "s" : "",
               "case", "ours", "openblas", "ratio");
-  for (const GemmCase& c : cases) {
+  for (const GemmCase& c : gemm_cases({64, 128, 256, 512, 1024})) {
     int64_t lda = c.trans_a ? c.m : c.k, ldb = c.trans_b ? c.k : c.n;
     std::vector<float> a = random_vector(c.m * c.k, 1), b = random_vector(c.k * c.n, 2);
     std::vector<float> out(c.m * c.n);
@@ -111,8 +45,7 @@ void bench_gemm(int threads) {
                       b.data(), ldb, 0.0f, out.data(), c.n);
         });
     double flops = 2.0 * c.m * c.n * c.k;
-    std::string name = layout_name(c) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
-                       " k=" + std::to_string(c.k);
+    std::string name = gemm_name(c);
     std::printf("%-28s %9.1f %9.1f %7.3f\n", name.c_str(), flops / ours * 1e-9, flops / ref * 1e-9,
                 ref / ours);
     add_record("gemm", name, threads, flops / ours * 1e-9, flops / ref * 1e-9, "openblas", "GFLOP/s");
@@ -185,16 +118,26 @@ void bench_memory(int threads) {
 
 }  // namespace
 
+// Usage: bench [OUT.json [PART...]]: every part by default, else the parts
+// named (gemm, memory, train, opencl_gemm).
 int main(int argc, char** argv) {
   std::string out_path = argc > 1 ? argv[1] : "build/bench.json";
+  std::vector<std::string> parts(argv + std::min(argc, 2), argv + argc);
+  auto wanted = [&](const std::string& part) {
+    return parts.empty() || std::find(parts.begin(), parts.end(), part) != parts.end();
+  };
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     openblas_set_num_threads(threads);
-    bench_gemm(threads);
-    bench_memory(threads);
+    if (wanted("gemm")) bench_gemm(threads);
+    if (wanted("memory")) bench_memory(threads);
   }
+  if (wanted("train")) bench_train_steps();
+#ifdef SF_OPENCL
+  if (wanted("opencl_gemm")) bench_opencl_gemm();
+#endif
   std::string tmp = out_path + ".tmp";
-  std::ofstream(tmp) << g_records.dump(1) << "\n";
+  std::ofstream(tmp) << records().dump(1) << "\n";
   std::rename(tmp.c_str(), out_path.c_str());
-  std::printf("\nwrote %s (%zu records)\n", out_path.c_str(), g_records.size());
+  std::printf("\nwrote %s (%zu records)\n", out_path.c_str(), records().size());
 }

@@ -12,54 +12,14 @@
 
 #include "autograd/engine.h"
 #include "nn/checkpoint.h"
-#include "test_nn_helpers.h"
-#include "train/trainer.h"
+#include "train_helpers.h"
 
 using namespace sf;
 using namespace sf::train;
+using namespace sf::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A config file in `dir` whose outputs all stay in `dir`.
-std::string write_config(const fs::path& dir, const std::string& body) {
-  std::string d = dir.string();
-  std::string text = "{" + body + R"(, "model_folder": ")" + d + R"(/weights", "experiment_name": ")" + d +
-                     R"(/run", "tokenizer_file": ")" + d + R"(/tokenizer_{0}.json", "val_examples": 0})";
-  fs::path path = dir / "config.json";
-  std::ofstream(path) << text;
-  return path.string();
-}
-
-// A tiny model on a toy task: fast enough for the test suite.
-const char* kTiny = R"("batch_size": 32, "lr": 0.003, "schedule": "cosine", "warmup_steps": 50, "seq_len": 16,
-  "d_model": 32, "N": 2, "h": 4, "d_ff": 64, "min_frequency": 1, "bucket": true)";
-// The smallest model (and schedule) that learns the accuracy tests' tasks in seconds.
-const char* kSmall = R"("batch_size": 32, "lr": 0.005, "schedule": "cosine", "warmup_steps": 100, "seq_len": 16,
-  "d_model": 64, "N": 2, "h": 4, "d_ff": 128, "dropout": 0.0, "min_frequency": 1, "bucket": true)";
-
-double exact_match(const std::string& config_path) {
-  Trainer trainer(load_config(config_path, {"num_epochs=0", "preload=latest"}));
-  return trainer.validate().scores.exact_match;
-}
-
-// The loss of every step record in a metrics file.
-std::vector<std::string> step_losses(const fs::path& metrics) {
-  std::vector<std::string> losses;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j["kind"] == "step") losses.push_back(std::to_string(j["step"].get<int>()) + ":" + j["loss"].dump());
-  }
-  return losses;
-}
 
 std::string binary() { return fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string(); }
 
@@ -100,17 +60,6 @@ void wait_for_lines(const fs::path& path, size_t lines, pid_t pid) {
 }
 
 }  // namespace
-
-// Trains the small model on a toy task from scratch; returns its validation
-// exact-match rate.
-static double train_toy_task(const std::string& data_and_languages) {
-  testing::TempDir dir;
-  std::string config = write_config(dir.path, data_and_languages + ", " + kSmall);
-  CHECK(Trainer(load_config(config)).run() == 0);
-  double exact = exact_match(config);
-  MESSAGE("exact match: ", 100 * exact, "%");
-  return exact;
-}
 
 TEST_CASE("train: the reverse task reaches 90% exact match with a tiny model") {
   CHECK(train_toy_task(R"("data": {"task": "reverse", "size": 6000}, "lang_src": "words",

@@ -1,0 +1,71 @@
+// Launching a kernel: its arguments set from a parameter pack and its work
+// sizes taken from a few fixed shapes.
+//
+// PoCL compiles a kernel anew for every local size it meets (and its CPU device
+// has no non-uniform work-groups), so launches use a handful of fixed local
+// sizes and pad the global size up to a multiple of them; kernels check bounds.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "../kernels/kernels.h"
+#include "runtime.h"
+
+namespace sf::opencl_backend {
+
+using kernels::Mem;
+
+struct Grid {
+  cl_uint dims;
+  size_t global[3];
+  size_t local[3];
+};
+
+constexpr size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// n work items (one per element, per row, per column...) in groups of 64.
+inline Grid items(int64_t n) {
+  constexpr size_t group = 64;
+  return {1, {round_up(static_cast<size_t>(n), group), 1, 1}, {group, 1, 1}};
+}
+
+namespace detail {
+
+void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
+
+// An array is two kernel arguments: its buffer and its offset in elements (an
+// OpenCL 1.2 host cannot point into the middle of a buffer). A null Mem passes
+// a null buffer; kernels are told separately whether an optional array is there.
+template <class T>
+void add_arg(cl_kernel kernel, cl_uint& index, Mem<T> array) {
+  static_assert(sizeof(std::remove_cv_t<T>) == 4, "every dtype is 4 bytes");
+  cl_mem buffer = static_cast<cl_mem>(array.buffer);
+  cl_long offset = static_cast<cl_long>(array.offset / 4);
+  set_arg(kernel, index++, sizeof buffer, &buffer);
+  set_arg(kernel, index++, sizeof offset, &offset);
+}
+
+// A scalar or vector argument, passed as is: its C++ type must match the
+// kernel's (int64_t for long, int32_t for int, uint32_t for uint, cl_int8...).
+template <class T>
+void add_arg(cl_kernel kernel, cl_uint& index, const T& value) {
+  static_assert(!std::is_same_v<T, bool>, "pass flags as int32_t");
+  static_assert(std::is_trivially_copyable_v<T>);
+  set_arg(kernel, index++, sizeof value, &value);
+}
+
+void enqueue(cl_kernel kernel, const Grid& grid);
+
+}  // namespace detail
+
+// Sets the kernel's arguments in order and queues it over `grid` (nothing
+// happens for an empty grid).
+template <class... Args>
+void launch(cl_kernel kernel, const Grid& grid, const Args&... args) {
+  if (grid.global[0] * grid.global[1] * grid.global[2] == 0) return;
+  cl_uint index = 0;
+  (detail::add_arg(kernel, index, args), ...);
+  detail::enqueue(kernel, grid);
+}
+
+}  // namespace sf::opencl_backend

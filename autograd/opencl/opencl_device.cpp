@@ -1,0 +1,112 @@
+// The OpenCL `Device`: buffers are cl_mem objects, cached for reuse by a
+// BlockCache, and every copy is a command on the runtime's in-order queue.
+#include <algorithm>
+
+#include "../block_cache.h"
+#include "../error.h"
+#include "opencl.h"
+#include "runtime.h"
+#include "table.h"
+
+namespace sf {
+namespace {
+
+using opencl_backend::check;
+using opencl_backend::Runtime;
+
+cl_mem mem(void* buffer) { return static_cast<cl_mem>(buffer); }
+
+class OpenCLDevice final : public Device {
+ public:
+  explicit OpenCLDevice(Runtime& runtime)
+      : runtime_(runtime), cache_(cache_limit(runtime)), description_("opencl: " + runtime.description()) {}
+
+  const char* name() const override { return "opencl"; }
+  std::string description() const override { return description_; }
+  bool host_addressable() const override { return false; }
+
+  // Built with SF_NO_CACHING_ALLOCATOR (the sanitizer build) every buffer goes
+  // straight to the driver, as on the CPU device.
+  void* allocate(size_t bytes) override {
+    size_t size = BlockCache::size_class(bytes, kAlignment);
+#ifndef SF_NO_CACHING_ALLOCATOR
+    if (void* buffer = cache_.take(size)) return buffer;
+#endif
+    cl_int status = CL_SUCCESS;
+    cl_mem buffer = clCreateBuffer(runtime_.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
+    if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES) {
+      // Out of device memory: give the cached buffers back and try once more.
+      cache_.clear([](void* b, size_t) { clReleaseMemObject(mem(b)); });
+      buffer = clCreateBuffer(runtime_.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
+    }
+    check(status, "clCreateBuffer");
+    return buffer;
+  }
+
+  void release(void* buffer, size_t bytes) override {
+#ifndef SF_NO_CACHING_ALLOCATOR
+    if (cache_.keep(buffer, BlockCache::size_class(bytes, kAlignment))) return;
+#else
+    (void)bytes;
+#endif
+    check(clReleaseMemObject(mem(buffer)), "clReleaseMemObject");
+  }
+
+  // Blocking: the caller's host memory may be gone as soon as write returns.
+  void write(const void* host, Mem<void> dst, size_t bytes) override {
+    if (bytes == 0) return;
+    check(clEnqueueWriteBuffer(runtime_.queue(), mem(dst.buffer), CL_TRUE, dst.offset, bytes, host, 0,
+                               nullptr, nullptr),
+          "clEnqueueWriteBuffer");
+  }
+
+  void read(Mem<const void> src, void* host, size_t bytes) override {
+    if (bytes == 0) return;
+    check(clEnqueueReadBuffer(runtime_.queue(), mem(src.buffer), CL_TRUE, src.offset, bytes, host, 0,
+                              nullptr, nullptr),
+          "clEnqueueReadBuffer");
+  }
+
+  void copy(Mem<const void> src, Mem<void> dst, size_t bytes) override {
+    if (bytes == 0) return;
+    check(clEnqueueCopyBuffer(runtime_.queue(), mem(src.buffer), mem(dst.buffer), src.offset, dst.offset,
+                              bytes, 0, nullptr, nullptr),
+          "clEnqueueCopyBuffer");
+  }
+
+  void fill(Mem<void> dst, uint32_t pattern, size_t count) override {
+    if (count == 0) return;
+    check(clEnqueueFillBuffer(runtime_.queue(), mem(dst.buffer), &pattern, sizeof pattern, dst.offset,
+                              count * sizeof pattern, 0, nullptr, nullptr),
+          "clEnqueueFillBuffer");
+  }
+
+  void synchronize() override { check(clFinish(runtime_.queue()), "clFinish"); }
+
+  const kernels::Table& kernels() const override { return opencl_backend::table(); }
+
+ private:
+  // The smallest size class; sizes are multiples of it.
+  static constexpr size_t kAlignment = 256;
+
+  // A quarter of the device's memory may sit in the cache of freed buffers.
+  static size_t cache_limit(Runtime& runtime) {
+    cl_ulong bytes = 0;
+    check(clGetDeviceInfo(runtime.device(), CL_DEVICE_GLOBAL_MEM_SIZE, sizeof bytes, &bytes, nullptr),
+          "clGetDeviceInfo");
+    return static_cast<size_t>(bytes / 4);
+  }
+
+  Runtime& runtime_;
+  BlockCache cache_;
+  std::string description_;
+};
+
+}  // namespace
+
+Device& opencl() {
+  static OpenCLDevice* device = new OpenCLDevice(Runtime::get());  // leaked like the runtime
+  return *device;
+}
+
+}  // namespace sf

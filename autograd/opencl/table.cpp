@@ -1,0 +1,304 @@
+// The launchers of the OpenCL kernel table: each prepares sizes (broadcast dims
+// simplified on the host, see dims.h) and queues its kernel. One work item per
+// element for elementwise and broadcasting ops, per row for row-wise ones, per
+// output column for column sums, as the kernels' comments say.
+#include "table.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "../error.h"
+#include "dims.h"
+#include "gemm.h"
+#include "launch.h"
+#include "sources.h"
+
+namespace sf::opencl_backend {
+namespace {
+
+using kernels::Binary;
+using kernels::Predicate;
+using kernels::Strided;
+using kernels::Unary;
+
+cl_kernel kernel(const char* name) { return Runtime::get().kernel(kernels_source, name); }
+
+int32_t flag(bool value) { return value ? 1 : 0; }
+
+// Launches a broadcasting kernel: its leading arguments, then the element
+// count, dims, shape and the two operands' strides.
+template <class... Leading>
+void launch_broadcast(const char* name, const int64_t* shape, int ndim, const int64_t* strides_a,
+                      const int64_t* strides_b, const Leading&... leading) {
+  Dims dims = simplify(shape, ndim, {strides_a, strides_b});
+  cl_int8 shape8 = dims.shape8();
+  int32_t n = static_cast<int32_t>(dims.count());
+  launch(kernel(name), items(n), leading..., n, dims.ndim(), shape8, dims.strides8(0), dims.strides8(1));
+}
+
+void binary(Binary op, Strided<float, Mem> a, Strided<float, Mem> b, Mem<float> out, const int64_t* shape,
+            int ndim) {
+  launch_broadcast("binary", shape, ndim, a.strides, b.strides, static_cast<int32_t>(op), a.data, b.data, out);
+}
+
+void predicate(Predicate op, Strided<float, Mem> a, Strided<float, Mem> b, Mem<int32_t> out,
+               const int64_t* shape, int ndim) {
+  launch_broadcast("predicate", shape, ndim, a.strides, b.strides, static_cast<int32_t>(op), a.data, b.data,
+                   out);
+}
+
+void predicate_int(Predicate op, Strided<int32_t, Mem> a, Strided<int32_t, Mem> b, Mem<int32_t> out,
+                   const int64_t* shape, int ndim) {
+  launch_broadcast("predicate_int", shape, ndim, a.strides, b.strides, static_cast<int32_t>(op), a.data,
+                   b.data, out);
+}
+
+void masked_fill(Strided<float, Mem> x, Strided<int32_t, Mem> mask, float value, Mem<float> out,
+                 const int64_t* shape, int ndim) {
+  launch_broadcast("masked_fill", shape, ndim, x.strides, mask.strides, x.data, mask.data, value, out);
+}
+
+void permute(Mem<const float> x, const int64_t* shape, const int* perm, int ndim, Mem<float> y) {
+  // Walk y in order, reading x through its strides permuted to y's dims.
+  std::vector<int64_t> x_strides = contiguous_strides(shape, ndim), y_shape(ndim), read(ndim);
+  for (int d = 0; d < ndim; ++d) {
+    y_shape[d] = shape[perm[d]];
+    read[d] = x_strides[perm[d]];
+  }
+  strided_copy(x, y_shape.data(), read.data(), ndim, y);
+}
+
+void sum_to(Mem<const float> x, const int64_t* shape, int ndim, Mem<float> out, const int64_t* out_strides) {
+  // Split the dims into those out keeps (one work item per element) and those
+  // it sums away (stride 0: each item's loop).
+  std::vector<int64_t> x_strides = contiguous_strides(shape, ndim);
+  Dims dims = simplify(shape, ndim, {x_strides.data(), out_strides});
+  Dims kept, reduced;
+  kept.strides.resize(2);
+  reduced.strides.resize(1);
+  for (int d = 0; d < dims.ndim(); ++d) {
+    if (dims.strides[1][d] != 0) {
+      kept.shape.push_back(dims.shape[d]);
+      kept.strides[0].push_back(dims.strides[0][d]);
+      kept.strides[1].push_back(dims.strides[1][d]);
+    } else {
+      reduced.shape.push_back(dims.shape[d]);
+      reduced.strides[0].push_back(dims.strides[0][d]);
+    }
+  }
+  cl_int8 kept_shape = kept.shape8(), reduced_shape = reduced.shape8();
+  int32_t n_kept = static_cast<int32_t>(kept.count()), n_reduced = static_cast<int32_t>(reduced.count());
+  if (dims.count() == 0) return;
+  launch(kernel("sum_to"), items(n_kept), x, out, n_kept, kept.ndim(), kept_shape, kept.strides8(0),
+         kept.strides8(1), n_reduced, reduced.ndim(), reduced_shape, reduced.strides8(0));
+}
+
+void unary(Unary op, Mem<const float> x, Mem<float> y, int64_t n, float s) {
+  launch(kernel("unary"), items(n), static_cast<int32_t>(op), x, y, n, s);
+}
+
+void sum_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<float> out) {
+  launch(kernel("sum_axis"), items(outer * inner), x, outer, n, inner, out);
+}
+
+void max_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<float> out, Mem<int32_t> arg) {
+  launch(kernel("max_axis"), items(outer * inner), x, outer, n, inner, out, arg, flag(bool(arg)));
+}
+
+void softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
+  launch(kernel("softmax"), items(rows), x, y, rows, cols);
+}
+
+void log_softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
+  launch(kernel("log_softmax"), items(rows), x, y, rows, cols);
+}
+
+void softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t rows, int64_t cols) {
+  launch(kernel("softmax_backward"), items(rows), y, dy, dx, rows, cols);
+}
+
+void log_softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t rows, int64_t cols) {
+  launch(kernel("log_softmax_backward"), items(rows), y, dy, dx, rows, cols);
+}
+
+// The masked softmax kernels' mask arguments: whether there is a mask, the
+// row dims (all but the last, merged where the mask allows) with the mask's
+// strides along them, and its stride along a row.
+struct MaskLayout {
+  int32_t has_mask, row_ndim;
+  cl_int8 row_shape, row_strides;
+  int32_t col_stride, rows, cols;
+};
+
+MaskLayout mask_layout(Strided<int32_t, Mem> mask, const int64_t* shape, int ndim) {
+  Dims row_dims = mask.data ? simplify(shape, ndim - 1, {mask.strides}) : Dims{{}, {{}}};
+  int64_t rows = 1;
+  for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
+  return {flag(bool(mask.data)), row_dims.ndim(), row_dims.shape8(), row_dims.strides8(0),
+          mask.data ? static_cast<int32_t>(mask.strides[ndim - 1]) : 0,
+          static_cast<int32_t>(rows), static_cast<int32_t>(shape[ndim - 1])};
+}
+
+void masked_softmax(Mem<const float> x, Strided<int32_t, Mem> mask, const int64_t* shape, int ndim, float scale,
+                    Mem<float> y) {
+  MaskLayout m = mask_layout(mask, shape, ndim);
+  launch(kernel("masked_softmax"), items(m.rows), x, mask.data, m.has_mask, m.row_ndim, m.row_shape,
+         m.row_strides, m.col_stride, m.rows, m.cols, scale, y);
+}
+
+void masked_softmax_backward(Mem<const float> y, Mem<const float> dy, Strided<int32_t, Mem> mask,
+                             const int64_t* shape, int ndim, float scale, Mem<float> dx) {
+  MaskLayout m = mask_layout(mask, shape, ndim);
+  launch(kernel("masked_softmax_backward"), items(m.rows), y, dy, mask.data, m.has_mask, m.row_ndim,
+         m.row_shape, m.row_strides, m.col_stride, m.rows, m.cols, scale, dx);
+}
+
+void layer_norm(Mem<const float> x, Mem<const float> alpha, Mem<const float> bias, int64_t rows, int64_t cols,
+                float eps, Mem<float> y, Mem<float> mean, Mem<float> std) {
+  launch(kernel("layer_norm"), items(rows), x, alpha, bias, rows, cols, eps, y, mean, std);
+}
+
+void layer_norm_backward(Mem<const float> x, Mem<const float> alpha, Mem<const float> mean, Mem<const float> std,
+                         Mem<const float> dy, int64_t rows, int64_t cols, float eps, Mem<float> dx,
+                         Mem<float> dalpha, Mem<float> dbias) {
+  launch(kernel("layer_norm_backward_rows"), items(rows), x, alpha, mean, std, dy, rows, cols, eps, dx);
+  launch(kernel("layer_norm_backward_columns"), items(cols), x, mean, std, dy, rows, cols, eps, dalpha, dbias);
+}
+
+void bias_relu(Mem<const float> x, Mem<const float> bias, int64_t rows, int64_t cols, Mem<float> y) {
+  launch(kernel("bias_relu"), items(rows * cols), x, bias, rows * cols, cols, y);
+}
+
+void relu_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t n) {
+  launch(kernel("relu_backward"), items(n), y, dy, dx, n);
+}
+
+void dropout(Mem<const float> x, Mem<float> y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
+  launch(kernel("dropout"), items(n), x, y, n, scale, seed, threshold);
+}
+
+// Partial sums on the device (at most 4096 of them), added in double here.
+double dot(Mem<const float> a, Mem<const float> b, int64_t n) {
+  if (n <= 0) return 0.0;
+  size_t partials = std::min<size_t>(round_up(n, 64), 4096);
+  Runtime& runtime = Runtime::get();
+  Mem<float> scratch(runtime.scratch(partials * sizeof(float)), 0);
+  launch(kernel("dot_partials"), items(partials), a, b, n, scratch);
+  std::vector<float> host(partials);
+  check(clEnqueueReadBuffer(runtime.queue(), static_cast<cl_mem>(scratch.buffer), CL_TRUE, 0,
+                            partials * sizeof(float), host.data(), 0, nullptr, nullptr),
+        "clEnqueueReadBuffer");
+  double total = 0.0;
+  for (float p : host) total += p;
+  return total;
+}
+
+void adam_step(Mem<float> p, Mem<const float> g, Mem<float> m, Mem<float> v, int64_t n, float step_size, float b1,
+               float b2, float eps, float sqrt_bc2, float l2, float decay) {
+  launch(kernel("adam_step"), items(n), p, g, m, v, n, step_size, b1, b2, eps, sqrt_bc2, l2, decay);
+}
+
+void sgd_step(Mem<float> p, Mem<const float> g, Mem<float> buf, int64_t n, float lr, float momentum, float l2,
+              bool nesterov, bool first) {
+  launch(kernel("sgd_step"), items(n), p, g, buf, flag(bool(buf)), n, lr, momentum, l2, flag(nesterov),
+         flag(first));
+}
+
+void topk(Mem<const float> x, int64_t rows, int64_t cols, int64_t k, Mem<float> values, Mem<int32_t> indices) {
+  launch(kernel("topk"), items(rows), x, rows, cols, k, values, indices);
+}
+
+// A rectangle copy: rows of row_bytes at the given pitches.
+void copy_rows(Mem<const void> src, int64_t src_stride, Mem<void> dst, int64_t dst_stride, int64_t rows,
+               int64_t row_bytes) {
+  if (rows <= 0 || row_bytes <= 0) return;
+  size_t src_origin[3] = {src.offset, 0, 0}, dst_origin[3] = {dst.offset, 0, 0};
+  size_t region[3] = {static_cast<size_t>(row_bytes), static_cast<size_t>(rows), 1};
+  // A single row has no pitch (OpenCL rejects a pitch below the row's size).
+  size_t src_pitch = rows > 1 ? src_stride : 0, dst_pitch = rows > 1 ? dst_stride : 0;
+  check(clEnqueueCopyBufferRect(Runtime::get().queue(), static_cast<cl_mem>(src.buffer),
+                                static_cast<cl_mem>(dst.buffer), src_origin, dst_origin, region, src_pitch, 0,
+                                dst_pitch, 0, 0, nullptr, nullptr),
+        "clEnqueueCopyBufferRect");
+}
+
+// The rows of `dim` floats a buffer holds from `table` on: ids beyond them
+// would read past the buffer.
+int64_t rows_in(Mem<const float> table, int64_t dim) {
+  size_t bytes = 0;
+  check(clGetMemObjectInfo(static_cast<cl_mem>(table.buffer), CL_MEM_SIZE, sizeof bytes, &bytes, nullptr),
+        "clGetMemObjectInfo");
+  return dim > 0 ? static_cast<int64_t>((bytes - table.offset) / sizeof(float)) / dim : 0;
+}
+
+void gather_rows(Mem<const float> table, Mem<const int32_t> ids, int64_t n, int64_t dim, Mem<float> out) {
+  if (n * dim == 0) return;
+  launch(kernel("gather_rows"), items(n * dim), table, rows_in(table, dim), ids, n, dim, out);
+}
+
+void scatter_add_rows(Mem<const float> grad_out, Mem<const int32_t> ids, int64_t n, int64_t dim,
+                      Mem<float> grad_table) {
+  if (n * dim == 0) return;
+  launch(kernel("scatter_add_rows"), items(dim), grad_out, ids, n, dim, grad_table, rows_in(grad_table, dim));
+}
+
+void cross_entropy(Mem<const float> logits, Mem<const int32_t> targets, int64_t rows, int64_t cols,
+                   int32_t ignore_index, float eps, Mem<float> row_loss, Mem<float> row_counted,
+                   Mem<float> log_probs) {
+  launch(kernel("cross_entropy"), items(rows), logits, targets, rows, cols, ignore_index, eps, row_loss,
+         row_counted, log_probs);
+}
+
+void cross_entropy_backward(Mem<const float> log_probs, Mem<const int32_t> targets, int64_t rows, int64_t cols,
+                            int32_t ignore_index, float eps, Mem<const float> scale, Mem<float> dlogits) {
+  launch(kernel("cross_entropy_backward"), items(rows * cols), log_probs, targets, rows, cols, ignore_index, eps,
+         scale, dlogits);
+}
+
+}  // namespace
+
+void strided_copy(Mem<const float> x, const int64_t* shape, const int64_t* strides, int ndim, Mem<float> y) {
+  Dims dims = simplify(shape, ndim, {strides});
+  cl_int8 shape8 = dims.shape8();
+  auto n = static_cast<int32_t>(dims.count());
+  launch(kernel("permute"), items(n), x, y, n, dims.ndim(), shape8, dims.strides8(0));
+}
+
+const kernels::Table& table() {
+  static const kernels::Table table{
+      .name = "opencl",
+      .gemm = gemm,
+      .binary = binary,
+      .predicate = predicate,
+      .predicate_int = predicate_int,
+      .masked_fill = masked_fill,
+      .unary = unary,
+      .sum_to = sum_to,
+      .sum_axis = sum_axis,
+      .max_axis = max_axis,
+      .softmax = softmax,
+      .log_softmax = log_softmax,
+      .softmax_backward = softmax_backward,
+      .log_softmax_backward = log_softmax_backward,
+      .masked_softmax = masked_softmax,
+      .masked_softmax_backward = masked_softmax_backward,
+      .layer_norm = layer_norm,
+      .layer_norm_backward = layer_norm_backward,
+      .bias_relu = bias_relu,
+      .relu_backward = relu_backward,
+      .dropout = dropout,
+      .dot = dot,
+      .adam_step = adam_step,
+      .sgd_step = sgd_step,
+      .topk = topk,
+      .copy_rows = copy_rows,
+      .permute = permute,
+      .gather_rows = gather_rows,
+      .scatter_add_rows = scatter_add_rows,
+      .cross_entropy = cross_entropy,
+      .cross_entropy_backward = cross_entropy_backward,
+  };
+  return table;
+}
+
+}  // namespace sf::opencl_backend

@@ -1,0 +1,102 @@
+// Shared by the benchmark's parts: timing, the cases, the records that go to
+// build/bench.json.
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/random.h"
+
+namespace sf::bench {
+
+inline constexpr int kTrials = 7;
+
+inline double seconds(const std::function<void()>& f) {
+  auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median seconds of each of the two, timed alternately after one warm-up each.
+// Each trial repeats its function until it has run for a few milliseconds.
+inline std::pair<double, double> interleaved(const std::function<void()>& ours,
+                                      const std::function<void()>& ref) {
+  int reps = 1;
+  double once = seconds(ours);
+  seconds(ref);
+  if (once < 5e-3) reps = static_cast<int>(5e-3 / std::max(once, 1e-7)) + 1;
+  auto timed = [reps](const std::function<void()>& f) {
+    return seconds([&] {
+             for (int r = 0; r < reps; ++r) f();
+           }) /
+           reps;
+  };
+  std::vector<double> a, b;
+  for (int t = 0; t < kTrials; ++t) {
+    a.push_back(timed(ours));
+    b.push_back(timed(ref));
+  }
+  return {median(a), median(b)};
+}
+
+inline std::vector<float> random_vector(size_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = rng.uniform(-1.0f, 1.0f);
+  return v;
+}
+
+// Every comparison of the run, written to build/bench.json at the end.
+// `speedup` > 1 means ours is faster: ours / ref for rates (GFLOP/s, GB/s),
+// ref / ours for times (ms).
+inline nlohmann::json& records() {
+  static nlohmann::json all = nlohmann::json::array();
+  return all;
+}
+
+inline void add_record(const std::string& bench, const std::string& name, int threads, double ours,
+                       double ref, const std::string& ref_name, const std::string& unit) {
+  bool is_time = unit == "ms";
+  records().push_back({{"bench", bench}, {"case", name}, {"threads", threads}, {"ours", ours},
+                       {"ref", ref}, {"ref_name", ref_name}, {"unit", unit},
+                       {"speedup", is_time ? ref / ours : ours / ref}});
+}
+
+struct GemmCase {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+};
+
+// The GEMM cases of every backend's table: squares, and the Transformer's
+// products at d_model 256, d_ff 1024 and a vocabulary of 8000 over 2048 tokens.
+inline std::vector<GemmCase> gemm_cases(const std::vector<int64_t>& squares) {
+  std::vector<GemmCase> cases;
+  for (auto [ta, tb] : {std::pair{false, false}, {false, true}, {true, false}}) {
+    for (int64_t s : squares) cases.push_back({ta, tb, s, s, s});
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{256, 256}, {256, 1024}, {1024, 256}, {256, 8000}})
+      cases.push_back({ta, tb, 2048, n, k});
+  }
+  return cases;
+}
+
+inline std::string gemm_name(const GemmCase& c) {
+  return std::string(c.trans_a ? "T" : "N") + (c.trans_b ? "T" : "N") + " m=" + std::to_string(c.m) +
+         " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k);
+}
+
+// Parts of the benchmark outside bench.cpp.
+void bench_train_steps();  // train_step.cpp
+void bench_opencl_gemm();  // opencl_gemm.cpp (OPENCL=1 builds)
+
+}  // namespace sf::bench

@@ -1,0 +1,602 @@
+// Backend conformance (in the spirit of ggml's test-backend-ops): every entry
+// of the OpenCL kernel table against the scalar reference table, on random
+// inputs with fixed seeds and awkward sizes. Inputs are uploaded with
+// Device::write, the entry runs on the device, and its results, read back, must
+// match the reference within 1e-4 relative (|got - want| <= 1e-4 max(1, |want|);
+// GEMM's bound grows with sqrt(k)); dropout and the embedding gradient must
+// match bit for bit. Without an OpenCL device every test reports itself skipped.
+#ifdef SF_OPENCL
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "autograd/error.h"
+#include "autograd/kernels/kernels.h"
+#include "autograd/opencl/opencl.h"
+#include "skip.h"
+
+using namespace sf;
+using namespace sf::kernels;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+// ---- the device ---------------------------------------------------------------
+
+std::string g_unavailable;  // why opencl() failed, for the skip message
+
+Device* opencl_or_null() {
+  try {
+    return &opencl();
+  } catch (const Error& e) {
+    g_unavailable = std::string("no OpenCL device: ") + e.what();
+    return nullptr;
+  }
+}
+
+#define REQUIRE_OPENCL(dev)   \
+  Device* dev = opencl_or_null(); \
+  if (!dev) SF_SKIP(g_unavailable.c_str())
+
+const HostTable& S = scalar_table();
+
+// An array on the OpenCL device holding a copy of a host vector. It starts
+// kPad elements into its buffer, so every kernel is also tested with offsets.
+template <class T>
+class DeviceArray {
+ public:
+  static constexpr int64_t kPad = 3;
+
+  explicit DeviceArray(const std::vector<T>& host)
+      : dev_(opencl()), size_(host.size()), bytes_((host.size() + kPad) * sizeof(T)),
+        buffer_(dev_.allocate(bytes_)) {
+    dev_.write(host.data(), mem(), host.size() * sizeof(T));
+  }
+  ~DeviceArray() { dev_.release(buffer_, bytes_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  Mem<T> mem() const { return {buffer_, kPad * sizeof(T)}; }
+  std::vector<T> read() const {
+    std::vector<T> host(size_);
+    dev_.read(mem(), host.data(), size_ * sizeof(T));
+    return host;
+  }
+
+ private:
+  Device& dev_;
+  size_t size_, bytes_;
+  void* buffer_;
+};
+
+// ---- inputs -------------------------------------------------------------------
+
+std::vector<float> random_floats(int64_t n, uint32_t seed, float low = -2.0f, float high = 2.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(low, high);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// Small integers, so comparisons see equal values and maxima see ties.
+std::vector<float> random_small_ints(int64_t n, uint32_t seed, int high = 3) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(-high, high);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(dist(gen));
+  return v;
+}
+
+std::vector<int32_t> random_ints(int64_t n, uint32_t seed, int low, int high) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(low, high);
+  std::vector<int32_t> v(n);
+  for (int32_t& x : v) x = dist(gen);
+  return v;
+}
+
+int64_t numel(const Shape& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+// Strides that walk an operand of `shape` (right-aligned, numpy-style) over
+// the output shape `out`: contiguous, 0 along dims it is broadcast on.
+Shape broadcast_strides(const Shape& shape, const Shape& out) {
+  Shape strides(out.size(), 0);
+  int64_t stride = 1;
+  for (int d = static_cast<int>(shape.size()) - 1, o = static_cast<int>(out.size()) - 1; d >= 0; --d, --o) {
+    if (shape[d] != 1) strides[o] = stride;
+    stride *= shape[d];
+  }
+  return strides;
+}
+
+// ---- comparisons ----------------------------------------------------------------
+
+// |got - want| <= tol max(1, |want|) everywhere (NaN where want is NaN);
+// reports the first mismatch. Returns the largest error seen.
+double check_close(const std::vector<float>& got, const std::vector<float>& want, double tol = 1e-4) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+    double error = std::fabs(double(got[i]) - want[i]) / std::max(1.0, std::fabs(double(want[i])));
+    if (!(error <= tol)) {
+      FAIL_CHECK("element ", i, ": opencl ", got[i], " vs scalar ", want[i]);
+      return error;
+    }
+    worst = std::max(worst, error);
+  }
+  return worst;
+}
+
+// Bit for bit, for results that involve no rounding differences.
+template <class T>
+void check_equal(const std::vector<T>& got, const std::vector<T>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
+      FAIL_CHECK("element ", i, ": opencl ", got[i], " vs scalar ", want[i]);
+      return;
+    }
+}
+
+const int64_t kSizes[] = {1, 7, 17, 63, 65, 129};
+
+}  // namespace
+
+TEST_SUITE("opencl") {
+
+TEST_CASE("opencl: the device moves bytes: write, read, copy and fill with offsets") {
+  REQUIRE_OPENCL(dev);
+  CHECK(std::string(dev->name()) == "opencl");
+  CHECK(dev->description().rfind("opencl: ", 0) == 0);
+  CHECK_FALSE(dev->host_addressable());
+  MESSAGE(dev->description());
+
+  std::vector<float> host = random_floats(65, 1);
+  DeviceArray<float> a(host), b(std::vector<float>(65, 0.0f));
+  dev->copy(a.mem() + 5, b.mem() + 7, 50 * sizeof(float));
+  dev->fill(b.mem() + 60, 0x3f800000u, 5);  // 1.0f
+  dev->synchronize();
+  std::vector<float> want(65, 0.0f);
+  std::copy(host.begin() + 5, host.begin() + 55, want.begin() + 7);
+  std::fill(want.begin() + 60, want.end(), 1.0f);
+  check_equal(b.read(), want);
+  check_equal(a.read(), host);
+}
+
+TEST_CASE("opencl: gemm, every layout, odd sizes, alpha/beta, broadcast and strided batches") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  double worst = 0.0;
+  int cases = 0;
+  auto run = [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, int64_t batch,
+                 bool share_b, int64_t pad) {
+    CAPTURE(ta);
+    CAPTURE(tb);
+    CAPTURE(m);
+    CAPTURE(n);
+    CAPTURE(k);
+    CAPTURE(alpha);
+    CAPTURE(beta);
+    CAPTURE(batch);
+    // Leading dimensions `pad` wider than the matrices, as for a slice.
+    int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+    int64_t stride_a = (ta ? k : m) * lda, stride_b = share_b ? 0 : (tb ? n : k) * ldb, stride_c = m * ldc;
+    auto seed = static_cast<uint32_t>(m * 10007 + n * 101 + k);
+    std::vector<float> a = random_floats(stride_a * batch, seed, -1, 1);
+    std::vector<float> b = random_floats((tb ? n : k) * ldb * (share_b ? 1 : batch), seed + 1, -1, 1);
+    std::vector<float> c = random_floats(stride_c * batch, seed + 2, -1, 1);
+    if (beta == 0.0f) std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+    DeviceArray<float> da(a), db(b), dc(c);
+    K.gemm(ta, tb, m, n, k, alpha, da.mem(), lda, stride_a, db.mem(), ldb, stride_b, beta, dc.mem(), ldc,
+           stride_c, batch);
+    S.gemm(ta, tb, m, n, k, alpha, a.data(), lda, stride_a, b.data(), ldb, stride_b, beta, c.data(), ldc,
+           stride_c, batch);
+    // Padding columns of C stay as they were (NaN with beta 0): compared as NaN == NaN.
+    worst = std::max(worst, check_close(dc.read(), c, 1e-4 * std::sqrt(double(std::max<int64_t>(k, 1)))));
+    ++cases;
+  };
+  for (int layout = 0; layout < 4; ++layout) {
+    bool ta = layout & 1, tb = layout & 2;
+    for (int64_t m : kSizes)
+      for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{65}, int64_t{129}})
+        for (int64_t k : {int64_t{1}, int64_t{5}, int64_t{63}, int64_t{129}}) run(ta, tb, m, n, k, 1.0f, 0.0f, 1, false, 0);
+    run(ta, tb, 7, 17, 5, 0.5f, 1.5f, 3, false, 0);    // a per-head product, batched
+    run(ta, tb, 1, 1, 1, -2.0f, 0.25f, 2, true, 0);
+    run(ta, tb, 65, 63, 17, 1.0f, 1.0f, 4, true, 3);   // a weight shared by the batch (stride 0)
+    run(ta, tb, 64, 64, 64, 0.125f, 0.0f, 5, false, 0);
+    run(ta, tb, 65, 129, 17, 1.0f, 1.0f, 3, true, 3);  // blocked kernel, shared (copied) B, both edges
+    run(ta, tb, 129, 130, 67, 1.0f, -1.0f, 1, false, 5);
+    run(ta, tb, 17, 9, 0, 1.0f, 0.5f, 2, false, 0);    // k = 0: C = beta C
+  }
+  MESSAGE("gemm: ", cases, " cases, largest relative error ", worst);
+}
+
+TEST_CASE("opencl: binary, predicate, predicate_int and masked_fill broadcast") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  struct Case {
+    Shape a, b, out;
+  };
+  const Case cases[] = {
+      {{7, 17}, {7, 17}, {7, 17}},
+      {{2, 3, 4, 5}, {3, 1, 5}, {2, 3, 4, 5}},
+      {{3, 1, 5}, {2, 3, 4, 5}, {2, 3, 4, 5}},
+      {{65, 129}, {}, {65, 129}},          // a scalar operand
+      {{}, {63}, {63}},
+      {{1}, {1}, {1}},
+      {{5, 1, 7}, {1, 3, 1}, {5, 3, 7}},   // both broadcast
+      {{2, 1, 3, 1, 2, 1, 2, 3}, {1, 2, 3, 2, 1, 2, 1, 3}, {2, 2, 3, 2, 2, 2, 2, 3}},  // 8 dims
+  };
+  for (const Case& cs : cases) {
+    CAPTURE(cs.out.size());
+    Shape sa = broadcast_strides(cs.a, cs.out), sb = broadcast_strides(cs.b, cs.out);
+    int ndim = static_cast<int>(cs.out.size());
+    int64_t n = numel(cs.out);
+    std::vector<float> a = random_small_ints(numel(cs.a), 11), b = random_small_ints(numel(cs.b), 12);
+    for (float& x : b) x = x == 0.0f ? 0.5f : x;  // no division by zero
+    DeviceArray<float> da(a), db(b), dout{std::vector<float>(n)};
+    DeviceArray<int32_t> dmask{std::vector<int32_t>(n)};
+    for (Binary op : {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div}) {
+      std::vector<float> want(n);
+      S.binary(op, {a.data(), sa.data()}, {b.data(), sb.data()}, want.data(), cs.out.data(), ndim);
+      K.binary(op, {da.mem(), sa.data()}, {db.mem(), sb.data()}, dout.mem(), cs.out.data(), ndim);
+      check_close(dout.read(), want);
+    }
+    for (int p = 0; p <= static_cast<int>(Predicate::Or); ++p) {
+      auto op = static_cast<Predicate>(p);
+      CAPTURE(p);
+      std::vector<int32_t> want(n);
+      S.predicate(op, {a.data(), sa.data()}, {b.data(), sb.data()}, want.data(), cs.out.data(), ndim);
+      K.predicate(op, {da.mem(), sa.data()}, {db.mem(), sb.data()}, dmask.mem(), cs.out.data(), ndim);
+      check_equal(dmask.read(), want);
+
+      std::vector<int32_t> ia = random_ints(numel(cs.a), 13, -2, 2), ib = random_ints(numel(cs.b), 14, -2, 2);
+      DeviceArray<int32_t> dia(ia), dib(ib);
+      S.predicate_int(op, {ia.data(), sa.data()}, {ib.data(), sb.data()}, want.data(), cs.out.data(), ndim);
+      K.predicate_int(op, {dia.mem(), sa.data()}, {dib.mem(), sb.data()}, dmask.mem(), cs.out.data(), ndim);
+      check_equal(dmask.read(), want);
+    }
+    // masked_fill with a as x and b's shape as the mask's.
+    std::vector<int32_t> mask = random_ints(numel(cs.b), 15, 0, 1);
+    DeviceArray<int32_t> dm(mask);
+    std::vector<float> want(n);
+    S.masked_fill({a.data(), sa.data()}, {mask.data(), sb.data()}, -1e9f, want.data(), cs.out.data(), ndim);
+    K.masked_fill({da.mem(), sa.data()}, {dm.mem(), sb.data()}, -1e9f, dout.mem(), cs.out.data(), ndim);
+    check_equal(dout.read(), want);
+  }
+}
+
+TEST_CASE("opencl: unary, every op") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  for (int64_t n : kSizes) {
+    // Positive inputs for log, sqrt and pow.
+    std::vector<float> x = random_floats(n, 21, 0.1f, 3.0f), y(n);
+    std::vector<float> signed_x = random_floats(n, 22);
+    for (int u = 0; u <= static_cast<int>(Unary::RDivScalar); ++u) {
+      auto op = static_cast<Unary>(u);
+      CAPTURE(u);
+      bool positive = op == Unary::Log || op == Unary::Sqrt || op == Unary::PowScalar || op == Unary::RDivScalar;
+      const std::vector<float>& in = positive ? x : signed_x;
+      DeviceArray<float> dx(in), dy(y);
+      S.unary(op, in.data(), y.data(), n, 1.7f);
+      K.unary(op, dx.mem(), dy.mem(), n, 1.7f);
+      check_close(dy.read(), y);
+    }
+  }
+}
+
+TEST_CASE("opencl: sum_to, sum_axis and max_axis") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  const Shape x_shape = {2, 3, 4, 5};
+  for (const Shape& out_shape : {Shape{3, 1, 5}, Shape{}, Shape{2, 1, 4, 1}, Shape{2, 3, 4, 5}, Shape{5}}) {
+    CAPTURE(out_shape.size());
+    Shape out_strides = broadcast_strides(out_shape, x_shape);
+    std::vector<float> x = random_floats(numel(x_shape), 31), out = random_floats(numel(out_shape), 32);
+    DeviceArray<float> dx(x), dout(out);
+    S.sum_to(x.data(), x_shape.data(), 4, out.data(), out_strides.data());
+    K.sum_to(dx.mem(), x_shape.data(), 4, dout.mem(), out_strides.data());
+    check_close(dout.read(), out);
+  }
+  for (int64_t outer : {1, 7})
+    for (int64_t n : {1, 17, 129})
+      for (int64_t inner : {1, 65}) {
+        CAPTURE(outer);
+        CAPTURE(n);
+        CAPTURE(inner);
+        std::vector<float> x = random_small_ints(outer * n * inner, 33), out(outer * inner);
+        std::vector<int32_t> arg(outer * inner);
+        DeviceArray<float> dx(x), dout(out);
+        DeviceArray<int32_t> darg(arg);
+        S.sum_axis(x.data(), outer, n, inner, out.data());
+        K.sum_axis(dx.mem(), outer, n, inner, dout.mem());
+        check_close(dout.read(), out);
+        S.max_axis(x.data(), outer, n, inner, out.data(), arg.data());
+        K.max_axis(dx.mem(), outer, n, inner, dout.mem(), darg.mem());
+        check_equal(dout.read(), out);
+        check_equal(darg.read(), arg);  // ties: the first maximum
+        K.max_axis(dx.mem(), outer, n, inner, dout.mem(), {});
+        check_equal(dout.read(), out);
+      }
+}
+
+TEST_CASE("opencl: softmax, log_softmax and their backward passes") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  for (int64_t rows : {1, 7, 65})
+    for (int64_t cols : {1, 17, 129, 1000}) {
+      CAPTURE(rows);
+      CAPTURE(cols);
+      int64_t n = rows * cols;
+      std::vector<float> x = random_floats(n, 41, -10, 10), dy = random_floats(n, 42), y(n), dx(n);
+      DeviceArray<float> dx_in(x), ddy(dy), dout(y), dgrad(dx);
+      S.softmax(x.data(), y.data(), rows, cols);
+      K.softmax(dx_in.mem(), dout.mem(), rows, cols);
+      check_close(dout.read(), y);
+      S.softmax_backward(y.data(), dy.data(), dx.data(), rows, cols);
+      K.softmax_backward(dout.mem(), ddy.mem(), dgrad.mem(), rows, cols);
+      check_close(dgrad.read(), dx);
+
+      S.log_softmax(x.data(), y.data(), rows, cols);
+      K.log_softmax(dx_in.mem(), dout.mem(), rows, cols);
+      check_close(dout.read(), y);
+      S.log_softmax_backward(y.data(), dy.data(), dx.data(), rows, cols);
+      K.log_softmax_backward(dout.mem(), ddy.mem(), dgrad.mem(), rows, cols);
+      check_close(dgrad.read(), dx);
+    }
+}
+
+TEST_CASE("opencl: masked_softmax and its backward pass, broadcast masks") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  const Shape shape = {2, 3, 5, 7};  // batch, heads, queries, keys
+  // An empty mask shape: no mask.
+  for (const Shape& mask_shape : {Shape{2, 1, 1, 7}, Shape{2, 1, 5, 7}, Shape{1, 1, 5, 7}, Shape{2, 3, 5, 7}, Shape{}}) {
+    CAPTURE(mask_shape.size());
+    int64_t n = numel(shape);
+    bool has_mask = !mask_shape.empty();
+    Shape ms = has_mask ? broadcast_strides(mask_shape, shape) : Shape(4, 0);
+    std::vector<int32_t> mask = random_ints(has_mask ? numel(mask_shape) : 1, 51, 0, 1);
+    if (has_mask) std::fill(mask.begin(), mask.begin() + 7, 0);  // a fully hidden row
+    std::vector<float> x = random_floats(n, 52, -5, 5), dy = random_floats(n, 53), y(n), dx(n);
+    DeviceArray<float> dxin(x), ddy(dy), dout(y), dgrad(dx);
+    DeviceArray<int32_t> dmask(mask);
+    Strided<int32_t> host_mask{has_mask ? mask.data() : nullptr, ms.data()};
+    Strided<int32_t, Mem> device_mask{has_mask ? Mem<const int32_t>(dmask.mem()) : Mem<const int32_t>(), ms.data()};
+    S.masked_softmax(x.data(), host_mask, shape.data(), 4, 0.35f, y.data());
+    K.masked_softmax(dxin.mem(), device_mask, shape.data(), 4, 0.35f, dout.mem());
+    check_close(dout.read(), y);
+    S.masked_softmax_backward(y.data(), dy.data(), host_mask, shape.data(), 4, 0.35f, dx.data());
+    K.masked_softmax_backward(dout.mem(), ddy.mem(), device_mask, shape.data(), 4, 0.35f, dgrad.mem());
+    check_close(dgrad.read(), dx);
+  }
+}
+
+TEST_CASE("opencl: layer_norm and its backward pass") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  for (int64_t rows : {1, 7, 65})
+    for (int64_t cols : {2, 17, 129}) {
+      CAPTURE(rows);
+      CAPTURE(cols);
+      int64_t n = rows * cols;
+      std::vector<float> x = random_floats(n, 61), alpha = random_floats(cols, 62), bias = random_floats(cols, 63);
+      std::fill(x.begin(), x.begin() + cols, 0.75f);  // a constant row: std 0
+      std::vector<float> dy = random_floats(n, 64), y(n), mean(rows), std(rows), dx(n), dalpha(cols), dbias(cols);
+      DeviceArray<float> dxin(x), dal(alpha), dbi(bias), ddy(dy), dout(y), dmean(mean), dstd(std), dgrad(dx),
+          dga(dalpha), dgb(dbias);
+      S.layer_norm(x.data(), alpha.data(), bias.data(), rows, cols, 1e-6f, y.data(), mean.data(), std.data());
+      K.layer_norm(dxin.mem(), dal.mem(), dbi.mem(), rows, cols, 1e-6f, dout.mem(), dmean.mem(), dstd.mem());
+      check_close(dout.read(), y);
+      check_close(dmean.read(), mean);
+      check_close(dstd.read(), std);
+      S.layer_norm_backward(x.data(), alpha.data(), mean.data(), std.data(), dy.data(), rows, cols, 1e-6f,
+                            dx.data(), dalpha.data(), dbias.data());
+      K.layer_norm_backward(dxin.mem(), dal.mem(), dmean.mem(), dstd.mem(), ddy.mem(), rows, cols, 1e-6f,
+                            dgrad.mem(), dga.mem(), dgb.mem());
+      check_close(dgrad.read(), dx);
+      check_close(dga.read(), dalpha);
+      check_close(dgb.read(), dbias);
+    }
+}
+
+TEST_CASE("opencl: bias_relu, relu_backward and dropout (bit-exact masks)") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  for (int64_t rows : {1, 7, 65})
+    for (int64_t cols : {1, 17, 129}) {
+      int64_t n = rows * cols;
+      std::vector<float> x = random_floats(n, 71), bias = random_floats(cols, 72), dy = random_floats(n, 73), y(n),
+                         dx(n);
+      DeviceArray<float> dxin(x), db(bias), ddy(dy), dout(y), dgrad(dx);
+      S.bias_relu(x.data(), bias.data(), rows, cols, y.data());
+      K.bias_relu(dxin.mem(), db.mem(), rows, cols, dout.mem());
+      check_equal(dout.read(), y);
+      S.relu_backward(y.data(), dy.data(), dx.data(), n);
+      K.relu_backward(dout.mem(), ddy.mem(), dgrad.mem(), n);
+      check_equal(dgrad.read(), dx);
+      for (uint32_t seed : {0u, 1u, 0xdeadbeefu})
+        for (uint32_t threshold : {0u, 0x40000000u, 0xF0000000u}) {
+          float scale = 1.0f / (1.0f - threshold / 4294967296.0f);
+          S.dropout(x.data(), y.data(), n, scale, seed, threshold);
+          K.dropout(dxin.mem(), dout.mem(), n, scale, seed, threshold);
+          check_equal(dout.read(), y);
+        }
+    }
+}
+
+TEST_CASE("opencl: dot") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{65}, int64_t{4097}, int64_t{1000003}}) {
+    CAPTURE(n);
+    std::vector<float> a = random_floats(n, 81), b = random_floats(n, 82);
+    DeviceArray<float> da(a), db(b);
+    double want = S.dot(a.data(), b.data(), n), got = K.dot(da.mem(), db.mem(), n);
+    // Relative to the sum of |a b|: the scale a float sum's rounding is measured on.
+    double scale = 0.0;
+    for (int64_t i = 0; i < n; ++i) scale += std::fabs(double(a[i]) * b[i]);
+    CHECK(std::fabs(got - want) <= 1e-6 * scale);
+  }
+}
+
+TEST_CASE("opencl: adam_step and sgd_step") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  for (int64_t n : kSizes) {
+    CAPTURE(n);
+    std::vector<float> g = random_floats(n, 92);
+    DeviceArray<float> dg(g);
+    for (float l2 : {0.0f, 0.01f})
+      for (float decay : {0.0f, 1e-3f}) {
+        std::vector<float> p = random_floats(n, 91), m = random_floats(n, 93), v = random_floats(n, 94, 0, 1);
+        DeviceArray<float> dp(p), dm(m), dv(v);
+        S.adam_step(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.98f, 1e-9f, 0.2f, l2, decay);
+        K.adam_step(dp.mem(), dg.mem(), dm.mem(), dv.mem(), n, 1e-3f, 0.9f, 0.98f, 1e-9f, 0.2f, l2, decay);
+        check_close(dp.read(), p);
+        check_close(dm.read(), m);
+        check_close(dv.read(), v);
+      }
+    for (int variant = 0; variant < 4; ++variant) {
+      bool momentum = variant > 0, nesterov = variant == 3, first = variant == 1;
+      CAPTURE(variant);
+      std::vector<float> p = random_floats(n, 95), buf = random_floats(n, 96);
+      DeviceArray<float> dp(p), dbuf(buf);
+      S.sgd_step(p.data(), g.data(), momentum ? buf.data() : nullptr, n, 0.1f, 0.9f, 0.01f, nesterov, first);
+      K.sgd_step(dp.mem(), dg.mem(), momentum ? dbuf.mem() : Mem<float>(), n, 0.1f, 0.9f, 0.01f, nesterov, first);
+      check_close(dp.read(), p);
+      check_close(dbuf.read(), buf);
+    }
+  }
+}
+
+TEST_CASE("opencl: topk, ties to the lower index") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  for (int64_t rows : {1, 7, 65})
+    for (int64_t cols : {1, 7, 129})
+      for (int64_t k : {1, 4})
+        if (k <= cols) {
+          CAPTURE(rows);
+          CAPTURE(cols);
+          CAPTURE(k);
+          std::vector<float> x = random_small_ints(rows * cols, 101), values(rows * k);
+          std::vector<int32_t> indices(rows * k);
+          DeviceArray<float> dx(x), dv(values);
+          DeviceArray<int32_t> di(indices);
+          S.topk(x.data(), rows, cols, k, values.data(), indices.data());
+          K.topk(dx.mem(), rows, cols, k, dv.mem(), di.mem());
+          check_equal(dv.read(), values);
+          check_equal(di.read(), indices);
+        }
+}
+
+TEST_CASE("opencl: copy_rows and permute") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  // Rows of 5 ints out of rows of 17, into rows of 9 (a slice then a concat).
+  for (int64_t rows : {1, 7, 65}) {
+    std::vector<int32_t> src = random_ints(rows * 17, 111, -100, 100), dst = random_ints(rows * 9, 112, -5, 5);
+    DeviceArray<int32_t> ds(src), dd(dst);
+    S.copy_rows(src.data() + 3, 17 * 4, dst.data() + 2, 9 * 4, rows, 5 * 4);
+    K.copy_rows(ds.mem() + 3, 17 * 4, dd.mem() + 2, 9 * 4, rows, 5 * 4);
+    check_equal(dd.read(), dst);
+  }
+  struct Case {
+    Shape shape;
+    std::vector<int> perm;
+  };
+  const Case cases[] = {{{7, 17}, {1, 0}},
+                        {{65, 129}, {1, 0}},
+                        {{2, 3, 4}, {0, 2, 1}},
+                        {{2, 7, 3, 5}, {0, 2, 1, 3}},  // [batch, seq, heads, d] -> [batch, heads, seq, d]
+                        {{2, 3, 4, 5}, {3, 2, 1, 0}},
+                        {{1, 7, 1, 5}, {2, 3, 0, 1}}};
+  for (const Case& cs : cases) {
+    int ndim = static_cast<int>(cs.shape.size());
+    std::vector<float> x = random_floats(numel(cs.shape), 113), y(x.size());
+    DeviceArray<float> dx(x), dy(y);
+    S.permute(x.data(), cs.shape.data(), cs.perm.data(), ndim, y.data());
+    K.permute(dx.mem(), cs.shape.data(), cs.perm.data(), ndim, dy.mem());
+    check_equal(dy.read(), y);
+  }
+}
+
+TEST_CASE("opencl: gather_rows and scatter_add_rows (deterministic with repeated ids)") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  for (int64_t vocab : {1, 17, 129})
+    for (int64_t n : {1, 7, 65})
+      for (int64_t dim : {1, 17, 64}) {
+        CAPTURE(vocab);
+        CAPTURE(n);
+        CAPTURE(dim);
+        std::vector<float> table = random_floats(vocab * dim, 121), out(n * dim);
+        std::vector<int32_t> ids = random_ints(n, 122, 0, static_cast<int>(vocab) - 1);
+        DeviceArray<float> dt(table), dout(out);
+        DeviceArray<int32_t> di(ids);
+        S.gather_rows(table.data(), ids.data(), n, dim, out.data());
+        K.gather_rows(dt.mem(), di.mem(), n, dim, dout.mem());
+        check_equal(dout.read(), out);
+
+        std::vector<float> grad_out = random_floats(n * dim, 123), grad_table = random_floats(vocab * dim, 124);
+        DeviceArray<float> dgo(grad_out), dgt(grad_table);
+        S.scatter_add_rows(grad_out.data(), ids.data(), n, dim, grad_table.data());
+        K.scatter_add_rows(dgo.mem(), di.mem(), n, dim, dgt.mem());
+        check_equal(dgt.read(), grad_table);
+      }
+  // An id outside the table writes a zero row and reads nothing.
+  std::vector<float> table = random_floats(4 * 8, 125);
+  DeviceArray<float> dt(table), dout(std::vector<float>(3 * 8, 7.0f));
+  DeviceArray<int32_t> di(std::vector<int32_t>{2, 1000000, -5});
+  K.gather_rows(dt.mem(), di.mem(), 3, 8, dout.mem());
+  std::vector<float> want(3 * 8, 0.0f);
+  std::copy(table.begin() + 16, table.begin() + 24, want.begin());
+  check_equal(dout.read(), want);
+}
+
+TEST_CASE("opencl: cross_entropy and its backward pass, ignored rows, label smoothing") {
+  REQUIRE_OPENCL(dev);
+  const Table& K = dev->kernels();
+  const int32_t ignore = 0;
+  for (int64_t rows : {1, 7, 65})
+    for (int64_t cols : {2, 17, 1000})
+      for (float eps : {0.0f, 0.1f}) {
+        CAPTURE(rows);
+        CAPTURE(cols);
+        CAPTURE(eps);
+        int64_t n = rows * cols;
+        std::vector<float> logits = random_floats(n, 131, -8, 8), loss(rows), counted(rows), lp(n), dl(n);
+        std::vector<int32_t> targets = random_ints(rows, 132, 0, static_cast<int>(cols) - 1);
+        if (rows > 1) targets[1] = static_cast<int32_t>(cols);  // out of range: a NaN loss
+        std::vector<float> scale = {0.37f};
+        DeviceArray<float> dlog(logits), dloss(loss), dcount(counted), dlp(lp), ddl(dl), dscale(scale);
+        DeviceArray<int32_t> dt(targets);
+        S.cross_entropy(logits.data(), targets.data(), rows, cols, ignore, eps, loss.data(), counted.data(), lp.data());
+        K.cross_entropy(dlog.mem(), dt.mem(), rows, cols, ignore, eps, dloss.mem(), dcount.mem(), dlp.mem());
+        check_close(dloss.read(), loss);
+        check_equal(dcount.read(), counted);
+        check_close(dlp.read(), lp);
+        if (rows > 1) CHECK(std::isnan(dloss.read()[1]));
+        S.cross_entropy_backward(lp.data(), targets.data(), rows, cols, ignore, eps, scale.data(), dl.data());
+        K.cross_entropy_backward(dlp.mem(), dt.mem(), rows, cols, ignore, eps, dscale.mem(), ddl.mem());
+        check_close(ddl.read(), dl);
+      }
+}
+
+}  // TEST_SUITE("opencl")
+
+#endif  // SF_OPENCL

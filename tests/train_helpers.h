@@ -1,0 +1,73 @@
+// Shared pieces of the training tests: configs in a scratch folder, the tiny
+// and small toy-task models, reading metrics back.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_nn_helpers.h"
+#include "train/trainer.h"
+
+namespace sf::testing {
+
+namespace fs = std::filesystem;
+
+inline std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A config file in `dir` whose outputs all stay in `dir`.
+inline std::string write_config(const fs::path& dir, const std::string& body) {
+  std::string d = dir.string();
+  std::string text = "{" + body + R"(, "model_folder": ")" + d + R"(/weights", "experiment_name": ")" + d +
+                     R"(/run", "tokenizer_file": ")" + d + R"(/tokenizer_{0}.json", "val_examples": 0})";
+  fs::path path = dir / "config.json";
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+// A tiny model on a toy task: fast enough for the test suite.
+inline const char* kTiny = R"("batch_size": 32, "lr": 0.003, "schedule": "cosine", "warmup_steps": 50, "seq_len": 16,
+  "d_model": 32, "N": 2, "h": 4, "d_ff": 64, "min_frequency": 1, "bucket": true)";
+// The smallest model (and schedule) that learns the accuracy tests' tasks in seconds.
+inline const char* kSmall = R"("batch_size": 32, "lr": 0.005, "schedule": "cosine", "warmup_steps": 100, "seq_len": 16,
+  "d_model": 64, "N": 2, "h": 4, "d_ff": 128, "dropout": 0.0, "min_frequency": 1, "bucket": true)";
+
+// The validation exact match of the latest checkpoint (`sets`: --set overrides).
+inline double exact_match(const std::string& config_path, std::vector<std::string> sets = {}) {
+  sets.insert(sets.end(), {"num_epochs=0", "preload=latest"});
+  train::Trainer trainer(train::load_config(config_path, sets));
+  return trainer.validate().scores.exact_match;
+}
+
+// The loss of every step record in a metrics file.
+inline std::vector<std::string> step_losses(const fs::path& metrics) {
+  std::vector<std::string> losses;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["kind"] == "step") losses.push_back(std::to_string(j["step"].get<int>()) + ":" + j["loss"].dump());
+  }
+  return losses;
+}
+
+// Trains the small model on a toy task from scratch (`sets`: --set overrides);
+// returns its validation exact-match rate.
+inline double train_toy_task(const std::string& data_and_languages,
+                              const std::vector<std::string>& sets = {}) {
+  TempDir dir;
+  std::string config = write_config(dir.path, data_and_languages + ", " + kSmall);
+  CHECK(train::Trainer(train::load_config(config, sets)).run() == 0);
+  double exact = exact_match(config, sets);
+  MESSAGE("exact match: ", 100 * exact, "%");
+  return exact;
+}
+
+}  // namespace sf::testing
