@@ -20,31 +20,17 @@
 #include "autograd/error.h"
 #include "autograd/kernels/kernels.h"
 #include "autograd/opencl/opencl.h"
-#include "skip.h"
+#include "opencl_helpers.h"
 
 using namespace sf;
 using namespace sf::kernels;
+using sf::testing::opencl_device;
 
 namespace {
 
 using Shape = std::vector<int64_t>;
 
 // ---- the device ---------------------------------------------------------------
-
-std::string g_unavailable;  // why opencl() failed, for the skip message
-
-Device* opencl_or_null() {
-  try {
-    return &opencl();
-  } catch (const Error& e) {
-    g_unavailable = std::string("no OpenCL device: ") + e.what();
-    return nullptr;
-  }
-}
-
-#define REQUIRE_OPENCL(dev)   \
-  Device* dev = opencl_or_null(); \
-  if (!dev) SF_SKIP(g_unavailable.c_str())
 
 const HostTable& S = scalar_table();
 
@@ -157,7 +143,8 @@ const int64_t kSizes[] = {1, 7, 17, 63, 65, 129};
 TEST_SUITE("opencl") {
 
 TEST_CASE("opencl: the device moves bytes: write, read, copy and fill with offsets") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   CHECK(std::string(dev->name()) == "opencl");
   CHECK(dev->description().rfind("opencl: ", 0) == 0);
   CHECK_FALSE(dev->host_addressable());
@@ -176,7 +163,8 @@ TEST_CASE("opencl: the device moves bytes: write, read, copy and fill with offse
 }
 
 TEST_CASE("opencl: gemm, every layout, odd sizes, alpha/beta, broadcast and strided batches") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   double worst = 0.0;
   int cases = 0;
@@ -224,7 +212,8 @@ TEST_CASE("opencl: gemm, every layout, odd sizes, alpha/beta, broadcast and stri
 }
 
 TEST_CASE("opencl: binary, predicate, predicate_int and masked_fill broadcast") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   struct Case {
     Shape a, b, out;
@@ -279,7 +268,8 @@ TEST_CASE("opencl: binary, predicate, predicate_int and masked_fill broadcast") 
 }
 
 TEST_CASE("opencl: unary, every op") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t n : kSizes) {
     // Positive inputs for log, sqrt and pow.
@@ -299,7 +289,8 @@ TEST_CASE("opencl: unary, every op") {
 }
 
 TEST_CASE("opencl: sum_to, sum_axis and max_axis") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   const Shape x_shape = {2, 3, 4, 5};
   for (const Shape& out_shape : {Shape{3, 1, 5}, Shape{}, Shape{2, 1, 4, 1}, Shape{2, 3, 4, 5}, Shape{5}}) {
@@ -334,7 +325,8 @@ TEST_CASE("opencl: sum_to, sum_axis and max_axis") {
 }
 
 TEST_CASE("opencl: softmax, log_softmax and their backward passes") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
     for (int64_t cols : {1, 17, 129, 1000}) {
@@ -360,7 +352,8 @@ TEST_CASE("opencl: softmax, log_softmax and their backward passes") {
 }
 
 TEST_CASE("opencl: masked_softmax and its backward pass, broadcast masks") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   const Shape shape = {2, 3, 5, 7};  // batch, heads, queries, keys
   // An empty mask shape: no mask.
@@ -386,7 +379,8 @@ TEST_CASE("opencl: masked_softmax and its backward pass, broadcast masks") {
 }
 
 TEST_CASE("opencl: layer_norm and its backward pass") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
     for (int64_t cols : {2, 17, 129}) {
@@ -414,7 +408,8 @@ TEST_CASE("opencl: layer_norm and its backward pass") {
 }
 
 TEST_CASE("opencl: bias_relu, relu_backward and dropout (bit-exact masks)") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
     for (int64_t cols : {1, 17, 129}) {
@@ -439,7 +434,8 @@ TEST_CASE("opencl: bias_relu, relu_backward and dropout (bit-exact masks)") {
 }
 
 TEST_CASE("opencl: dot") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{65}, int64_t{4097}, int64_t{1000003}}) {
     CAPTURE(n);
@@ -454,7 +450,8 @@ TEST_CASE("opencl: dot") {
 }
 
 TEST_CASE("opencl: adam_step and sgd_step") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t n : kSizes) {
     CAPTURE(n);
@@ -484,7 +481,8 @@ TEST_CASE("opencl: adam_step and sgd_step") {
 }
 
 TEST_CASE("opencl: topk, ties to the lower index") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
     for (int64_t cols : {1, 7, 129})
@@ -505,7 +503,8 @@ TEST_CASE("opencl: topk, ties to the lower index") {
 }
 
 TEST_CASE("opencl: copy_rows and permute") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   // Rows of 5 ints out of rows of 17, into rows of 9 (a slice then a concat).
   for (int64_t rows : {1, 7, 65}) {
@@ -536,7 +535,8 @@ TEST_CASE("opencl: copy_rows and permute") {
 }
 
 TEST_CASE("opencl: gather_rows and scatter_add_rows (deterministic with repeated ids)") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t vocab : {1, 17, 129})
     for (int64_t n : {1, 7, 65})
@@ -569,7 +569,8 @@ TEST_CASE("opencl: gather_rows and scatter_add_rows (deterministic with repeated
 }
 
 TEST_CASE("opencl: cross_entropy and its backward pass, ignored rows, label smoothing") {
-  REQUIRE_OPENCL(dev);
+  SF_NEED_OPENCL();
+  Device* dev = opencl_device();
   const Table& K = dev->kernels();
   const int32_t ignore = 0;
   for (int64_t rows : {1, 7, 65})
