@@ -6,7 +6,8 @@
 // quarter steps between powers of two (2^k, 1.25 2^k, 1.5 2^k, 1.75 2^k):
 // batches of varying lengths (bucketing) then share buffers, at most 25% larger
 // than asked for. The cache is bounded; past the bound buffers go back to the
-// system.
+// system. Built with SF_NO_CACHING_ALLOCATOR (the sanitizer build) it keeps
+// nothing, so every buffer goes to the system and the sanitizers see each one.
 #pragma once
 #include <algorithm>
 #include <bit>
@@ -30,6 +31,10 @@ class BlockCache {
 
   // A cached buffer of exactly `size` bytes (a size class), or nullptr.
   void* take(size_t size) {
+#ifdef SF_NO_CACHING_ALLOCATOR
+    (void)size;
+    return nullptr;
+#endif
     std::lock_guard lock(mutex_);
     auto it = free_.find(size);
     if (it == free_.end() || it->second.empty()) return nullptr;
@@ -42,6 +47,10 @@ class BlockCache {
   // Keeps `buffer` (of a size class) for reuse; false when the cache is full
   // and the caller should free it.
   bool keep(void* buffer, size_t size) {
+#ifdef SF_NO_CACHING_ALLOCATOR
+    (void)buffer, (void)size;
+    return false;
+#endif
     std::lock_guard lock(mutex_);
     if (cached_bytes_ + size > limit_) return false;
     free_[size].push_back(buffer);

@@ -74,8 +74,7 @@ const kernels::Table& cpu_table() {
 constexpr size_t kAlignment = 64;
 
 // Host memory from the system allocator, recycled through a BlockCache bounded
-// at 2 GiB. Built with SF_NO_CACHING_ALLOCATOR (the sanitizer build) every
-// block goes straight to the system, so the sanitizers see each one.
+// at 2 GiB.
 class CpuDevice final : public Device {
  public:
   const char* name() const override { return "cpu"; }
@@ -83,29 +82,19 @@ class CpuDevice final : public Device {
 
   void* allocate(size_t bytes) override {
     size_t size = BlockCache::size_class(bytes, kAlignment);
-#ifndef SF_NO_CACHING_ALLOCATOR
-    if (void* cached = cache_.take(size)) {
-      std::lock_guard lock(stats_mutex_);
-      ++stats_.cache_hits;
-      return cached;
-    }
+    void* cached = cache_.take(size);
     {
       std::lock_guard lock(stats_mutex_);
-      ++stats_.system_allocations;
+      ++(cached ? stats_.cache_hits : stats_.system_allocations);
     }
-#endif
+    if (cached) return cached;
     void* ptr = std::aligned_alloc(kAlignment, size);
     if (!ptr) throw std::bad_alloc();
     return ptr;
   }
 
   void release(void* buffer, size_t bytes) override {
-#ifndef SF_NO_CACHING_ALLOCATOR
-    if (cache_.keep(buffer, BlockCache::size_class(bytes, kAlignment))) return;
-#else
-    (void)bytes;
-#endif
-    std::free(buffer);
+    if (!cache_.keep(buffer, BlockCache::size_class(bytes, kAlignment))) std::free(buffer);
   }
 
   void write(const void* src, Mem<void> dst, size_t bytes) override {

@@ -25,13 +25,9 @@ class OpenCLDevice final : public Device {
   std::string description() const override { return description_; }
   bool host_addressable() const override { return false; }
 
-  // Built with SF_NO_CACHING_ALLOCATOR (the sanitizer build) every buffer goes
-  // straight to the driver, as on the CPU device.
   void* allocate(size_t bytes) override {
     size_t size = BlockCache::size_class(bytes, kAlignment);
-#ifndef SF_NO_CACHING_ALLOCATOR
     if (void* buffer = cache_.take(size)) return buffer;
-#endif
     cl_int status = CL_SUCCESS;
     cl_mem buffer = clCreateBuffer(runtime_.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
     if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES) {
@@ -44,11 +40,7 @@ class OpenCLDevice final : public Device {
   }
 
   void release(void* buffer, size_t bytes) override {
-#ifndef SF_NO_CACHING_ALLOCATOR
     if (cache_.keep(buffer, BlockCache::size_class(bytes, kAlignment))) return;
-#else
-    (void)bytes;
-#endif
     check(clReleaseMemObject(mem(buffer)), "clReleaseMemObject");
   }
 
