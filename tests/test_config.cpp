@@ -135,8 +135,8 @@ TEST_CASE("config: out-of-range values") {
   CHECK(error_for(R"({"val_examples": -1})") == ": key 'val_examples': must be >= 0, got -1");
 #ifndef SF_OPENCL
   CHECK(error_for(R"({"device": "opencl"})") ==
-        ": key 'device': device \"opencl\": this build has no OpenCL backend; rebuild with make "
-        "OPENCL=1");
+        ": key 'device': device \"opencl\": this build has no OpenCL backend (make OPENCL=1 builds "
+        "one: build/opencl/scratchformer)");
 #endif
   CHECK(error_for(R"({"device": "cuda"})").find("must be one of \"cpu\", \"opencl\"") != std::string::npos);
 }
