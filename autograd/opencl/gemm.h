@@ -1,29 +1,41 @@
-// The OpenCL GEMM: the tilings of its two kernels (shared by their source, as
-// -D options, and the launcher) and the table entry.
+// The OpenCL GEMM: the tilings of its kernels (shared by their sources, as -D
+// options, and the launcher) and the table entry.
 #pragma once
 #include <cstdint>
 
 #include "../kernels/kernels.h"
+#include "runtime.h"
 
 namespace sf::opencl_backend {
 
 using kernels::Mem;
 
-// The tiled kernel, for any shape (and all of C on GPUs): a work-group of
-// LX x LY items computes a TM x TN tile of C, each item a WM x WN block of it,
-// stepping through k TK at a time with both panels in local memory.
+// The tiled kernel (gemm_source.cpp), for GPUs: a work-group of LX x LY items
+// computes a TM x TN tile of C, each item a WM x WN block of it, stepping
+// through k TK at a time with both panels in local memory.
 struct Tiled {
   static constexpr int LX = 16, LY = 16, WM = 4, WN = 4, TK = 16;
   static constexpr int TM = LY * WM, TN = LX * WN;
 };
 
-// The blocked kernel, for the whole RM x BN blocks of C on CPU devices: each
-// item keeps an RM x BN block in NV vectors of VW floats (VW = 16: one AVX-512
-// register) per row, in work-groups of BX x BY items.
+// The blocked kernel (gemm_cpu_source.cpp), for CPU devices: one work-item per
+// RM x BN block of C, kept in RM x NV vectors of VW floats (VW = 16: one
+// AVX-512 register). The accumulators, NV vectors of op(B) and one broadcast
+// value of op(A) must fit the 32 vector registers: RM NV + NV + 1 <= 32.
 struct Blocked {
-  static constexpr int VW = 16, NV = 4, RM = 6, BX = 2, BY = 4;
-  static constexpr int BN = VW * NV;
+  static constexpr int VW = 16;
+  int rm, nv;
+  constexpr int bn() const { return nv * VW; }
 };
+
+// The blockings the launcher chooses from, by n: wide for most products,
+// medium and narrow for C's of at most a few vectors per row (attention's
+// per-head products), where a wide block would mostly compute padding.
+enum BlockingIndex { kWide, kMedium, kNarrow };
+inline constexpr Blocked kBlockings[] = {{6, 4}, {8, 2}, {16, 1}};
+
+// The program of the blocked kernels for kBlockings[index].
+const Source& blocked_source(BlockingIndex index);
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, Mem<const float> a,
           int64_t lda, int64_t stride_a, Mem<const float> b, int64_t ldb, int64_t stride_b, float beta,

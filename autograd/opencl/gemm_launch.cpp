@@ -1,11 +1,11 @@
-// Launching the GEMM kernels (gemm_source.cpp). On CPU devices the whole
-// blocks of C go to the blocked kernel and the edges (a right and a bottom
-// strip) to the tiled one; elsewhere the tiled kernel computes all of C.
+// Launching the GEMM kernels. On CPU devices the blocked kernel
+// (gemm_cpu_source.cpp) computes all of C, in the blocking that suits n, after
+// op(B) is packed when its rows are not contiguous whole blocks; elsewhere the
+// tiled kernel (gemm_source.cpp) does.
 #include "gemm.h"
 
 #include "launch.h"
 #include "sources.h"
-#include "table.h"
 
 namespace sf::opencl_backend {
 namespace {
@@ -19,47 +19,55 @@ struct Operands {
   int64_t b_rs, b_cs, stride_b;
   Mem<float> c;
   int64_t ldc, stride_c;
-
-  // The product restricted to C's rows from `row` and columns from `col` on.
-  Operands from(int64_t row, int64_t col) const {
-    Operands o = *this;
-    o.a = a + row * a_rs;
-    o.b = b + col * b_cs;
-    o.c = c + row * ldc + col;
-    return o;
-  }
 };
+
+size_t blocks(int64_t n, int64_t block) { return static_cast<size_t>((n + block - 1) / block); }
 
 void tiled(int64_t m, int64_t n, int64_t k, float alpha, const Operands& o, float beta, int64_t batch) {
   using T = Tiled;
-  size_t tiles_n = (n + T::TN - 1) / T::TN, tiles_m = (m + T::TM - 1) / T::TM;
-  Grid grid{3, {tiles_n * T::LX, tiles_m * T::LY, static_cast<size_t>(batch)}, {T::LX, T::LY, 1}};
+  Grid grid{3,
+            {blocks(n, T::TN) * T::LX, blocks(m, T::TM) * T::LY, static_cast<size_t>(batch)},
+            {T::LX, T::LY, 1}};
   launch(Runtime::get().kernel(gemm_source, "gemm"), grid, m, n, k, alpha, o.a, o.a_rs, o.a_cs, o.stride_a, o.b,
          o.b_rs, o.b_cs, o.stride_b, beta, o.c, o.ldc, o.stride_c);
 }
 
-// m and n are multiples of the block, and op(B)'s rows are contiguous (b_cs = 1).
-void blocked(int64_t m, int64_t n, int64_t k, float alpha, const Operands& o, float beta, int64_t batch) {
-  using B = Blocked;
-  Grid grid{3,
-            {round_up(n / B::BN, B::BX), round_up(m / B::RM, B::BY), static_cast<size_t>(batch)},
-            {B::BX, B::BY, 1}};
-  launch(Runtime::get().kernel(gemm_source, "gemm_blocked"), grid, m, n, k, alpha, o.a, o.a_rs, o.a_cs,
-         o.stride_a, o.b, o.b_rs, o.stride_b, beta, o.c, o.ldc, o.stride_c);
+// The blocking for C's width n: the wide one, unless C is at most four wide
+// blocks wide and not a multiple of one, where medium or narrow blocks waste
+// less on padding.
+BlockingIndex blocking_for(int64_t n) {
+  const int64_t wide = kBlockings[kWide].bn();
+  if (n % wide == 0 || n > 4 * wide) return kWide;
+  return n % kBlockings[kMedium].bn() == 0 ? kMedium : kNarrow;
 }
 
-// op(B) copied row-major ([k, n] per batch element) into the runtime's scratch buffer.
-Operands with_contiguous_b(const Operands& o, int64_t n, int64_t k, int64_t batch) {
+// op(B) copied into the runtime's scratch buffer, row-major [k, ldo] per batch
+// element with zeros from column n on (ldo a multiple of Blocked::VW).
+Operands with_packed_b(const Operands& o, int64_t n, int64_t k, int64_t ldo, int64_t batch, const Source& source) {
   int64_t copies = o.stride_b == 0 ? 1 : batch;
-  int64_t shape[3] = {copies, k, n}, strides[3] = {o.stride_b, o.b_rs, o.b_cs};
-  Mem<float> copy(Runtime::get().scratch(copies * k * n * sizeof(float)), 0);
-  strided_copy(o.b, shape, strides, 3, copy);
-  Operands contiguous = o;
-  contiguous.b = copy;
-  contiguous.b_rs = n;
-  contiguous.b_cs = 1;
-  contiguous.stride_b = o.stride_b == 0 ? 0 : k * n;
-  return contiguous;
+  Mem<float> packed(Runtime::get().scratch(copies * k * ldo * sizeof(float)), 0);
+  Grid grid{2, {static_cast<size_t>(ldo / Blocked::VW), static_cast<size_t>(copies), 1}, {1, 1, 1}};
+  launch(Runtime::get().kernel(source, "gemm_pack"), grid, n, k, o.b, o.b_rs, o.b_cs, o.stride_b, packed, ldo,
+         k * ldo);
+  Operands p = o;
+  p.b = packed;
+  p.b_rs = ldo;
+  p.b_cs = 1;
+  p.stride_b = o.stride_b == 0 ? 0 : k * ldo;
+  return p;
+}
+
+// One work-item per block of C; op(B) packed unless its rows are already
+// contiguous and hold whole blocks.
+void blocked(int64_t m, int64_t n, int64_t k, float alpha, Operands o, float beta, int64_t batch) {
+  BlockingIndex index = blocking_for(n);
+  const Blocked& blocking = kBlockings[index];
+  const Source& source = blocked_source(index);
+  int64_t bn = blocking.bn();
+  if (k > 0 && (o.b_cs != 1 || n % bn != 0)) o = with_packed_b(o, n, k, blocks(n, bn) * bn, batch, source);
+  Grid grid{3, {blocks(n, bn), blocks(m, blocking.rm), static_cast<size_t>(batch)}, {1, 1, 1}};
+  launch(Runtime::get().kernel(source, "gemm_blocked"), grid, m, n, k, alpha, o.a, o.a_rs, o.a_cs, o.stride_a, o.b,
+         o.b_rs, o.stride_b, beta, o.c, o.ldc, o.stride_c);
 }
 
 }  // namespace
@@ -70,13 +78,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   if (m <= 0 || n <= 0 || batch <= 0) return;
   Operands o{a,         trans_a ? 1 : lda, trans_a ? lda : 1, stride_a, b, trans_b ? 1 : ldb, trans_b ? ldb : 1,
              stride_b,  c,                 ldc,               stride_c};
-  int64_t m_blocks = m / Blocked::RM * Blocked::RM, n_blocks = n / Blocked::BN * Blocked::BN;
-  if (!Runtime::get().is_cpu() || m_blocks == 0 || n_blocks == 0) return tiled(m, n, k, alpha, o, beta, batch);
-
-  if (o.b_cs != 1) o = with_contiguous_b(o, n, k, batch);
-  blocked(m_blocks, n_blocks, k, alpha, o, beta, batch);
-  if (n_blocks < n) tiled(m, n - n_blocks, k, alpha, o.from(0, n_blocks), beta, batch);
-  if (m_blocks < m) tiled(m - m_blocks, n_blocks, k, alpha, o.from(m_blocks, 0), beta, batch);
+  if (Runtime::get().is_cpu())
+    blocked(m, n, k, alpha, o, beta, batch);
+  else
+    tiled(m, n, k, alpha, o, beta, batch);
 }
 
 }  // namespace sf::opencl_backend

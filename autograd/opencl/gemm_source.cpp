@@ -1,4 +1,5 @@
-// The OpenCL C GEMM kernels (launched by gemm_launch.cpp):
+// The tiled OpenCL C GEMM kernel, for GPUs (launched by gemm_launch.cpp; CPU
+// devices run gemm_cpu_source.cpp's blocked kernel instead):
 //
 //   C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C      (row-major, batched)
 //
@@ -7,20 +8,12 @@
 // The batch element is the grid's third dimension. beta == 0 never reads C
 // (it may hold NaN).
 //
-// `gemm` (tiled) handles any shape. Each work-group computes a TM x TN tile of
-// C, walking k in steps of TK with op(A)'s TM x TK panel and op(B)'s TK x TN
+// `gemm` handles any shape. Each work-group computes a TM x TN tile of C,
+// walking k in steps of TK with op(A)'s TM x TK panel and op(B)'s TK x TN
 // panel staged in local memory; each item keeps a WM x WN block of C in
 // registers: rows ly + LY i and columns lx + LX j, so neighbouring items read
 // neighbouring columns of the B panel and the same A value (coalesced on a
 // GPU). Panels are loaded with bounds checks, zeros outside the matrices.
-//
-// `gemm_blocked` is for CPU devices (PoCL), whose compiler vectorises explicit
-// vector types well but not a work-group's items around a k loop: each item
-// computes an RM x (NV VW) block of C as RM x NV float16 accumulators, and for
-// each p multiplies NV vectors of op(B)'s row p by RM broadcast values of
-// op(A)'s column p (the register blocking of BLAS micro-kernels). It needs
-// op(B)'s rows contiguous (b_cs = 1) and whole blocks; the launcher transposes
-// op(B) when needed and leaves the edges of C to `gemm`.
 #include <string>
 
 #include "gemm.h"
@@ -33,8 +26,7 @@ std::string define(const char* name, int value) { return " -D" + std::string(nam
 
 std::string tiling_options() {
   return define("LX", Tiled::LX) + define("LY", Tiled::LY) + define("WM", Tiled::WM) + define("WN", Tiled::WN) +
-         define("TK", Tiled::TK) + define("VW", Blocked::VW) + define("NV", Blocked::NV) +
-         define("RM", Blocked::RM) + define("BX", Blocked::BX) + define("BY", Blocked::BY);
+         define("TK", Tiled::TK);
 }
 
 }  // namespace
@@ -101,45 +93,6 @@ void gemm(long m, long n, long k, float alpha,
         __global float* out = c + row * ldc + col;
         *out = beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * *out;
       }
-    }
-}
-
-// floatV: a vector of VW floats, with its load and store.
-#define CONCAT_(a, b) a##b
-#define CONCAT(a, b) CONCAT_(a, b)
-#define floatV CONCAT(float, VW)
-#define vloadV CONCAT(vload, VW)
-#define vstoreV CONCAT(vstore, VW)
-
-// One item per RM x (NV VW) block of C; m and n are multiples of the block.
-__kernel __attribute__((reqd_work_group_size(BX, BY, 1)))
-void gemm_blocked(long m, long n, long k, float alpha,
-                  __global const float* a, long a_off, long a_rs, long a_cs, long stride_a,
-                  __global const float* b, long b_off, long b_rs, long stride_b,
-                  float beta, __global float* c, long c_off, long ldc, long stride_c) {
-  long col0 = get_global_id(0) * (NV * VW), row0 = get_global_id(1) * RM, e = get_global_id(2);
-  if (row0 >= m || col0 >= n) return;
-  a += a_off + e * stride_a + row0 * a_rs;
-  b += b_off + e * stride_b + col0;
-  c += c_off + e * stride_c + row0 * ldc + col0;
-
-  floatV acc[RM][NV];
-  for (int i = 0; i < RM; ++i)
-    for (int j = 0; j < NV; ++j) acc[i][j] = (floatV)(0.0f);
-
-  for (long p = 0; p < k; ++p) {
-    floatV bv[NV];
-    for (int j = 0; j < NV; ++j) bv[j] = vloadV(j, b + p * b_rs);
-    for (int i = 0; i < RM; ++i) {
-      floatV av = (floatV)(a[i * a_rs + p * a_cs]);
-      for (int j = 0; j < NV; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
-    }
-  }
-
-  for (int i = 0; i < RM; ++i)
-    for (int j = 0; j < NV; ++j) {
-      __global float* out = c + i * ldc + j * VW;
-      vstoreV(beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * vloadV(0, out), 0, out);
     }
 }
 

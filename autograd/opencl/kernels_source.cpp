@@ -20,7 +20,15 @@ const Source kernels_source{R"CLC(
 // 0 along broadcast dims, as int8 vectors.
 
 // The offsets of element i (row-major over shape) in two strided operands.
+// One dim (operands of the same shape, or a scalar) and two (a row or column
+// broadcast) are most ops; they skip the general loop, whose private arrays
+// keep PoCL from vectorising across work items.
 int2 broadcast_offsets(int i, int ndim, int8 shape, int8 strides_a, int8 strides_b) {
+  if (ndim == 1) return i * (int2)(strides_a.s0, strides_b.s0);
+  if (ndim == 2) {
+    int row = i / shape.s1, col = i - row * shape.s1;
+    return row * (int2)(strides_a.s0, strides_b.s0) + col * (int2)(strides_a.s1, strides_b.s1);
+  }
   int s[8], sa[8], sb[8];
   vstore8(shape, 0, s);
   vstore8(strides_a, 0, sa);
@@ -275,11 +283,37 @@ __kernel void softmax(__global const float* x, long x_off, __global float* y, lo
   for (long c = 0; c < cols; ++c) y[c] /= total;
 }
 
-__kernel void log_softmax(__global const float* x, long x_off, __global float* y, long y_off, long rows,
+float hsum16(float16 v) {
+  float8 a = v.lo + v.hi;
+  float4 b = a.lo + a.hi;
+  float2 c = b.lo + b.hi;
+  return c.x + c.y;
+}
+float hmax16(float16 v) {
+  float8 a = fmax(v.lo, v.hi);
+  float4 b = fmax(a.lo, a.hi);
+  float2 c = fmax(b.lo, b.hi);
+  return fmax(c.x, c.y);
+}
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void log_softmax(__global const float* x, long x_off, __global float* y, long y_off, long rows,
                           long cols) {
   long r = get_global_id(0);
   if (r >= rows) return;
-  log_softmax_row(x + x_off + r * cols, y + y_off + r * cols, cols);
+  x += x_off + r * cols;
+  y += y_off + r * cols;
+  long whole = cols / 16 * 16;
+  float16 m16 = (float16)(-INFINITY);
+  for (long c = 0; c < whole; c += 16) m16 = fmax(m16, vload16(0, x + c));
+  float m = hmax16(m16);
+  for (long c = whole; c < cols; ++c) m = max(m, x[c]);
+  float16 t16 = (float16)(0.0f);
+  for (long c = 0; c < whole; c += 16) t16 += exp(vload16(0, x + c) - m);
+  float total = hsum16(t16);
+  for (long c = whole; c < cols; ++c) total += exp(x[c] - m);
+  float shift = m + log(total);
+  for (long c = 0; c < whole; c += 16) vstore16(vload16(0, x + c) - shift, 0, y + c);
+  for (long c = whole; c < cols; ++c) y[c] = x[c] - shift;
 }
 
 // dx = y * (dy - sum(dy * y)).

@@ -110,7 +110,7 @@ void softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
 }
 
 void log_softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
-  launch(kernel("log_softmax"), items(rows), x, y, rows, cols);
+  launch(kernel("log_softmax"), Grid{1, {static_cast<size_t>(rows), 1, 1}, {1, 1, 1}}, x, y, rows, cols);
 }
 
 void softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t rows, int64_t cols) {
