@@ -207,6 +207,12 @@ TEST_CASE("opencl: gemm, every layout, odd sizes, alpha/beta, broadcast and stri
     run(ta, tb, 65, 129, 17, 1.0f, 1.0f, 3, true, 3);  // blocked kernel, shared (copied) B, both edges
     run(ta, tb, 129, 130, 67, 1.0f, -1.0f, 1, false, 5);
     run(ta, tb, 17, 9, 0, 1.0f, 0.5f, 2, false, 0);    // k = 0: C = beta C
+    // Each blocking of the CPU devices' kernel (autograd/opencl/gemm.h): n a
+    // multiple of 32 (attention's per-head products), and n > 256 not a
+    // multiple of 64 (op(B) padded to whole blocks).
+    run(ta, tb, 32, 32, 32, 1.0f, 0.0f, 6, false, 0);
+    run(ta, tb, 33, 96, 31, 1.0f, 0.5f, 2, false, 2);
+    run(ta, tb, 13, 300, 40, 1.0f, 0.0f, 1, false, 0);
   }
   MESSAGE("gemm: ", cases, " cases, largest relative error ", worst);
 }
