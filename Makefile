@@ -131,7 +131,7 @@ $(BUILD)/bench: $(wildcard bench/*.cpp bench/*.h) $(LIB) | deps bench-deps
 
 bench:
 	@$(MAKE) SANITIZE= $(BUILD)/bench
-	@POCL_CACHE_DIR=$(abspath build/pocl-cache) $(BUILD)/bench $(BUILD)/bench.json
+	@POCL_CACHE_DIR=$(abspath build/pocl-cache) $(BUILD)/bench build/bench.json
 
 clean:
 	rm -rf build
