@@ -59,6 +59,23 @@ Dims simplify(const int64_t* shape, int ndim, std::initializer_list<const int64_
   return dims;
 }
 
+Rows split_rows(const Dims& dims) {
+  Rows rows{Dims{}, 1, std::vector<int32_t>(dims.strides.size(), 0)};
+  rows.outer.strides.resize(dims.strides.size());
+  int inner = dims.ndim() - 1;
+  if (inner >= 0) {
+    dims.shape8();  // checks the count and every size
+    rows.cols = static_cast<int32_t>(dims.shape[inner]);
+    rows.outer.shape.assign(dims.shape.begin(), dims.shape.begin() + inner);
+    for (size_t k = 0; k < dims.strides.size(); ++k) {
+      dims.strides8(static_cast<int>(k));  // checks every stride
+      rows.col_strides[k] = static_cast<int32_t>(dims.strides[k][inner]);
+      rows.outer.strides[k].assign(dims.strides[k].begin(), dims.strides[k].begin() + inner);
+    }
+  }
+  return rows;
+}
+
 std::vector<int64_t> contiguous_strides(const int64_t* shape, int ndim) {
   std::vector<int64_t> strides(ndim);
   int64_t stride = 1;

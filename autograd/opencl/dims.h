@@ -27,6 +27,21 @@ struct Dims {
 // The element order (row-major over shape) is unchanged.
 Dims simplify(const int64_t* shape, int ndim, std::initializer_list<const int64_t*> strides);
 
+// Dims seen as rows of their innermost dim, the way the broadcasting kernels
+// walk them: `outer` holds the other dims (rows() of them in all) with each
+// operand's strides, `cols` the innermost dim's size and `col_strides` each
+// operand's stride along it. No dims at all (a single element) is one row of
+// one column, every stride 0.
+struct Rows {
+  Dims outer;
+  int32_t cols;
+  std::vector<int32_t> col_strides;  // one per operand
+
+  int32_t rows() const { return static_cast<int32_t>(outer.count()); }
+};
+// Fails unless the rows fit the kernels (as Dims::shape8).
+Rows split_rows(const Dims& dims);
+
 // Row-major strides of a contiguous array of `shape`.
 std::vector<int64_t> contiguous_strides(const int64_t* shape, int ndim);
 

@@ -23,11 +23,41 @@ struct Grid {
 
 constexpr size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// n work items (one per element, per row, per column...) in groups of 64.
+// The shapes of work the kernels use (kernels_source.cpp says why: PoCL's CPU
+// device vectorises only across the items of a work-group, so the kernels
+// carry their own float16 vectors).
+
+// n work items in groups of 64: many light items, e.g. one per element.
 inline Grid items(int64_t n) {
   constexpr size_t group = 64;
   return {1, {round_up(static_cast<size_t>(n), group), 1, 1}, {group, 1, 1}};
 }
+
+// Floats in the kernels' vectors (float16: one AVX-512 register).
+constexpr int kVector = 16;
+
+// Columns per work item of the kernels that go along rows in pieces (the
+// broadcasting ops, bias_relu, gather_rows): 16 vectors, which amortise an
+// item's division and broadcast offsets (measured: 64 was slower, 1024 no
+// faster). The kernels see it as PIECE.
+constexpr int kPiece = 256;
+
+// The pieces of `width` consecutive columns that cover rows of cols elements
+// (a row's last piece may be shorter): one work item each
+// (kernels_source.cpp: row_piece). Column sums take pieces of one vector.
+constexpr int64_t pieces(int64_t rows, int64_t cols, int64_t width = kPiece) {
+  return rows * ((cols + width - 1) / width);
+}
+
+// Elements in vectors of 16: one item per 16 consecutive elements of n, in
+// groups of 64.
+inline Grid vectors(int64_t n) { return items(pieces(1, n, kVector)); }
+
+// n work items, each its own work-group of one: for items that each loop over
+// a row (or down 16 columns). A group of one is a plain loop on PoCL, and the
+// groups spread over the cores however few there are (64 rows in one group
+// would run on one core). The kernels declare reqd_work_group_size(1, 1, 1).
+inline Grid singles(int64_t n) { return {1, {static_cast<size_t>(n), 1, 1}, {1, 1, 1}}; }
 
 namespace detail {
 

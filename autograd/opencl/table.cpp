@@ -1,10 +1,12 @@
 // The launchers of the OpenCL kernel table: each prepares sizes (broadcast dims
 // simplified on the host, see dims.h) and queues its kernel. One work item per
-// element for elementwise and broadcasting ops, per row for row-wise ones, per
-// output column for column sums, as the kernels' comments say.
+// 16 elements for elementwise and broadcasting ops (in groups of 64), per row
+// for row-wise ones and per 16 columns for column sums (each item its own
+// group), as the kernels' comments say and launch.h explains.
 #include "table.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "../error.h"
@@ -25,15 +27,22 @@ cl_kernel kernel(const char* name) { return Runtime::get().kernel(kernels_source
 
 int32_t flag(bool value) { return value ? 1 : 0; }
 
-// Launches a broadcasting kernel: its leading arguments, then the element
-// count, dims, shape and the two operands' strides.
+// A size as the int32 the kernels take (sizes fit in int32, see dims.h).
+int32_t int32(int64_t size) {
+  if (size > std::numeric_limits<int32_t>::max())
+    fail("opencl: a size of ", size, " exceeds the kernels' int32 indexing");
+  return static_cast<int32_t>(size);
+}
+
+// Launches a broadcasting kernel over rows in pieces (launch.h): its leading
+// arguments, then the rows and columns, the outer dims with the two operands'
+// strides along them, and their strides along a row.
 template <class... Leading>
 void launch_broadcast(const char* name, const int64_t* shape, int ndim, const int64_t* strides_a,
                       const int64_t* strides_b, const Leading&... leading) {
-  Dims dims = simplify(shape, ndim, {strides_a, strides_b});
-  cl_int8 shape8 = dims.shape8();
-  int32_t n = static_cast<int32_t>(dims.count());
-  launch(kernel(name), items(n), leading..., n, dims.ndim(), shape8, dims.strides8(0), dims.strides8(1));
+  Rows r = split_rows(simplify(shape, ndim, {strides_a, strides_b}));
+  launch(kernel(name), items(pieces(r.rows(), r.cols)), leading..., r.rows(), r.cols, r.outer.ndim(), r.outer.shape8(),
+         r.outer.strides8(0), r.outer.strides8(1), r.col_strides[0], r.col_strides[1]);
 }
 
 void binary(Binary op, Strided<float, Mem> a, Strided<float, Mem> b, Mem<float> out, const int64_t* shape,
@@ -69,8 +78,8 @@ void permute(Mem<const float> x, const int64_t* shape, const int* perm, int ndim
 }
 
 void sum_to(Mem<const float> x, const int64_t* shape, int ndim, Mem<float> out, const int64_t* out_strides) {
-  // Split the dims into those out keeps (one work item per element) and those
-  // it sums away (stride 0: each item's loop).
+  // Split the dims into those out keeps (rows in pieces of one vector, one
+  // work item each) and those it sums away (stride 0: each item's loop).
   std::vector<int64_t> x_strides = contiguous_strides(shape, ndim);
   Dims dims = simplify(shape, ndim, {x_strides.data(), out_strides});
   Dims kept, reduced;
@@ -86,19 +95,21 @@ void sum_to(Mem<const float> x, const int64_t* shape, int ndim, Mem<float> out, 
       reduced.strides[0].push_back(dims.strides[0][d]);
     }
   }
-  cl_int8 kept_shape = kept.shape8(), reduced_shape = reduced.shape8();
-  int32_t n_kept = static_cast<int32_t>(kept.count()), n_reduced = static_cast<int32_t>(reduced.count());
   if (dims.count() == 0) return;
-  launch(kernel("sum_to"), items(n_kept), x, out, n_kept, kept.ndim(), kept_shape, kept.strides8(0),
-         kept.strides8(1), n_reduced, reduced.ndim(), reduced_shape, reduced.strides8(0));
+  Rows rows = split_rows(kept);
+  cl_int8 reduced_shape = reduced.shape8();
+  launch(kernel("sum_to"), singles(pieces(rows.rows(), rows.cols, kVector)), x, out, rows.rows(), rows.cols,
+         rows.outer.ndim(), rows.outer.shape8(), rows.outer.strides8(0), rows.outer.strides8(1),
+         rows.col_strides[0], rows.col_strides[1], static_cast<int32_t>(reduced.count()), reduced.ndim(),
+         reduced_shape, reduced.strides8(0));
 }
 
 void unary(Unary op, Mem<const float> x, Mem<float> y, int64_t n, float s) {
-  launch(kernel("unary"), items(n), static_cast<int32_t>(op), x, y, n, s);
+  launch(kernel("unary"), vectors(n), static_cast<int32_t>(op), x, y, n, s);
 }
 
 void sum_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<float> out) {
-  launch(kernel("sum_axis"), items(outer * inner), x, outer, n, inner, out);
+  launch(kernel("sum_axis"), singles(pieces(outer, inner, kVector)), x, int32(outer), int32(n), int32(inner), out);
 }
 
 void max_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<float> out, Mem<int32_t> arg) {
@@ -106,19 +117,19 @@ void max_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<f
 }
 
 void softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
-  launch(kernel("softmax"), items(rows), x, y, rows, cols);
+  launch(kernel("softmax"), singles(rows), x, y, rows, cols);
 }
 
 void log_softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
-  launch(kernel("log_softmax"), Grid{1, {static_cast<size_t>(rows), 1, 1}, {1, 1, 1}}, x, y, rows, cols);
+  launch(kernel("log_softmax"), singles(rows), x, y, rows, cols);
 }
 
 void softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t rows, int64_t cols) {
-  launch(kernel("softmax_backward"), items(rows), y, dy, dx, rows, cols);
+  launch(kernel("softmax_backward"), singles(rows), y, dy, dx, rows, cols);
 }
 
 void log_softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t rows, int64_t cols) {
-  launch(kernel("log_softmax_backward"), items(rows), y, dy, dx, rows, cols);
+  launch(kernel("log_softmax_backward"), singles(rows), y, dy, dx, rows, cols);
 }
 
 // The masked softmax kernels' mask arguments: whether there is a mask, the
@@ -142,39 +153,40 @@ MaskLayout mask_layout(Strided<int32_t, Mem> mask, const int64_t* shape, int ndi
 void masked_softmax(Mem<const float> x, Strided<int32_t, Mem> mask, const int64_t* shape, int ndim, float scale,
                     Mem<float> y) {
   MaskLayout m = mask_layout(mask, shape, ndim);
-  launch(kernel("masked_softmax"), items(m.rows), x, mask.data, m.has_mask, m.row_ndim, m.row_shape,
+  launch(kernel("masked_softmax"), singles(m.rows), x, mask.data, m.has_mask, m.row_ndim, m.row_shape,
          m.row_strides, m.col_stride, m.rows, m.cols, scale, y);
 }
 
 void masked_softmax_backward(Mem<const float> y, Mem<const float> dy, Strided<int32_t, Mem> mask,
                              const int64_t* shape, int ndim, float scale, Mem<float> dx) {
   MaskLayout m = mask_layout(mask, shape, ndim);
-  launch(kernel("masked_softmax_backward"), items(m.rows), y, dy, mask.data, m.has_mask, m.row_ndim,
+  launch(kernel("masked_softmax_backward"), singles(m.rows), y, dy, mask.data, m.has_mask, m.row_ndim,
          m.row_shape, m.row_strides, m.col_stride, m.rows, m.cols, scale, dx);
 }
 
 void layer_norm(Mem<const float> x, Mem<const float> alpha, Mem<const float> bias, int64_t rows, int64_t cols,
                 float eps, Mem<float> y, Mem<float> mean, Mem<float> std) {
-  launch(kernel("layer_norm"), items(rows), x, alpha, bias, rows, cols, eps, y, mean, std);
+  launch(kernel("layer_norm"), singles(rows), x, alpha, bias, rows, cols, eps, y, mean, std);
 }
 
 void layer_norm_backward(Mem<const float> x, Mem<const float> alpha, Mem<const float> mean, Mem<const float> std,
                          Mem<const float> dy, int64_t rows, int64_t cols, float eps, Mem<float> dx,
                          Mem<float> dalpha, Mem<float> dbias) {
-  launch(kernel("layer_norm_backward_rows"), items(rows), x, alpha, mean, std, dy, rows, cols, eps, dx);
-  launch(kernel("layer_norm_backward_columns"), items(cols), x, mean, std, dy, rows, cols, eps, dalpha, dbias);
+  launch(kernel("layer_norm_backward_rows"), singles(rows), x, alpha, mean, std, dy, rows, cols, eps, dx);
+  launch(kernel("layer_norm_backward_columns"), singles(pieces(1, cols, kVector)), x, mean, std, dy, int32(rows),
+         int32(cols), eps, dalpha, dbias);
 }
 
 void bias_relu(Mem<const float> x, Mem<const float> bias, int64_t rows, int64_t cols, Mem<float> y) {
-  launch(kernel("bias_relu"), items(rows * cols), x, bias, rows * cols, cols, y);
+  launch(kernel("bias_relu"), items(pieces(rows, cols)), x, bias, int32(rows), int32(cols), y);
 }
 
 void relu_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t n) {
-  launch(kernel("relu_backward"), items(n), y, dy, dx, n);
+  launch(kernel("relu_backward"), vectors(n), y, dy, dx, n);
 }
 
 void dropout(Mem<const float> x, Mem<float> y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
-  launch(kernel("dropout"), items(n), x, y, n, scale, seed, threshold);
+  launch(kernel("dropout"), vectors(n), x, y, n, scale, seed, threshold);
 }
 
 // Partial sums on the device (at most 4096 of them), added in double here.
@@ -195,12 +207,12 @@ double dot(Mem<const float> a, Mem<const float> b, int64_t n) {
 
 void adam_step(Mem<float> p, Mem<const float> g, Mem<float> m, Mem<float> v, int64_t n, float step_size, float b1,
                float b2, float eps, float sqrt_bc2, float l2, float decay) {
-  launch(kernel("adam_step"), items(n), p, g, m, v, n, step_size, b1, b2, eps, sqrt_bc2, l2, decay);
+  launch(kernel("adam_step"), vectors(n), p, g, m, v, n, step_size, b1, b2, eps, sqrt_bc2, l2, decay);
 }
 
 void sgd_step(Mem<float> p, Mem<const float> g, Mem<float> buf, int64_t n, float lr, float momentum, float l2,
               bool nesterov, bool first) {
-  launch(kernel("sgd_step"), items(n), p, g, buf, flag(bool(buf)), n, lr, momentum, l2, flag(nesterov),
+  launch(kernel("sgd_step"), vectors(n), p, g, buf, flag(bool(buf)), n, lr, momentum, l2, flag(nesterov),
          flag(first));
 }
 
@@ -233,35 +245,36 @@ int64_t rows_in(Mem<const float> table, int64_t dim) {
 
 void gather_rows(Mem<const float> table, Mem<const int32_t> ids, int64_t n, int64_t dim, Mem<float> out) {
   if (n * dim == 0) return;
-  launch(kernel("gather_rows"), items(n * dim), table, rows_in(table, dim), ids, n, dim, out);
+  launch(kernel("gather_rows"), items(pieces(n, dim)), table, rows_in(table, dim), ids, int32(n),
+         int32(dim), out);
 }
 
 void scatter_add_rows(Mem<const float> grad_out, Mem<const int32_t> ids, int64_t n, int64_t dim,
                       Mem<float> grad_table) {
   if (n * dim == 0) return;
-  launch(kernel("scatter_add_rows"), items(dim), grad_out, ids, n, dim, grad_table, rows_in(grad_table, dim));
+  launch(kernel("scatter_add_rows"), singles(pieces(1, dim, kVector)), grad_out, ids, int32(n), int32(dim), grad_table,
+         rows_in(grad_table, dim));
 }
 
 void cross_entropy(Mem<const float> logits, Mem<const int32_t> targets, int64_t rows, int64_t cols,
                    int32_t ignore_index, float eps, Mem<float> row_loss, Mem<float> row_counted,
                    Mem<float> log_probs) {
-  launch(kernel("cross_entropy"), items(rows), logits, targets, rows, cols, ignore_index, eps, row_loss,
+  launch(kernel("cross_entropy"), singles(rows), logits, targets, rows, cols, ignore_index, eps, row_loss,
          row_counted, log_probs);
 }
 
 void cross_entropy_backward(Mem<const float> log_probs, Mem<const int32_t> targets, int64_t rows, int64_t cols,
                             int32_t ignore_index, float eps, Mem<const float> scale, Mem<float> dlogits) {
-  launch(kernel("cross_entropy_backward"), items(rows * cols), log_probs, targets, rows, cols, ignore_index, eps,
+  launch(kernel("cross_entropy_backward"), singles(rows), log_probs, targets, rows, cols, ignore_index, eps,
          scale, dlogits);
 }
 
 }  // namespace
 
 void strided_copy(Mem<const float> x, const int64_t* shape, const int64_t* strides, int ndim, Mem<float> y) {
-  Dims dims = simplify(shape, ndim, {strides});
-  cl_int8 shape8 = dims.shape8();
-  auto n = static_cast<int32_t>(dims.count());
-  launch(kernel("permute"), items(n), x, y, n, dims.ndim(), shape8, dims.strides8(0));
+  Rows r = split_rows(simplify(shape, ndim, {strides}));
+  launch(kernel("strided_copy"), items(pieces(r.rows(), r.cols)), x, y, r.rows(), r.cols, r.outer.ndim(),
+         r.outer.shape8(), r.outer.strides8(0), r.col_strides[0]);
 }
 
 const kernels::Table& table() {
