@@ -446,40 +446,6 @@ void log_softmax(__global const float* x, long x_off, __global float* y, long y_
   log_softmax_row(x + x_off + r * cols, y + y_off + r * cols, (int)cols);
 }
 
-// softmax(x) = exp(x - max) / sum exp(x - max).
-__kernel ONE_ITEM_PER_GROUP
-void softmax(__global const float* x, long x_off, __global float* y, long y_off, long rows, long cols) {
-  long r = get_global_id(0);
-  if (r >= rows) return;
-  x += x_off + r * cols;
-  y += y_off + r * cols;
-  int n = (int)cols;
-  float m = row_max(x, n);
-  float16 total = (float16)(0.0f);
-  for (int c = 0; c < n; c += 16) {
-    float16 e = exp(load16(x, 1, c, n, -INFINITY) - m);
-    total += e;
-    store16(e, y, 1, c, n);
-  }
-  float sum = hsum16(total);
-  for (int c = 0; c < n; c += 16) store16(load16(y, 1, c, n, 0.0f) / sum, y, 1, c, n);
-}
-
-// dx = y * (dy - sum(dy * y)).
-__kernel ONE_ITEM_PER_GROUP
-void softmax_backward(__global const float* y, long y_off, __global const float* dy, long dy_off,
-                      __global float* dx, long dx_off, long rows, long cols) {
-  long r = get_global_id(0);
-  if (r >= rows) return;
-  y += y_off + r * cols;
-  dy += dy_off + r * cols;
-  dx += dx_off + r * cols;
-  int n = (int)cols;
-  float dot = row_dot(dy, y, n);
-  for (int c = 0; c < n; c += 16)
-    store16(load16(y, 1, c, n, 0.0f) * (load16(dy, 1, c, n, 0.0f) - dot), dx, 1, c, n);
-}
-
 // dx = dy - exp(y) * sum(dy), y = log_softmax(x).
 __kernel ONE_ITEM_PER_GROUP
 void log_softmax_backward(__global const float* y, long y_off, __global const float* dy, long dy_off,

@@ -116,16 +116,8 @@ void max_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<f
   launch(kernel("max_axis"), items(outer * inner), x, outer, n, inner, out, arg, flag(bool(arg)));
 }
 
-void softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
-  launch(kernel("softmax"), singles(rows), x, y, rows, cols);
-}
-
 void log_softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
   launch(kernel("log_softmax"), singles(rows), x, y, rows, cols);
-}
-
-void softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t rows, int64_t cols) {
-  launch(kernel("softmax_backward"), singles(rows), y, dy, dx, rows, cols);
 }
 
 void log_softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t rows, int64_t cols) {
@@ -162,6 +154,17 @@ void masked_softmax_backward(Mem<const float> y, Mem<const float> dy, Strided<in
   MaskLayout m = mask_layout(mask, shape, ndim);
   launch(kernel("masked_softmax_backward"), singles(m.rows), y, dy, mask.data, m.has_mask, m.row_ndim,
          m.row_shape, m.row_strides, m.col_stride, m.rows, m.cols, scale, dx);
+}
+
+// softmax and its backward are the masked ones without a mask, at scale 1.
+void softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
+  const int64_t shape[2] = {rows, cols};
+  masked_softmax(x, {Mem<int32_t>(), nullptr}, shape, 2, 1.0f, y);
+}
+
+void softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t rows, int64_t cols) {
+  const int64_t shape[2] = {rows, cols};
+  masked_softmax_backward(y, dy, {Mem<int32_t>(), nullptr}, shape, 2, 1.0f, dx);
 }
 
 void layer_norm(Mem<const float> x, Mem<const float> alpha, Mem<const float> bias, int64_t rows, int64_t cols,
