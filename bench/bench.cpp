@@ -1,5 +1,6 @@
 // `make bench`: our kernels beside a reference measured in the same run.
-// GEMM in GFLOP/s against OpenBLAS's cblas_sgemm; memory-bound kernels in GB/s
+// GEMM in GFLOP/s against OpenBLAS's cblas_sgemm and the machine's measured
+// FMA peak (fma_peak.cpp); memory-bound kernels in GB/s
 // against memcpy's bandwidth on the same bytes. Ours and the reference run in
 // interleaved trials (A B A B ...) and each figure is the median, so a machine
 // whose speed drifts (this VM's 2-thread speed does, for seconds at a time)
@@ -27,9 +28,11 @@ using namespace sf::kernels;
 
 namespace {
 
-void bench_gemm(int threads) {
-  std::printf("\nGEMM, %d thread%s (GFLOP/s)\n%-28s %9s %9s %7s\n", threads, threads > 1 ? "s" : "",
-              "case", "ours", "openblas", "ratio");
+// GEMM beside OpenBLAS, and each as a fraction of the measured FMA peak.
+void bench_gemm(int threads, double peak) {
+  std::printf("\nGEMM, %d thread%s (GFLOP/s; peak: the measured FMA peak, %.1f GFLOP/s)\n"
+              "%-28s %9s %9s %7s %7s\n",
+              threads, threads > 1 ? "s" : "", peak, "case", "ours", "openblas", "ratio", "peak");
   for (const GemmCase& c : gemm_cases({64, 128, 256, 512, 1024})) {
     int64_t lda = c.trans_a ? c.m : c.k, ldb = c.trans_b ? c.k : c.n;
     std::vector<float> a = random_vector(c.m * c.k, 1), b = random_vector(c.k * c.n, 2);
@@ -46,9 +49,11 @@ void bench_gemm(int threads) {
         });
     double flops = 2.0 * c.m * c.n * c.k;
     std::string name = gemm_name(c);
-    std::printf("%-28s %9.1f %9.1f %7.3f\n", name.c_str(), flops / ours * 1e-9, flops / ref * 1e-9,
-                ref / ours);
-    add_record("gemm", name, threads, flops / ours * 1e-9, flops / ref * 1e-9, "openblas", "GFLOP/s");
+    double gflops = flops / ours * 1e-9;
+    std::printf("%-28s %9.1f %9.1f %7.3f %6.0f%%\n", name.c_str(), gflops, flops / ref * 1e-9, ref / ours,
+                100 * gflops / peak);
+    add_record("gemm", name, threads, gflops, flops / ref * 1e-9, "openblas", "GFLOP/s")["peak_fraction"] =
+        gflops / peak;
   }
 }
 
@@ -127,9 +132,12 @@ int main(int argc, char** argv) {
     return parts.empty() || std::find(parts.begin(), parts.end(), part) != parts.end();
   };
   for (int threads : {1, 2}) {
+    double peak = fma_peak_gflops(threads);
+    std::printf("\nmeasured FMA peak, %d thread%s: %.1f GFLOP/s\n", threads, threads > 1 ? "s" : "", peak);
+    add_record("fma_peak", "measured FMA peak", threads, peak, peak, "fma_peak", "GFLOP/s");
     set_num_threads(threads);
     openblas_set_num_threads(threads);
-    if (wanted("gemm")) bench_gemm(threads);
+    if (wanted("gemm")) bench_gemm(threads, peak);
     if (wanted("memory")) bench_memory(threads);
   }
   if (wanted("train")) bench_train_steps();

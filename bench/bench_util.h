@@ -65,12 +65,15 @@ inline nlohmann::json& records() {
   return all;
 }
 
-inline void add_record(const std::string& bench, const std::string& name, int threads, double ours,
-                       double ref, const std::string& ref_name, const std::string& unit) {
+// Returns the record, for fields of its own (e.g. a GEMM's fraction of the peak).
+inline nlohmann::json& add_record(const std::string& bench, const std::string& name, int threads,
+                                  double ours, double ref, const std::string& ref_name,
+                                  const std::string& unit) {
   bool is_time = unit == "ms";
   records().push_back({{"bench", bench}, {"case", name}, {"threads", threads}, {"ours", ours},
                        {"ref", ref}, {"ref_name", ref_name}, {"unit", unit},
                        {"speedup", is_time ? ref / ours : ours / ref}});
+  return records().back();
 }
 
 struct GemmCase {
@@ -96,6 +99,7 @@ inline std::string gemm_name(const GemmCase& c) {
 }
 
 // Parts of the benchmark outside bench.cpp.
+double fma_peak_gflops(int threads);  // fma_peak.cpp
 void bench_train_steps();  // train_step.cpp
 void bench_opencl_gemm();  // opencl_gemm.cpp (OPENCL=1 builds)
 
