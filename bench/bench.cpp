@@ -126,6 +126,7 @@ void bench_memory(int threads) {
 // Usage: bench [OUT.json [PART...]]: every part by default, else the parts
 // named (gemm, memory, train, opencl_gemm).
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--measure") return measure(argc, argv);
   std::string out_path = argc > 1 ? argv[1] : "build/bench.json";
   std::vector<std::string> parts(argv + std::min(argc, 2), argv + argc);
   auto wanted = [&](const std::string& part) {

@@ -1,13 +1,22 @@
-// One training step of the whole Transformer (forward, loss, backward, Adam),
-// the unit users feel: CPU with 1 and 2 threads, and, in an OPENCL=1 build, the
-// OpenCL device beside the CPU with 2 threads. Batches of random tokens whose
-// lengths are uniform in [S/2, S-1], padded to S; dropout 0.1, label smoothing
-// 0.1. The figure is the median step after warm-up steps.
+// End to end, where users feel speed: one training step of the whole
+// Transformer (forward, loss, backward, Adam) and greedy decoding, ours beside
+// PyTorch (bench/pytorch_reference.py, the seed's model, run with
+// /usr/bin/python3 when it has torch) and, in an OPENCL=1 build, the OpenCL
+// device beside the CPU. Batches of random tokens whose lengths are uniform in
+// [S/2, S-1], padded to S; dropout 0.1, label smoothing 0.1; the figure is the
+// median step after warm-up steps. Each measurement runs in a process of its
+// own (this program, re-run with --measure), so its peak resident memory is
+// its own too.
+#include <sys/resource.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "autograd/device.h"
+#include "autograd/engine.h"
 #include "autograd/kernels/thread_pool.h"
 #include "autograd/ops.h"
 #include "bench_util.h"
@@ -25,6 +34,17 @@ struct StepConfig {
 // The sizes of a toy task (tiny) and of a small real corpus such as Multi30k (small).
 const StepConfig kTiny{"tiny", 128, 2, 4, 512, 32, 32, 4000};
 const StepConfig kSmall{"small", 256, 3, 8, 1024, 64, 32, 8000};
+
+const StepConfig& config_named(const std::string& name) { return name == "small" ? kSmall : kTiny; }
+
+std::unique_ptr<nn::Transformer> build(const StepConfig& c, Device& device) {
+  Rng init(42);
+  auto model = nn::build_transformer({c.vocab, c.vocab, c.seq_len, c.seq_len, c.d_model, c.N, c.h,
+                                      c.d_ff, 0.1f},
+                                     init);
+  model->to(device);
+  return model;
+}
 
 struct Batch {
   Tensor src, tgt, label, src_mask, tgt_mask;
@@ -56,11 +76,7 @@ Batch random_batch(const StepConfig& c, Rng& rng) {
 
 // Median milliseconds of `steps` training steps after `warmup` on `device`.
 double step_ms(const StepConfig& c, Device& device, int warmup, int steps) {
-  Rng init(42);
-  auto model = nn::build_transformer({c.vocab, c.vocab, c.seq_len, c.seq_len, c.d_model, c.N, c.h,
-                                      c.d_ff, 0.1f},
-                                     init);
-  model->to(device);
+  auto model = build(c, device);
   optim::Adam adam(model->named_parameters(), 1e-4f);
   Rng data(7);
   std::vector<Batch> batches;
@@ -82,29 +98,131 @@ double step_ms(const StepConfig& c, Device& device, int warmup, int steps) {
   return median(times);
 }
 
+// Median milliseconds of greedy decoding of `tokens` tokens for one source
+// sentence of `tokens` tokens, with the KV cache, after 3 warm-up runs. Always
+// `tokens` steps (no stop at [EOS]), so the work is fixed.
+double decode_ms(const StepConfig& c, Device& device, int tokens) {
+  NoGradGuard no_grad;
+  auto model = build(c, device);
+  model->eval();
+  std::vector<int32_t> ids(tokens, 5);
+  ids.front() = 2;
+  ids.back() = 3;
+  Tensor src = Tensor::from_ints(ids, {1, tokens});
+  Tensor src_mask = nn::padding_mask(src);
+  std::vector<double> times;
+  for (int run = 0; run < 23; ++run) {
+    double t = seconds([&] {
+      nn::DecoderCache cache = model->start_decoding(model->encode(src, src_mask));
+      Tensor next = Tensor::from_ints({2}, {1, 1});
+      for (int i = 0; i < tokens; ++i) next = argmax(model->project(model->decode_next(cache, src_mask, next)));
+      (void)next.to_int_vector();
+    });
+    if (run >= 3) times.push_back(t * 1e3);
+  }
+  return median(times);
+}
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+// Runs a command and parses the last line it prints as JSON (null on failure).
+nlohmann::json run_json(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return nullptr;
+  std::string last;
+  char line[4096];
+  while (std::fgets(line, sizeof line, pipe)) last = line;
+  int status = pclose(pipe);
+  nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
+  return status == 0 && j.is_object() ? j : nlohmann::json(nullptr);
+}
+
+// This program, re-run for one measurement (the path read here: a shell would
+// read /proc/self/exe as itself).
+std::string self_command(const std::string& what, const std::string& model, const std::string& device,
+                         int threads) {
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  return self + " --measure " + what + " " + model + " " + device + " " + std::to_string(threads);
+}
+
+bool have_torch() {
+  return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+}
+
+std::string torch_command(const std::string& what, const std::string& model, int threads) {
+  return "/usr/bin/python3 bench/pytorch_reference.py " + what + " --model " + model + " --threads " +
+         std::to_string(threads) + " --best 2>/dev/null";
+}
+
 }  // namespace
 
+// `bench --measure train|decode MODEL DEVICE THREADS`: one measurement, as JSON.
+int measure(int argc, char** argv) {
+  if (argc != 6) return 2;
+  std::string what = argv[2];
+  const StepConfig& c = config_named(argv[3]);
+  Device& device = device_named(argv[4]);
+  kernels::set_num_threads(std::stoi(argv[5]));
+  double ms = what == "decode" ? decode_ms(c, device, 20) : step_ms(c, device, 5, 20);
+  nlohmann::json result = {{what == "decode" ? "decode_ms" : "step_ms", ms}, {"peak_rss_mib", peak_rss_mib()}};
+  std::printf("%s\n", result.dump().c_str());
+  return 0;
+}
+
 void bench_train_steps() {
-  std::printf("\nTraining step (ms, median of 20 after 5 warm-up): 2 threads vs 1 thread\n"
-              "%-10s %9s %9s %7s\n", "model", "2 threads", "1 thread", "ratio");
-  for (const StepConfig& c : {kTiny, kSmall}) {
-    kernels::set_num_threads(1);
-    double one = step_ms(c, cpu(), 5, 20);
-    kernels::set_num_threads(2);
-    double two = step_ms(c, cpu(), 5, 20);
-    std::printf("%-10s %9.1f %9.1f %7.3f\n", c.name, two, one, one / two);
-    add_record("train_step", c.name, 1, one, one, "cpu", "ms");
-    add_record("train_step", c.name, 2, two, one, "cpu 1 thread", "ms");
+  bool torch = have_torch();
+  std::printf("\nTraining step, ms (median of 20 after 5 warm-up) and peak RSS, MiB: ours beside PyTorch %s\n"
+              "%-8s %7s %9s %9s %7s %9s %9s\n",
+              torch ? "(its fastest thread setting)" : "(skipped: /usr/bin/python3 has no torch)", "model",
+              "threads", "ours", "pytorch", "ratio", "ours RSS", "torch RSS");
+  for (const char* model : {"tiny", "small"})
+    for (int threads : {1, 2}) {
+      nlohmann::json ours = run_json(self_command("train", model, "cpu", threads));
+      nlohmann::json ref = torch ? run_json(torch_command("train", model, threads)) : nlohmann::json(nullptr);
+      if (ours.is_null()) {
+        std::printf("%-8s %7d   failed\n", model, threads);
+        continue;
+      }
+      double ms = ours["step_ms"], rss = ours["peak_rss_mib"];
+      if (ref.is_null()) {
+        std::printf("%-8s %7d %9.1f %9s %7s %9.0f %9s\n", model, threads, ms, "-", "-", rss, "-");
+        add_record("train_step", model, threads, ms, ms, "none", "ms")["peak_rss_mib"] = rss;
+        continue;
+      }
+      double ref_ms = ref["step_ms"], ref_rss = ref["peak_rss_mib"];
+      std::printf("%-8s %7d %9.1f %9.1f %7.3f %9.0f %9.0f\n", model, threads, ms, ref_ms, ms / ref_ms, rss,
+                  ref_rss);
+      nlohmann::json& r = add_record("train_step", model, threads, ms, ref_ms, "pytorch", "ms");
+      r["peak_rss_mib"] = rss;
+      r["ref_peak_rss_mib"] = ref_rss;
+    }
+
+  std::printf("\nGreedy decoding of 20 tokens, tiny model, ms: ours (KV cache) beside PyTorch the seed's way\n"
+              "%-8s %9s %9s %7s\n", "threads", "ours", "pytorch", "ratio");
+  for (int threads : {1, 2}) {
+    nlohmann::json ours = run_json(self_command("decode", "tiny", "cpu", threads));
+    nlohmann::json ref = torch ? run_json(torch_command("decode", "tiny", threads)) : nlohmann::json(nullptr);
+    if (ours.is_null()) continue;
+    double ms = ours["decode_ms"], ref_ms = ref.is_null() ? ms : ref["decode_ms"].get<double>();
+    std::printf("%-8d %9.2f %9s %7s\n", threads, ms,
+                ref.is_null() ? "-" : std::to_string(ref_ms).substr(0, 7).c_str(),
+                ref.is_null() ? "-" : std::to_string(ms / ref_ms).substr(0, 5).c_str());
+    add_record("greedy_decode", "tiny, 20 tokens", threads, ms, ref_ms, ref.is_null() ? "none" : "pytorch", "ms");
   }
 #ifdef SF_OPENCL
-  std::printf("\nTraining step on OpenCL (%s; ms, median of 10 after 3 warm-up) vs the CPU, 2 threads\n"
-              "%-10s %9s %9s %7s\n", device_named("opencl").description().c_str(), "model", "opencl",
-              "cpu", "ratio");
-  for (const StepConfig& c : {kTiny, kSmall}) {
-    kernels::set_num_threads(2);
-    double on_cpu = step_ms(c, cpu(), 3, 10), on_opencl = step_ms(c, device_named("opencl"), 3, 10);
-    std::printf("%-10s %9.1f %9.1f %7.3f\n", c.name, on_opencl, on_cpu, on_cpu / on_opencl);
-    add_record("train_step_opencl", c.name, 2, on_opencl, on_cpu, "cpu 2 threads", "ms");
+  std::printf("\nTraining step on OpenCL (%s; ms) vs the CPU, 2 threads\n%-10s %9s %9s %7s\n",
+              device_named("opencl").description().c_str(), "model", "opencl", "cpu", "ratio");
+  for (const char* model : {"tiny", "small"}) {
+    nlohmann::json on_cpu = run_json(self_command("train", model, "cpu", 2)),
+                   on_opencl = run_json(self_command("train", model, "opencl", 2));
+    if (on_cpu.is_null() || on_opencl.is_null()) continue;
+    double cpu_ms = on_cpu["step_ms"], opencl_ms = on_opencl["step_ms"];
+    std::printf("%-10s %9.1f %9.1f %7.3f\n", model, opencl_ms, cpu_ms, opencl_ms / cpu_ms);
+    add_record("train_step_opencl", model, 2, opencl_ms, cpu_ms, "cpu 2 threads", "ms");
   }
 #endif
 }
