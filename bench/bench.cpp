@@ -124,7 +124,7 @@ void bench_memory(int threads) {
 }  // namespace
 
 // Usage: bench [OUT.json [PART...]]: every part by default, else the parts
-// named (gemm, memory, train, opencl_gemm).
+// named (gemm, memory, train, profile, opencl_gemm).
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--measure") return measure(argc, argv);
   std::string out_path = argc > 1 ? argv[1] : "build/bench.json";
@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
     if (wanted("memory")) bench_memory(threads);
   }
   if (wanted("train")) bench_train_steps();
+  if (wanted("profile")) bench_step_profile();
 #ifdef SF_OPENCL
   if (wanted("opencl_gemm")) bench_opencl_gemm();
 #endif

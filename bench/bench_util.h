@@ -102,6 +102,7 @@ inline std::string gemm_name(const GemmCase& c) {
 double fma_peak_gflops(int threads);  // fma_peak.cpp
 void bench_train_steps();  // train_step.cpp
 int measure(int argc, char** argv);  // train_step.cpp: `bench --measure ...`
+void bench_step_profile();  // step_profile.cpp
 void bench_opencl_gemm();  // opencl_gemm.cpp (OPENCL=1 builds)
 
 }  // namespace sf::bench

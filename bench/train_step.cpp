@@ -20,70 +20,22 @@
 #include "autograd/kernels/thread_pool.h"
 #include "autograd/ops.h"
 #include "bench_util.h"
-#include "nn/transformer.h"
+#include "step_models.h"
 #include "optim/optimizer.h"
 
 namespace sf::bench {
 namespace {
-
-struct StepConfig {
-  const char* name;
-  int64_t d_model, N, h, d_ff, seq_len, batch, vocab;
-};
-
-// The sizes of a toy task (tiny) and of a small real corpus such as Multi30k (small).
-const StepConfig kTiny{"tiny", 128, 2, 4, 512, 32, 32, 4000};
-const StepConfig kSmall{"small", 256, 3, 8, 1024, 64, 32, 8000};
-
-const StepConfig& config_named(const std::string& name) { return name == "small" ? kSmall : kTiny; }
-
-std::unique_ptr<nn::Transformer> build(const StepConfig& c, Device& device) {
-  Rng init(42);
-  auto model = nn::build_transformer({c.vocab, c.vocab, c.seq_len, c.seq_len, c.d_model, c.N, c.h,
-                                      c.d_ff, 0.1f},
-                                     init);
-  model->to(device);
-  return model;
-}
-
-struct Batch {
-  Tensor src, tgt, label, src_mask, tgt_mask;
-};
-
-// [SOS] tokens [EOS] [PAD]... for the encoder; the decoder input and labels
-// are the same tokens shifted, as the data pipeline frames them.
-Batch random_batch(const StepConfig& c, Rng& rng) {
-  const int32_t pad = 1, sos = 2, eos = 3;
-  int64_t s = c.seq_len;
-  std::vector<int32_t> src(c.batch * s, pad), tgt(c.batch * s, pad), label(c.batch * s, pad);
-  for (int64_t b = 0; b < c.batch; ++b) {
-    int64_t length = s / 2 + static_cast<int64_t>(rng.next_u64() % static_cast<uint64_t>(s / 2)) - 2;
-    src[b * s] = tgt[b * s] = sos;
-    for (int64_t t = 1; t <= length; ++t) {
-      src[b * s + t] = static_cast<int32_t>(4 + rng.next_u64() % (c.vocab - 4));
-      tgt[b * s + t] = static_cast<int32_t>(4 + rng.next_u64() % (c.vocab - 4));
-      label[b * s + t - 1] = tgt[b * s + t];
-    }
-    src[b * s + length + 1] = eos;
-    label[b * s + length] = eos;
-  }
-  Batch batch{Tensor::from_ints(src, {c.batch, s}), Tensor::from_ints(tgt, {c.batch, s}),
-              Tensor::from_ints(label, {c.batch, s}), {}, {}};
-  batch.src_mask = nn::padding_mask(batch.src);
-  batch.tgt_mask = nn::decoder_mask(batch.tgt);
-  return batch;
-}
 
 // Median milliseconds of `steps` training steps after `warmup` on `device`.
 double step_ms(const StepConfig& c, Device& device, int warmup, int steps) {
   auto model = build(c, device);
   optim::Adam adam(model->named_parameters(), 1e-4f);
   Rng data(7);
-  std::vector<Batch> batches;
+  std::vector<StepBatch> batches;
   for (int i = 0; i < 4; ++i) batches.push_back(random_batch(c, data));
   std::vector<double> times;
   for (int i = 0; i < warmup + steps; ++i) {
-    const Batch& b = batches[i % batches.size()];
+    const StepBatch& b = batches[i % batches.size()];
     double t = seconds([&] {
       Tensor memory = model->encode(b.src, b.src_mask);
       Tensor logp = model->project(model->decode(memory, b.src_mask, b.tgt, b.tgt_mask));

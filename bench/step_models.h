@@ -1,0 +1,35 @@
+// The two models of the end-to-end benchmarks and their batches of random
+// tokens (train_step.cpp, step_profile.cpp).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "autograd/random.h"
+#include "nn/transformer.h"
+
+namespace sf::bench {
+
+struct StepConfig {
+  const char* name;
+  int64_t d_model, N, h, d_ff, seq_len, batch, vocab;
+};
+
+// The sizes of a toy task (tiny) and of a small real corpus such as Multi30k (small).
+inline const StepConfig kTiny{"tiny", 128, 2, 4, 512, 32, 32, 4000};
+inline const StepConfig kSmall{"small", 256, 3, 8, 1024, 64, 32, 8000};
+
+const StepConfig& config_named(const std::string& name);  // "tiny" or "small"
+
+// The model, initialised from a fixed seed, moved to `device`; dropout 0.1.
+std::unique_ptr<nn::Transformer> build(const StepConfig& c, Device& device);
+
+struct StepBatch {
+  Tensor src, tgt, label, src_mask, tgt_mask;
+};
+
+// Lengths uniform in [S/2, S-1], framed as the data pipeline frames pairs:
+// [SOS] tokens [EOS] [PAD]... for the encoder, [SOS] tokens [PAD]... for the
+// decoder, tokens [EOS] [PAD]... as labels.
+StepBatch random_batch(const StepConfig& c, Rng& rng);
+
+}  // namespace sf::bench

@@ -1,0 +1,150 @@
+// Where a training step's time goes, so the next person knows what to make
+// faster: the step split by phase (forward with the loss, backward, optimizer)
+// and by kernel. The kernels are timed by a host table whose every entry wraps
+// the fast table's (`timed`), made active for the run; what the kernels do not
+// account for is the framework around them (graph, allocation, dispatch).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autograd/kernels/kernels.h"
+#include "autograd/kernels/thread_pool.h"
+#include "autograd/ops.h"
+#include "bench_util.h"
+#include "step_models.h"
+#include "optim/optimizer.h"
+
+namespace sf::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::map<std::string, double>& kernel_seconds() {
+  static std::map<std::string, double> seconds;
+  return seconds;
+}
+
+// Adds the time from its construction to its destruction to `name`'s total.
+class KernelTimer {
+ public:
+  explicit KernelTimer(const char* name) : name_(name), start_(Clock::now()) {}
+  ~KernelTimer() { kernel_seconds()[name_] += std::chrono::duration<double>(Clock::now() - start_).count(); }
+  KernelTimer(const KernelTimer&) = delete;
+  KernelTimer& operator=(const KernelTimer&) = delete;
+
+ private:
+  const char* name_;
+  Clock::time_point start_;
+};
+
+// The fast table's entry, timed.
+#define TIMED(entry)                                  \
+  t.entry = [](auto... args) {                        \
+    KernelTimer timer(#entry);                        \
+    return kernels::fast_table().entry(args...);      \
+  }
+
+const kernels::HostTable& timed_table() {
+  static const kernels::HostTable table = [] {
+    kernels::HostTable t = kernels::fast_table();
+    t.name = "timed";
+    TIMED(gemm);
+    TIMED(binary);
+    TIMED(predicate);
+    TIMED(predicate_int);
+    TIMED(masked_fill);
+    TIMED(unary);
+    TIMED(sum_to);
+    TIMED(sum_axis);
+    TIMED(max_axis);
+    TIMED(softmax);
+    TIMED(log_softmax);
+    TIMED(softmax_backward);
+    TIMED(log_softmax_backward);
+    TIMED(masked_softmax);
+    TIMED(masked_softmax_backward);
+    TIMED(layer_norm);
+    TIMED(layer_norm_backward);
+    TIMED(bias_relu);
+    TIMED(relu_backward);
+    TIMED(dropout);
+    TIMED(dot);
+    TIMED(adam_step);
+    TIMED(sgd_step);
+    TIMED(topk);
+    TIMED(copy_rows);
+    TIMED(permute);
+    TIMED(gather_rows);
+    TIMED(scatter_add_rows);
+    TIMED(cross_entropy);
+    TIMED(cross_entropy_backward);
+    return t;
+  }();
+  return table;
+}
+#undef TIMED
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+}  // namespace
+
+void bench_step_profile() {
+  constexpr int kWarmup = 3, kSteps = 10;
+  kernels::set_num_threads(2);
+  for (const std::string model_name : {"tiny", "small"}) {
+    const StepConfig& c = config_named(model_name);
+    auto model = build(c, cpu());
+    optim::Adam adam(model->named_parameters(), 1e-4f);
+    Rng data(7);
+    std::vector<StepBatch> batches;
+    for (int i = 0; i < 4; ++i) batches.push_back(random_batch(c, data));
+    double forward = 0, backward = 0, update = 0;
+    for (int i = 0; i < kWarmup + kSteps; ++i) {
+      if (i == kWarmup) {  // measure from here on
+        kernels::set_active(timed_table());
+        kernel_seconds().clear();
+        forward = backward = update = 0;
+      }
+      const StepBatch& b = batches[i % batches.size()];
+      auto start = Clock::now();
+      Tensor memory = model->encode(b.src, b.src_mask);
+      Tensor loss = cross_entropy(model->project(model->decode(memory, b.src_mask, b.tgt, b.tgt_mask)),
+                                  b.label, 1, 0.1f);
+      (void)loss.item();
+      forward += since(start);
+      start = Clock::now();
+      loss.backward();
+      backward += since(start);
+      start = Clock::now();
+      adam.step();
+      adam.zero_grad();
+      update += since(start);
+    }
+    kernels::set_active(kernels::fast_table());
+    double step = (forward + backward + update) / kSteps * 1e3, kernels_total = 0;
+    std::vector<std::pair<double, std::string>> by_kernel;
+    for (const auto& [name, seconds] : kernel_seconds()) {
+      by_kernel.push_back({seconds / kSteps * 1e3, name});
+      kernels_total += seconds / kSteps * 1e3;
+    }
+    std::sort(by_kernel.rbegin(), by_kernel.rend());
+    std::printf("\nWhere a %s training step goes, 2 threads (ms per step, mean of %d): %.1f ms\n"
+                "  forward + loss %.1f, backward %.1f, optimizer %.1f\n"
+                "  kernels %.1f (%.0f%%), around them %.1f:\n",
+                model_name.c_str(), kSteps, step, forward / kSteps * 1e3, backward / kSteps * 1e3,
+                update / kSteps * 1e3, kernels_total, 100 * kernels_total / step, step - kernels_total);
+    nlohmann::json split = {{"forward_ms", forward / kSteps * 1e3},
+                            {"backward_ms", backward / kSteps * 1e3},
+                            {"optimizer_ms", update / kSteps * 1e3}};
+    for (const auto& [ms, name] : by_kernel) {
+      if (ms >= 0.01 * step) std::printf("    %-26s %7.2f ms %5.1f%%\n", name.c_str(), ms, 100 * ms / step);
+      split["kernels_ms"][name] = ms;
+    }
+    add_record("step_profile", model_name, 2, step, step, "self", "ms")["split"] = split;
+  }
+}
+
+}  // namespace sf::bench
