@@ -1,5 +1,6 @@
 #include "device.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -83,10 +84,7 @@ class CpuDevice final : public Device {
   void* allocate(size_t bytes) override {
     size_t size = BlockCache::size_class(bytes, kAlignment);
     void* cached = cache_.take(size);
-    {
-      std::lock_guard lock(stats_mutex_);
-      ++(cached ? stats_.cache_hits : stats_.system_allocations);
-    }
+    ++(cached ? cache_hits_ : system_allocations_);
     if (cached) return cached;
     void* ptr = std::aligned_alloc(kAlignment, size);
     if (!ptr) throw std::bad_alloc();
@@ -112,17 +110,13 @@ class CpuDevice final : public Device {
   }
   void synchronize() override {}
 
-  AllocationStats stats() {
-    std::lock_guard lock(stats_mutex_);
-    return stats_;
-  }
+  AllocationStats stats() const { return {system_allocations_, cache_hits_}; }
 
   const kernels::Table& kernels() const override { return cpu_table(); }
 
  private:
   BlockCache cache_{size_t{2} << 30};
-  std::mutex stats_mutex_;
-  AllocationStats stats_;
+  std::atomic<int64_t> system_allocations_ = 0, cache_hits_ = 0;
 };
 
 CpuDevice& cpu_device() {

@@ -11,30 +11,14 @@
 #include <cstdio>
 
 #include "autograd/opencl/opencl.h"
+#include "autograd/tensor.h"
 #include "bench_util.h"
 
 namespace sf::bench {
 namespace {
 
-// A device buffer holding `values`, released at the end of the scope.
-class DeviceArray {
- public:
-  DeviceArray(Device& device, const std::vector<float>& values)
-      : device_(device), bytes_(values.size() * sizeof(float)), buffer_(device.allocate(bytes_)) {
-    device.write(values.data(), {buffer_, 0}, bytes_);
-  }
-  ~DeviceArray() { device_.release(buffer_, bytes_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  Mem<float> mem() const { return {buffer_, 0}; }
-  cl_mem handle() const { return static_cast<cl_mem>(buffer_); }
-
- private:
-  Device& device_;
-  size_t bytes_;
-  void* buffer_;
-};
+// A tensor's buffer as CLBlast takes it.
+cl_mem handle(const Tensor& t) { return static_cast<cl_mem>(t.mem().buffer); }
 
 }  // namespace
 
@@ -45,8 +29,9 @@ void bench_opencl_gemm() {
               "ours", "clblast", "ratio");
   for (const GemmCase& c : gemm_cases({256, 1024})) {
     int64_t lda = c.trans_a ? c.m : c.k, ldb = c.trans_b ? c.k : c.n;
-    DeviceArray a(device, random_vector(c.m * c.k, 1)), b(device, random_vector(c.k * c.n, 2)),
-        out(device, std::vector<float>(c.m * c.n));
+    Tensor a = Tensor::from(random_vector(c.m * c.k, 1), {c.m * c.k}).to(device),
+           b = Tensor::from(random_vector(c.k * c.n, 2), {c.k * c.n}).to(device),
+           out = Tensor::zeros({c.m * c.n}, DType::F32, device);
     auto [ours, ref] = interleaved(
         [&] {
           device.kernels().gemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, a.mem(), lda, 0, b.mem(), ldb, 0,
@@ -56,8 +41,8 @@ void bench_opencl_gemm() {
         [&] {
           CLBlastStatusCode status = CLBlastSgemm(
               CLBlastLayoutRowMajor, c.trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
-              c.trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, c.m, c.n, c.k, 1.0f, a.handle(), 0, lda,
-              b.handle(), 0, ldb, 0.0f, out.handle(), 0, c.n, &queue, nullptr);
+              c.trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, c.m, c.n, c.k, 1.0f, handle(a), 0, lda,
+              handle(b), 0, ldb, 0.0f, handle(out), 0, c.n, &queue, nullptr);
           if (status != CLBlastSuccess) std::printf("CLBlastSgemm failed: status %d\n", status);
           device.synchronize();
         });

@@ -92,12 +92,17 @@ void Module::to(Device& device) {
   for (auto& [name, child] : children_) child->to(device);
 }
 
-Device& Module::device() const {
-  if (!parameters_.empty()) return parameters_.front().second.device();
-  if (!buffers_.empty()) return buffers_.front().second.device();
+const Tensor* Module::first_tensor() const {
+  if (!parameters_.empty()) return &parameters_.front().second;
+  if (!buffers_.empty()) return &buffers_.front().second;
   for (const auto& [name, child] : children_)
-    if (!child->state_dict().empty()) return child->device();
-  return cpu();
+    if (const Tensor* t = child->first_tensor()) return t;
+  return nullptr;
+}
+
+Device& Module::device() const {
+  const Tensor* t = first_tensor();
+  return t ? t->device() : cpu();
 }
 
 void Module::zero_grad() {

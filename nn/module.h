@@ -64,6 +64,8 @@ class Module {
 
  private:
   void collect(const std::string& prefix, bool parameters, bool buffers, NamedTensors& out) const;
+  // The first parameter or buffer in state_dict order, or null.
+  const Tensor* first_tensor() const;
 
   bool training_ = true;
   NamedTensors parameters_, buffers_;

@@ -1,6 +1,5 @@
 #include "transformer.h"
 
-
 #include "autograd/error.h"
 
 namespace sf::nn {
@@ -159,9 +158,7 @@ std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, 
          ", d_model ", config.d_model, ", N ", config.N, ", d_ff ", config.d_ff, ")");
   auto model = std::make_unique<Transformer>(config, init);
   for (const Tensor& p : model->parameters())
-    if (p.ndim() > 1) {
-      p.copy_from(xavier_uniform(p.shape(), init));
-    }
+    if (p.ndim() > 1) p.copy_from(xavier_uniform(p.shape(), init));
   return model;
 }
 

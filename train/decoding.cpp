@@ -89,7 +89,8 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
     const int64_t vocab = log_probs.size(-1);
     // A sentence's best k continuations are among the k best of each of its
     // beams, so only those cross to the host.
-    auto [top_values, top_indices] = topk(reshape(log_probs, {batch * k, vocab}), k);
+    const int64_t per_beam = std::min(k, vocab);
+    auto [top_values, top_indices] = topk(reshape(log_probs, {batch * k, vocab}), per_beam);
     const std::vector<float> best_lp = top_values.to_vector();
     const std::vector<int32_t> best_token = top_indices.to_int_vector();
     std::vector<int32_t> parents(batch * k);
@@ -106,7 +107,7 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
       std::vector<std::pair<double, int64_t>> candidates;
       for (int64_t i = 0; i < k; ++i) {
         if (beams[b][i].log_prob == kNone) continue;
-        for (int64_t j = (b * k + i) * k; j < (b * k + i + 1) * k; ++j)
+        for (int64_t j = (b * k + i) * per_beam; j < (b * k + i + 1) * per_beam; ++j)
           candidates.push_back({beams[b][i].log_prob + best_lp[j], i * vocab + best_token[j]});
       }
       size_t slots = std::min<size_t>(candidates.size(), k - finished[b].size());
