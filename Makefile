@@ -27,9 +27,11 @@ endif
 LIB_SRC := $(wildcard autograd/*.cpp autograd/kernels/*.cpp nn/*.cpp optim/*.cpp data/*.cpp) \
            $(filter-out train/main.cpp,$(wildcard train/*.cpp))
 # The OpenCL backend (autograd/opencl/): its own build folder, the ICD loader,
-# and PoCL so that a machine without a GPU still has an OpenCL device.
+# and PoCL so that a machine without a GPU still has an OpenCL device. (PoCL's
+# marker is its copyright file: its .icd file is a conffile, which outlives a
+# package removed but not purged.)
 OPENCL_PACKAGES := ocl-icd-opencl-dev:/usr/lib/x86_64-linux-gnu/libOpenCL.so \
-                   opencl-headers:/usr/include/CL/cl.h pocl-opencl-icd:/etc/OpenCL/vendors/pocl.icd \
+                   opencl-headers:/usr/include/CL/cl.h pocl-opencl-icd:/usr/share/doc/pocl-opencl-icd/copyright \
                    clinfo:/usr/bin/clinfo
 ifeq ($(OPENCL),1)
   BUILD := $(BUILD)/opencl
