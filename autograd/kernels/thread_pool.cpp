@@ -1,6 +1,11 @@
 #include "thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace sf::kernels {
 
@@ -9,11 +14,33 @@ namespace {
 // parallel_for issued from such a thread is nested and must run inline.
 thread_local bool t_in_region = false;
 
+// How long an idle worker keeps watching for the next job before it sleeps.
+// Measured on a 2-core Zen 4 machine: a tiny model's training step issues a
+// job every ~20 us on average, greedy decoding one every ~5 us, so 200 us
+// covers the gaps inside a step or a decode while a worker idle between
+// steps of a data loader or a user's program still goes to sleep.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+// A hint to the core that this is a spin loop (x86's PAUSE), so the spinning
+// thread yields pipeline resources to its hyperthread sibling.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
 int resolve(int n) {
   if (n > 0) return n;
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 }  // namespace
+
+// Job numbers: job_ is even while a job's fields are stable and odd while the
+// caller rewrites them (a sequence lock). A worker registers in readers_ and
+// then re-checks job_ before reading the fields; the caller makes job_ odd and
+// then waits for readers_ to drain before writing. With both sides sequentially
+// consistent, either the worker sees the odd number and backs off, or the
+// caller sees the reader and waits, so fields are never read while written.
 
 ThreadPool::ThreadPool(int n) { start_workers(resolve(n) - 1); }
 
@@ -28,41 +55,62 @@ void ThreadPool::set_num_threads(int n) {
 bool ThreadPool::in_parallel_region() { return t_in_region; }
 
 void ThreadPool::start_workers(int count) {
-  stop_ = false;
-  for (int i = 0; i < count; ++i) workers_.emplace_back([this] { worker_loop(); });
+  stop_.store(false);
+  // Workers start from the job number of now: a stop signalled before a new
+  // thread first runs is then still a new number to it.
+  const uint64_t now = job_.load();
+  for (int i = 0; i < count; ++i) workers_.emplace_back([this, now] { worker_loop(now); });
 }
 
 void ThreadPool::stop_workers() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  work_ready_.notify_all();
+  stop_.store(true);
+  job_.fetch_add(2);  // a new job number wakes spinning workers; wake_all sleeping ones
+  wake_all();
   for (auto& t : workers_) t.join();
   workers_.clear();
 }
 
-void ThreadPool::run_chunks(std::unique_lock<std::mutex>& lock) {
-  while (next_chunk_ < num_chunks_) {
-    const int64_t b = begin_ + next_chunk_ * chunk_;
-    const int64_t e = std::min(b + chunk_, end_);
-    ++next_chunk_;
-    ChunkFn call = call_;
-    const void* ctx = ctx_;
-    lock.unlock();
-    call(ctx, b, e);
-    lock.lock();
-    if (--pending_ == 0) job_done_.notify_one();
+void ThreadPool::wake_all() {
+  // Taking the mutex orders this wake-up after any sleeper's last look at job_.
+  { std::lock_guard<std::mutex> lock(sleep_mutex_); }
+  wake_.notify_all();
+}
+
+uint64_t ThreadPool::wait_for_job(uint64_t seen) {
+  const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    uint64_t job = job_.load();
+    if (job != seen && job % 2 == 0) return job;
+    cpu_relax();
+    if (i % 64 == 63 && std::chrono::steady_clock::now() > spin_until) break;
+  }
+  std::unique_lock<std::mutex> lock(sleep_mutex_);
+  sleepers_.fetch_add(1);
+  uint64_t job = job_.load();
+  while (job == seen || job % 2 == 1) {
+    wake_.wait(lock);
+    job = job_.load();
+  }
+  sleepers_.fetch_sub(1);
+  return job;
+}
+
+void ThreadPool::run_chunks() {
+  for (int64_t i = next_chunk_.fetch_add(1); i < num_chunks_; i = next_chunk_.fetch_add(1)) {
+    const int64_t b = begin_ + i * chunk_;
+    call_(ctx_, b, std::min(b + chunk_, end_));
+    unfinished_.fetch_sub(1, std::memory_order_release);
   }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(uint64_t seen) {
   t_in_region = true;
-  std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    work_ready_.wait(lock, [this] { return stop_ || next_chunk_ < num_chunks_; });
-    if (stop_) return;
-    run_chunks(lock);
+    seen = wait_for_job(seen);
+    if (stop_.load()) return;
+    readers_.fetch_add(1);
+    if (job_.load() == seen) run_chunks();
+    readers_.fetch_sub(1);
   }
 }
 
@@ -76,20 +124,30 @@ void ThreadPool::run(int64_t begin, int64_t end, int64_t grain, ChunkFn call, co
   const int64_t n = end - begin;
   const int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, grain));
   const int64_t chunks = std::min<int64_t>(num_threads(), max_chunks);
-  std::unique_lock<std::mutex> lock(mutex_);
+
+  const uint64_t job = job_.fetch_add(1) + 1;  // odd: the fields are being written
+  while (readers_.load() != 0) cpu_relax();    // late readers of the last job leave
   call_ = call;
   ctx_ = ctx;
   begin_ = begin;
   end_ = end;
   chunk_ = (n + chunks - 1) / chunks;
   num_chunks_ = (n + chunk_ - 1) / chunk_;
-  next_chunk_ = 0;
-  pending_ = num_chunks_;
-  // Wake only as many workers as there are chunks beyond the caller's own.
-  for (int64_t i = 1; i < num_chunks_; ++i) work_ready_.notify_one();
+  next_chunk_.store(0);
+  unfinished_.store(num_chunks_);
+  job_.store(job + 1);  // even: published
+  if (sleepers_.load() > 0) wake_all();
+
   t_in_region = true;
-  run_chunks(lock);
-  job_done_.wait(lock, [this] { return pending_ == 0; });
+  run_chunks();
+  // Only chunks a worker has claimed can still be running; they are about as
+  // long as the caller's own, so the caller spins, yielding its core only if
+  // the wait grows long (a worker descheduled on a busy machine).
+  const auto patient_until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0; unfinished_.load(std::memory_order_acquire) != 0; ++i) {
+    cpu_relax();
+    if (i % 64 == 63 && std::chrono::steady_clock::now() > patient_until) std::this_thread::yield();
+  }
   t_in_region = false;
 }
 

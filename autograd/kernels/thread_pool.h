@@ -3,14 +3,21 @@
 // `parallel_for` splits [begin, end) into at most num_threads() contiguous chunks
 // and runs them on the pool's workers plus the calling thread, returning when all
 // are done. Design points:
-//  * Idle workers sleep on a condition variable (no spinning), so the cores are
-//    free for other code (another library, the Python process, ...).
+//  * A training step or a decoded token is hundreds of kernels, many of them a
+//    few microseconds long, issued back to back. A worker woken from a sleep
+//    (a futex) starts 5-15 us late, longer than such a kernel, so after each job
+//    workers spin for a short while (kSpin in thread_pool.cpp) watching for the
+//    next one, as OpenMP runtimes do, and only then sleep on a condition variable. Idle for longer, they
+//    leave the cores to other code.
+//  * Jobs are published and chunks claimed with atomics; the caller takes
+//    chunks too, so a chunk no worker has claimed yet runs on the caller.
 //  * A range no larger than `grain`, a 1-thread pool, or a call made from inside a
-//    running parallel_for (nested) runs inline on the caller: no locking, no
-//    type erasure, no wake-ups. Nested calls therefore never deadlock.
+//    running parallel_for (nested) runs inline on the caller: no type erasure,
+//    no wake-ups. Nested calls therefore never deadlock.
 //  * If two unrelated threads call parallel_for at once, the second one simply
 //    runs its range serially instead of waiting for the pool.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -56,25 +63,31 @@ class ThreadPool {
   void run(int64_t begin, int64_t end, int64_t grain, ChunkFn call, const void* ctx);
   void start_workers(int count);
   void stop_workers();
-  void worker_loop();
-  // Claims and runs chunks of the current job until none are left. Takes and
-  // returns with `lock` held.
-  void run_chunks(std::unique_lock<std::mutex>& lock);
+  void worker_loop(uint64_t seen);
+  // Waits for a job newer than `seen` (or stop); returns the newest job's number.
+  uint64_t wait_for_job(uint64_t seen);
+  // Wakes the sleeping workers after job_ has changed.
+  void wake_all();
+  // Claims and runs chunks of the current job until none are left.
+  void run_chunks();
 
   std::vector<std::thread> workers_;
   std::mutex region_;  // held by the one caller whose job is using the pool
 
-  // The current job, all guarded by mutex_. Chunk i is
-  // [begin + i * chunk, min(begin + (i + 1) * chunk, end)).
-  std::mutex mutex_;
-  std::condition_variable work_ready_;  // workers wait here for chunks
-  std::condition_variable job_done_;    // the caller waits here for `pending_ == 0`
+  // The current job. The caller writes call_ .. num_chunks_, then publishes them
+  // by a new even job_ number (thread_pool.cpp says how a worker reads them
+  // safely). Chunk i is [begin + i * chunk, min(begin + (i + 1) * chunk, end)).
   ChunkFn call_ = nullptr;
   const void* ctx_ = nullptr;
-  int64_t begin_ = 0, end_ = 0, chunk_ = 0;
-  int64_t next_chunk_ = 0, num_chunks_ = 0;
-  int64_t pending_ = 0;  // chunks claimed or not yet claimed, but not finished
-  bool stop_ = false;
+  int64_t begin_ = 0, end_ = 0, chunk_ = 0, num_chunks_ = 0;
+  std::atomic<uint64_t> job_{0};        // number of the latest job; workers wait on it
+  std::atomic<int64_t> next_chunk_{0};  // the next chunk to claim
+  std::atomic<int64_t> unfinished_{0};  // chunks not yet finished; the caller waits on it
+  std::atomic<int> readers_{0};         // workers that may be reading the job's fields
+  std::atomic<int> sleepers_{0};        // workers asleep (or about to sleep) on wake_
+  std::mutex sleep_mutex_;
+  std::condition_variable wake_;        // sleeping workers wait here for a new job
+  std::atomic<bool> stop_{false};
 };
 
 // The process-wide pool used by the kernels.
