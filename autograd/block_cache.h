@@ -2,25 +2,42 @@
 //
 // A training step allocates the same tensor sizes every step. Freed buffers are
 // kept per size class and handed out again, so from the second step on a step
-// needs no allocation from the system (or the OpenCL driver). Size classes are
-// quarter steps between powers of two (2^k, 1.25 2^k, 1.5 2^k, 1.75 2^k):
-// batches of varying lengths (bucketing) then share buffers, at most 25% larger
-// than asked for. The cache is bounded; past the bound buffers go back to the
-// system. Built with SF_NO_CACHING_ALLOCATOR (the sanitizer build) it keeps
-// nothing, so every buffer goes to the system and the sanitizers see each one.
+// needs little or no allocation from the system (or the OpenCL driver). Size
+// classes are quarter steps between powers of two (2^k, 1.25 2^k, 1.5 2^k,
+// 1.75 2^k): batches of varying lengths (bucketing) then share buffers, at most
+// 25% larger than asked for.
+//
+// The cache holds what the work keeps asking for, not what it once needed: a
+// buffer that sits unused for a while (kMaxIdle) goes back to the system. After a batch
+// of long sentences, the extra buffers it needed are returned a moment later
+// instead of being held for the rest of the run; a steady training loop reuses
+// its buffers every step and keeps them. A hard bound (the constructor's limit)
+// caps the cache in any case.
+//
+// Built with SF_NO_CACHING_ALLOCATOR (the sanitizer build) it keeps nothing, so
+// every buffer goes to the system and the sanitizers see each one.
 #pragma once
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstddef>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
-#include <vector>
 
 namespace sf {
 
 class BlockCache {
  public:
-  explicit BlockCache(size_t limit_bytes) : limit_(limit_bytes) {}
+  using Clock = std::chrono::steady_clock;
+  // How long a cached buffer may go unused before it is freed, by default. A
+  // training step of the models this project trains takes 10 ms to 2 s.
+  static constexpr Clock::duration kMaxIdle = std::chrono::seconds(5);
+
+  // `free_buffer(buffer, size)` returns a buffer to the system.
+  using FreeFn = void (*)(void* buffer, size_t size);
+  BlockCache(size_t limit_bytes, FreeFn free_buffer, Clock::duration max_idle = kMaxIdle)
+      : limit_(limit_bytes), free_buffer_(free_buffer), max_idle_(max_idle) {}
 
   // The size a request of `bytes` is served with (its size class).
   static size_t size_class(size_t bytes, size_t alignment) {
@@ -38,41 +55,66 @@ class BlockCache {
     std::lock_guard lock(mutex_);
     auto it = free_.find(size);
     if (it == free_.end() || it->second.empty()) return nullptr;
-    void* buffer = it->second.back();
+    void* buffer = it->second.back().buffer;  // the most recently freed: likely still in cache
     it->second.pop_back();
     cached_bytes_ -= size;
     return buffer;
   }
 
-  // Keeps `buffer` (of a size class) for reuse; false when the cache is full
-  // and the caller should free it.
-  bool keep(void* buffer, size_t size) {
+  // Takes back `buffer` (of a size class): keeps it for reuse, or frees it when
+  // the cache is full. Also frees the buffers that have been idle too long.
+  void give_back(void* buffer, size_t size) {
 #ifdef SF_NO_CACHING_ALLOCATOR
-    (void)buffer, (void)size;
-    return false;
+    free_buffer_(buffer, size);
+    return;
 #endif
     std::lock_guard lock(mutex_);
-    if (cached_bytes_ + size > limit_) return false;
-    free_[size].push_back(buffer);
+    const Clock::time_point now = Clock::now();
+    if (now - last_sweep_ > max_idle_ / 8) sweep(now - max_idle_);
+    if (cached_bytes_ + size > limit_) {
+      free_buffer_(buffer, size);
+      return;
+    }
+    free_[size].push_back({buffer, now});
     cached_bytes_ += size;
-    return true;
   }
 
-  // Hands every cached buffer to `free_buffer(buffer, size)` and empties the cache.
-  template <class Free>
-  void clear(Free free_buffer) {
+  // Frees every cached buffer.
+  void clear() {
     std::lock_guard lock(mutex_);
-    for (auto& [size, buffers] : free_)
-      for (void* b : buffers) free_buffer(b, size);
-    free_.clear();
-    cached_bytes_ = 0;
+    sweep(Clock::time_point::max());
+  }
+
+  size_t cached_bytes() const {
+    std::lock_guard lock(mutex_);
+    return cached_bytes_;
   }
 
  private:
+  struct Cached {
+    void* buffer;
+    Clock::time_point freed_at;
+  };
+
+  // Frees the buffers freed before `cutoff`. Each size class's list is in the
+  // order the buffers came back, so the idle ones are at its front.
+  void sweep(Clock::time_point cutoff) {
+    for (auto& [size, buffers] : free_)
+      while (!buffers.empty() && buffers.front().freed_at < cutoff) {
+        free_buffer_(buffers.front().buffer, size);
+        buffers.pop_front();
+        cached_bytes_ -= size;
+      }
+    last_sweep_ = Clock::now();
+  }
+
   size_t limit_;
-  std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
+  FreeFn free_buffer_;
+  Clock::duration max_idle_;
+  mutable std::mutex mutex_;
+  std::unordered_map<size_t, std::deque<Cached>> free_;
   size_t cached_bytes_ = 0;
+  Clock::time_point last_sweep_ = Clock::now();
 };
 
 }  // namespace sf

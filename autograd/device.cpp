@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <new>
 
 #include "block_cache.h"
@@ -78,21 +81,34 @@ constexpr size_t kAlignment = 64;
 // at 2 GiB.
 class CpuDevice final : public Device {
  public:
+  CpuDevice() {
+#ifdef __GLIBC__
+    // glibc serves large blocks with mmap and gives them back to the system on
+    // free, but by default it raises that threshold to the largest block freed
+    // so far (up to 32 MiB), after which such blocks come from its heap, where a
+    // freed block in the middle stays resident. A fixed threshold keeps "freed"
+    // meaning "returned" for every tensor of 1 MiB or more.
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
+  }
+
   const char* name() const override { return "cpu"; }
   bool host_addressable() const override { return true; }
 
   void* allocate(size_t bytes) override {
     size_t size = BlockCache::size_class(bytes, kAlignment);
-    void* cached = cache_.take(size);
-    ++(cached ? cache_hits_ : system_allocations_);
-    if (cached) return cached;
-    void* ptr = std::aligned_alloc(kAlignment, size);
+    void* ptr = cache_.take(size);
+    ++(ptr ? cache_hits_ : system_allocations_);
+    if (!ptr) ptr = std::aligned_alloc(kAlignment, size);
     if (!ptr) throw std::bad_alloc();
+    peak_live_bytes_ = std::max(peak_live_bytes_.load(), live_bytes_ += static_cast<int64_t>(size));
     return ptr;
   }
 
   void release(void* buffer, size_t bytes) override {
-    if (!cache_.keep(buffer, BlockCache::size_class(bytes, kAlignment))) std::free(buffer);
+    size_t size = BlockCache::size_class(bytes, kAlignment);
+    live_bytes_ -= static_cast<int64_t>(size);
+    cache_.give_back(buffer, size);
   }
 
   void write(const void* src, Mem<void> dst, size_t bytes) override {
@@ -110,13 +126,18 @@ class CpuDevice final : public Device {
   }
   void synchronize() override {}
 
-  AllocationStats stats() const { return {system_allocations_, cache_hits_}; }
+  AllocationStats stats() const {
+    return {system_allocations_, cache_hits_, live_bytes_, peak_live_bytes_,
+            static_cast<int64_t>(cache_.cached_bytes())};
+  }
+  void reset_peak() { peak_live_bytes_ = live_bytes_.load(); }
 
   const kernels::Table& kernels() const override { return cpu_table(); }
 
  private:
-  BlockCache cache_{size_t{2} << 30};
+  BlockCache cache_{size_t{2} << 30, [](void* buffer, size_t) { std::free(buffer); }};
   std::atomic<int64_t> system_allocations_ = 0, cache_hits_ = 0;
+  std::atomic<int64_t> live_bytes_ = 0, peak_live_bytes_ = 0;  // in size classes
 };
 
 CpuDevice& cpu_device() {
@@ -142,6 +163,8 @@ Device& device_named(const std::string& name) {
 }
 
 AllocationStats cpu_allocation_stats() { return cpu_device().stats(); }
+
+void reset_cpu_peak_live_bytes() { cpu_device().reset_peak(); }
 
 Storage::Storage(Device& device, size_t bytes)
     : device_(device), bytes_(bytes), buffer_(device.allocate(bytes)) {}

@@ -21,7 +21,13 @@ Tensor record(const Tensor& out, const char* op, std::vector<Tensor> inputs, Bac
   bool needed = false;
   for (const Tensor& t : inputs) needed = needed || (t.defined() && t.requires_grad());
   if (!needed) return out;
-  out.set_grad_fn(std::make_shared<Node>(Node{op, std::move(inputs), std::move(backward)}));
+  std::vector<Edge> edges(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.defined() || !t.requires_grad()) continue;
+    edges[i] = {true, t.grad_fn(), t.is_leaf() ? t : Tensor(), t.shape()};
+  }
+  out.set_grad_fn(std::make_shared<Node>(Node{op, std::move(edges), std::move(backward)}));
   return out;
 }
 
@@ -36,9 +42,7 @@ static std::vector<std::shared_ptr<Node>> topological_order(const std::shared_pt
   while (!stack.empty()) {
     auto& [node, next_input] = stack.back();
     if (next_input < node->inputs.size()) {
-      const Tensor& input = node->inputs[next_input++];
-      if (!input.defined()) continue;
-      const std::shared_ptr<Node>& child = input.grad_fn();
+      const std::shared_ptr<Node>& child = node->inputs[next_input++].grad_fn;
       if (child && visited.insert(child.get()).second) stack.push_back({child, 0});
     } else {
       post_order.push_back(node);
@@ -76,15 +80,15 @@ void run_backward(const Tensor& root, const Tensor& grad) {
       fail("internal: ", node->op, " backward returned ", grads.size(), " gradients for ",
            node->inputs.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
-      const Tensor& input = node->inputs[i];
-      if (!input.defined() || !input.requires_grad() || !grads[i].defined()) continue;
-      if (grads[i].shape() != input.shape())
+      const Edge& input = node->inputs[i];
+      if (!input.requires_grad || !grads[i].defined()) continue;
+      if (grads[i].shape() != input.shape)
         fail("internal: ", node->op, " backward gave a gradient of shape ",
-             to_string(grads[i].shape()), " for an input of shape ", to_string(input.shape()));
-      if (input.is_leaf()) {
-        input.accumulate_grad(grads[i]);
+             to_string(grads[i].shape()), " for an input of shape ", to_string(input.shape));
+      if (input.leaf.defined()) {
+        input.leaf.accumulate_grad(grads[i]);
       } else {
-        Tensor& slot = pending[input.grad_fn().get()];
+        Tensor& slot = pending[input.grad_fn.get()];
         slot = slot.defined() ? add(slot, grads[i]) : grads[i];
       }
     }

@@ -1,16 +1,31 @@
 // The reverse-mode engine. Each op that runs with grad enabled and has an input
-// requiring grad records a Node: its inputs and a function mapping the output's
-// gradient to theirs. backward() walks the nodes once in reverse topological
-// order, summing gradients where a tensor is used more than once, and then frees
-// the graph (saved tensors included) so memory does not grow from step to step.
+// requiring grad records a Node: an edge per input and a function mapping the
+// output's gradient to theirs. backward() walks the nodes once in reverse
+// topological order, summing gradients where a tensor is used more than once,
+// and then frees the graph (saved tensors included) so memory does not grow
+// from step to step.
+//
+// An edge says where an input's gradient goes, never holds the input's data:
+// only the tensors a backward function captures stay alive until backward. So
+// the logits that log_softmax turns into log-probabilities, or the scores a
+// masked softmax normalises, are freed as soon as the forward pass moves on,
+// as in PyTorch, where a node keeps only what it saved for backward.
 #pragma once
 #include "tensor.h"
 
 namespace sf {
 
+// Where the gradient of one input of an op goes.
+struct Edge {
+  bool requires_grad = false;    // false: no gradient flows (constants, undefined inputs)
+  std::shared_ptr<Node> grad_fn;  // the op that computed the input, if any
+  Tensor leaf;                    // the input itself when it is a leaf requiring grad
+  Shape shape;                    // the input's shape, which its gradient must have
+};
+
 struct Node {
   const char* op;
-  std::vector<Tensor> inputs;
+  std::vector<Edge> inputs;
   BackwardFn backward;
 };
 

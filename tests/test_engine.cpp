@@ -1,6 +1,10 @@
 // The autograd engine: no-grad scope, graph freeing, views, and bad use.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <thread>
+
+#include "autograd/block_cache.h"
 #include "autograd/engine.h"
 #include "autograd/error.h"
 #include "autograd/ops.h"
@@ -118,5 +122,51 @@ TEST_CASE("allocator: a steady-state training step makes no system allocation") 
   for (int i = 0; i < 3; ++i) step();
   CHECK(cpu_allocation_stats().system_allocations == before);
   CHECK(cpu_allocation_stats().cache_hits > 0);
+#endif
+}
+
+TEST_CASE("engine: the graph keeps only what backward needs, not every intermediate") {
+  // log_softmax's backward needs its output, not its input: once the caller
+  // drops the logits, their memory is free although the graph still exists.
+  Tensor w = Tensor::ones({256, 256}).set_requires_grad();
+  Tensor x = Tensor::ones({512, 256});
+  const int64_t logits_bytes = 512 * 256 * 4;
+  int64_t before = cpu_allocation_stats().live_bytes;
+  Tensor log_probs = log_softmax(matmul(x, w));  // the logits are a temporary
+  int64_t held = cpu_allocation_stats().live_bytes - before;
+  CHECK(held >= logits_bytes);      // the log-probabilities
+  CHECK(held < 2 * logits_bytes);   // but not the logits as well
+  sum(log_probs).backward();
+  CHECK(w.grad().defined());
+}
+
+TEST_CASE("allocator: the block cache frees buffers left idle, keeps those in use") {
+#ifdef SF_NO_CACHING_ALLOCATOR
+  SF_SKIP("the caching allocator is off in this build (SANITIZE=1)");
+#else
+  static int freed;
+  freed = 0;
+  BlockCache cache(size_t{1} << 30, [](void* buffer, size_t) { ::operator delete(buffer); ++freed; },
+                   std::chrono::milliseconds(40));
+  const size_t size = BlockCache::size_class(1000, 64);
+  CHECK(size == 1024);
+  CHECK(BlockCache::size_class(1100, 64) == 1280);  // quarter steps between powers of two
+  cache.give_back(::operator new(size), size);
+  cache.give_back(::operator new(size), size);
+  CHECK(cache.cached_bytes() == 2 * size);
+  void* reused = cache.take(size);  // served from the cache
+  REQUIRE(reused != nullptr);
+  CHECK(cache.cached_bytes() == size);
+  // The buffer in use comes back now and then; the other one sits idle.
+  for (int i = 0; i < 12; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    cache.give_back(reused, size);
+    reused = cache.take(size);
+  }
+  CHECK(freed == 1);  // the idle one went back to the system
+  CHECK(cache.cached_bytes() == 0);
+  cache.give_back(reused, size);
+  cache.clear();
+  CHECK(freed == 2);
 #endif
 }
