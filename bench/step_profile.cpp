@@ -111,7 +111,7 @@ void bench_step_profile() {
       const StepBatch& b = batches[i % batches.size()];
       auto start = Clock::now();
       Tensor memory = model->encode(b.src, b.src_mask);
-      Tensor loss = cross_entropy(model->project(model->decode(memory, b.src_mask, b.tgt, b.tgt_mask)),
+      Tensor loss = cross_entropy(model->logits(model->decode(memory, b.src_mask, b.tgt, b.tgt_mask)),
                                   b.label, 1, 0.1f);
       (void)loss.item();
       forward += since(start);

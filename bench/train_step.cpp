@@ -38,8 +38,8 @@ double step_ms(const StepConfig& c, Device& device, int warmup, int steps) {
     const StepBatch& b = batches[i % batches.size()];
     double t = seconds([&] {
       Tensor memory = model->encode(b.src, b.src_mask);
-      Tensor logp = model->project(model->decode(memory, b.src_mask, b.tgt, b.tgt_mask));
-      Tensor loss = cross_entropy(logp, b.label, 1, 0.1f);
+      Tensor logits = model->logits(model->decode(memory, b.src_mask, b.tgt, b.tgt_mask));
+      Tensor loss = cross_entropy(logits, b.label, 1, 0.1f);
       loss.backward();
       adam.step();
       adam.zero_grad();
@@ -67,7 +67,7 @@ double decode_ms(const StepConfig& c, Device& device, int tokens) {
     double t = seconds([&] {
       nn::DecoderCache cache = model->start_decoding(model->encode(src, src_mask));
       Tensor next = Tensor::from_ints({2}, {1, 1});
-      for (int i = 0; i < tokens; ++i) next = argmax(model->project(model->decode_next(cache, src_mask, next)));
+      for (int i = 0; i < tokens; ++i) next = argmax(model->logits(model->decode_next(cache, src_mask, next)));
       (void)next.to_int_vector();
     });
     if (run >= 3) times.push_back(t * 1e3);

@@ -5,6 +5,7 @@
 //   encode(src, src_mask)                      -> memory   [B, S, d_model]
 //   decode(memory, src_mask, tgt, tgt_mask)    -> features [B, T, d_model]
 //   project(features)                          -> log p    [B, T, V_tgt]
+//   logits(features)                           -> z        [B, T, V_tgt], log p = log_softmax(z)
 //
 // Dropout sits in the four places of §7: after embedding + positional encoding,
 // on the attention weights, inside the feed-forward block and on each
@@ -96,6 +97,12 @@ class Transformer : public Module {
   Tensor decode(const Tensor& memory, const Tensor& src_mask, const Tensor& tgt,
                 const Tensor& tgt_mask);
   Tensor project(const Tensor& x) { return projection_layer.forward(x); }
+  // The projection before its log_softmax. cross_entropy normalises what it
+  // is given itself, and log_softmax(log_softmax(z)) = log_softmax(z), so the
+  // loss of logits(x) equals the loss of project(x): training skips two
+  // passes over the [tokens, vocab] matrix (forward and backward), and greedy
+  // decoding takes the argmax of logits, which is the argmax of log p.
+  Tensor logits(const Tensor& x) { return projection_layer.proj.forward(x); }
 
   DecoderCache start_decoding(const Tensor& memory) const;
   // tgt [B, n] are the next n target tokens (positions cache.length ...);

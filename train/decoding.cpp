@@ -17,8 +17,7 @@ std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, i
   std::vector<bool> done(batch, false);
   Tensor next = Tensor::from_ints(std::vector<int32_t>(batch, kSosId), {batch, 1});
   for (int64_t length = 1; length < max_len; ++length) {
-    Tensor log_probs = model.project(model.decode_next(cache, src_mask, next));  // [B, 1, V]
-    next = argmax(log_probs);                                                   // [B, 1]
+    next = argmax(model.logits(model.decode_next(cache, src_mask, next)));  // [B, 1]
     std::vector<int32_t> tokens = next.to_int_vector();
     int64_t active = 0;
     for (int64_t b = 0; b < batch; ++b) {

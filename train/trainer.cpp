@@ -162,7 +162,7 @@ void Trainer::restore() {
 float Trainer::train_batch(const data::Batch& batch, bool last_of_epoch) {
   Tensor memory = model_->encode(batch.encoder_input, batch.encoder_mask);
   Tensor features = model_->decode(memory, batch.encoder_mask, batch.decoder_input, batch.decoder_mask);
-  Tensor loss = cross_entropy(model_->project(features), batch.label, data::kPadId, config_.label_smoothing);
+  Tensor loss = cross_entropy(model_->logits(features), batch.label, data::kPadId, config_.label_smoothing);
   (loss * accumulation_.loss_scale()).backward();
   pending_loss_ += loss.item();
   pending_batches_ += 1;
@@ -210,7 +210,7 @@ ValidationResult Trainer::validate() {
     for (data::EpochBatches batches(*valid_set_, 0); !batches.done();) {
       data::Batch b = batches.next();
       Tensor memory = model_->encode(b.encoder_input, b.encoder_mask);
-      Tensor out = model_->project(model_->decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask));
+      Tensor out = model_->logits(model_->decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask));
       total += cross_entropy(out, b.label, data::kPadId, config_.label_smoothing).item() * b.label_tokens;
       count += b.label_tokens;
     }
