@@ -176,6 +176,15 @@ Tensor embedding(const Tensor& weight, const Tensor& host_ids) {
   });
 }
 
+Tensor index_select(const Tensor& x, const Tensor& rows) {
+  if (x.ndim() < 1) fail("index_select: needs a tensor with a first axis, got a scalar");
+  if (rows.ndim() != 1) fail("index_select: rows must be 1-d, got ", to_string(rows.shape()));
+  // The rows of x, flattened, are an embedding table.
+  Shape shape = x.shape();
+  shape[0] = rows.size(0);
+  return reshape(embedding(reshape(x, {x.size(0), x.numel() / std::max<int64_t>(x.size(0), 1)}), rows), shape);
+}
+
 Tensor dropout(const Tensor& x, float p, Rng& rng) {
   require_float(x, "dropout");
   if (p < 0.0f || p >= 1.0f) fail("dropout: p = ", p, " is outside [0, 1)");

@@ -16,6 +16,7 @@
 #include "bench_util.h"
 #include "step_models.h"
 #include "optim/optimizer.h"
+#include "train/loss.h"
 
 namespace sf::bench {
 namespace {
@@ -111,8 +112,8 @@ void bench_step_profile() {
       const StepBatch& b = batches[i % batches.size()];
       auto start = Clock::now();
       Tensor memory = model->encode(b.src, b.src_mask);
-      Tensor loss = cross_entropy(model->logits(model->decode(memory, b.src_mask, b.tgt, b.tgt_mask)),
-                                  b.label, 1, 0.1f);
+      Tensor loss = train::translation_loss(*model, model->decode(memory, b.src_mask, b.tgt, b.tgt_mask),
+                                            b.label, 0.1f);
       (void)loss.item();
       forward += since(start);
       start = Clock::now();

@@ -22,6 +22,7 @@
 #include "bench_util.h"
 #include "step_models.h"
 #include "optim/optimizer.h"
+#include "train/loss.h"
 
 namespace sf::bench {
 namespace {
@@ -38,8 +39,8 @@ double step_ms(const StepConfig& c, Device& device, int warmup, int steps) {
     const StepBatch& b = batches[i % batches.size()];
     double t = seconds([&] {
       Tensor memory = model->encode(b.src, b.src_mask);
-      Tensor logits = model->logits(model->decode(memory, b.src_mask, b.tgt, b.tgt_mask));
-      Tensor loss = cross_entropy(logits, b.label, 1, 0.1f);
+      Tensor features = model->decode(memory, b.src_mask, b.tgt, b.tgt_mask);
+      Tensor loss = train::translation_loss(*model, features, b.label, 0.1f);
       loss.backward();
       adam.step();
       adam.zero_grad();

@@ -35,16 +35,6 @@ std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, i
 
 namespace {
 
-// Rows `rows` of x along its first dim (an embedding lookup of the flattened
-// rows: no-grad decoding only needs the values).
-Tensor select_rows(const Tensor& x, const std::vector<int32_t>& rows) {
-  Shape shape = x.shape();
-  Tensor picked =
-      embedding(reshape(x, {shape[0], -1}), Tensor::from_ints(rows, {int64_t(rows.size())}));
-  shape[0] = static_cast<int64_t>(rows.size());
-  return reshape(picked, shape);
-}
-
 double normalized(double log_prob, size_t length, float length_penalty) {
   return log_prob / std::pow(static_cast<double>(std::max<size_t>(length, 1)), length_penalty);
 }
@@ -138,8 +128,9 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
       all_done = all_done && done[b];
     }
     if (all_done) break;
+    Tensor rows = Tensor::from_ints(parents, {batch * k});
     for (nn::LayerCache& layer : cache.layers)
-      layer.self = {select_rows(layer.self.keys, parents), select_rows(layer.self.values, parents)};
+      layer.self = {index_select(layer.self.keys, rows), index_select(layer.self.values, rows)};
   }
 
   std::vector<Hypothesis> best(batch);

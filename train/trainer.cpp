@@ -11,6 +11,7 @@
 #include "data/pipeline.h"
 #include "nn/checkpoint.h"
 #include "optim/clip.h"
+#include "train/loss.h"
 #include "train/progress.h"
 #include "train/report.h"
 
@@ -162,7 +163,7 @@ void Trainer::restore() {
 float Trainer::train_batch(const data::Batch& batch, bool last_of_epoch) {
   Tensor memory = model_->encode(batch.encoder_input, batch.encoder_mask);
   Tensor features = model_->decode(memory, batch.encoder_mask, batch.decoder_input, batch.decoder_mask);
-  Tensor loss = cross_entropy(model_->logits(features), batch.label, data::kPadId, config_.label_smoothing);
+  Tensor loss = translation_loss(*model_, features, batch.label, config_.label_smoothing);
   (loss * accumulation_.loss_scale()).backward();
   pending_loss_ += loss.item();
   pending_batches_ += 1;
@@ -210,8 +211,8 @@ ValidationResult Trainer::validate() {
     for (data::EpochBatches batches(*valid_set_, 0); !batches.done();) {
       data::Batch b = batches.next();
       Tensor memory = model_->encode(b.encoder_input, b.encoder_mask);
-      Tensor out = model_->logits(model_->decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask));
-      total += cross_entropy(out, b.label, data::kPadId, config_.label_smoothing).item() * b.label_tokens;
+      Tensor features = model_->decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask);
+      total += translation_loss(*model_, features, b.label, config_.label_smoothing).item() * b.label_tokens;
       count += b.label_tokens;
     }
     result.loss = count > 0 ? total / count : 0.0;
