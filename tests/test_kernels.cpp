@@ -76,6 +76,33 @@ TEST_CASE("kernels: gemm, every layout, awkward sizes, alpha/beta, strided batch
   });
 }
 
+TEST_CASE("kernels: gemm with few rows (decoding's path), padded leading dimensions") {
+  with_threads([] {
+    for (int64_t m : {1, 2, 3, 4, 5})
+      for (int64_t n : {1, 63, 64, 130, 4000})
+        for (int64_t k : {1, 17, 128})
+          for (int layout = 0; layout < 4; ++layout) {
+            bool ta = layout & 1, tb = layout & 2;
+            CAPTURE(m);
+            CAPTURE(n);
+            CAPTURE(k);
+            CAPTURE(layout);
+            // Every matrix sits in a wider one, as a slice of a cache would.
+            int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2, batch = 3;
+            int64_t size_a = (ta ? k : m) * lda, size_b = (tb ? n : k) * ldb, size_c = m * ldc;
+            std::vector<float> a = random_vector(size_a * batch, m + n), b = random_vector(size_b * batch, k);
+            std::vector<float> c0 = random_vector(size_c * batch, 9);
+            std::vector<float> cf = c0, cs = c0;
+            float beta = layout == 1 ? 0.0f : 0.5f;
+            F.gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, size_a, b.data(), ldb, size_b, beta, cf.data(), ldc,
+                   size_c, batch);
+            S.gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, size_a, b.data(), ldb, size_b, beta, cs.data(), ldc,
+                   size_c, batch);
+            check_same(cf, cs, 1e-4f, 1e-4f);  // the padding columns of C included: untouched
+          }
+  });
+}
+
 TEST_CASE("kernels: gemm with beta 0 ignores NaN in C") {
   std::vector<float> a = random_vector(65 * 17, 1), b = random_vector(17 * 63, 2);
   std::vector<float> c(65 * 63, NAN);

@@ -1,22 +1,26 @@
 // GEMM after Goto & van de Geijn ("Anatomy of High-Performance Matrix
-// Multiplication") with the BLIS loop structure. For one product:
+// Multiplication") with the BLIS loop structure, except that A is never packed.
+// For one product:
 //
-//   for jc over N in steps of NC:            packed B block [KC x NC] lives in L2
+//   for jc over N in steps of NC:            B block [KC x NC] lives in L2
 //     for pc over K in steps of KC:
-//       pack op(B)[pc:+KC, jc:+NC] into NR-wide column panels
-//       for ic over M in steps of MC:
-//         pack op(A)[ic:+MC, pc:+KC] into MR-high row panels
-//         for ir over MC in steps of MR:     one A panel [MR x KC] lives in L1
-//           for jr over NC in steps of NR:   micro-kernel, C tile in registers
-//             C[ic+ir:+MR, jc+jr:+NR] (+)= A panel ir * B panel jr
+//       pack op(B)[pc:+KC, jc:+NC] into NR-wide column panels (or read it in place)
+//       for ir over M in steps of MR:        A panel [MR x KC], read in place
+//         for jr over NC in steps of NR:     micro-kernel, C tile in registers
+//           C[ir:+MR, jc+jr:+NR] (+)= A panel ir * B panel jr
 //
 // The micro-kernel holds an MR x NR tile of C in vector registers; per step of k
 // it loads NR floats of B, broadcasts MR floats of A and does MR*NR/W FMAs (W =
-// floats per vector). Packing lays both panels out contiguously in exactly that
-// reading order, so the four transpose layouts differ only in the packing
-// routines, and zero-pads edge panels so the kernel's k loop never branches.
-// Each A panel is reused from L1 for all NC/NR B panels; each packed B block is
-// reused from L2 for all M/MR A panels.
+// floats per vector). A broadcast reads one float, so the kernel takes A where
+// it lies, each of its rows (op(A) = A) or columns (op(A) = A^T) a fixed stride
+// apart: packing A into panels measured slower at every size of the bench (1024^3
+// NN at 79% of the FMA peak instead of 88%, 64^3 NN at 0.72x OpenBLAS instead of 0.85x).
+// B's NR floats per step are a contiguous row of op(B) only when B is not
+// transposed, so a transposed B is always packed into panels laid out in the
+// kernel's reading order; an untransposed one is read in place by products of
+// few rows, where a packed copy would be reused too few times to pay for itself
+// (kPackBRows). Each B block is reused from L2 by all M/MR A panels.
+// Products of at most kFewRows rows (decoding) take gemm_few_rows.cpp instead.
 #include "gemm.h"
 
 #include <algorithm>
@@ -29,6 +33,7 @@
 #include <immintrin.h>
 #endif
 
+#include "gemm_few_rows.h"
 #include "thread_pool.h"
 
 namespace sf::kernels {
@@ -57,16 +62,20 @@ constexpr int kMR = 4;
 constexpr int kNR = 16;
 #endif
 
-// KC: an A panel (MR x KC floats, 8 KB for AVX-512) stays in the 32-48 KB L1
-// while B panels stream past it. NC: the packed B block (KC x NC floats, 512 KB)
-// stays in the 1 MB L2 while every A panel of the product sweeps over it. MC only
-// sets how many A rows are packed in one go (128 KB for AVX-512): packing a block reads
-// whole cache lines and long runs of A, where packing one panel at a time just
-// before its use ran ~2x slower and cost 10-25% of the total time.
-constexpr int64_t kKC = 256;
+// KC x NC: the B block. A 1 MB block (KC 512 x NC 512 floats, Zen 4's whole
+// L2) measured 3-7% faster than 512 KB ones (512 x 256, 256 x 512) at 1024^3
+// and 2048 x 1024 x 256: a larger KC means fewer passes over C (each reads and
+// writes all of it), a larger NC fewer re-reads of A from L3.
+constexpr int64_t kKC = 512;
 constexpr int64_t kNC = 512;
-constexpr int64_t kMC = 16 * kMR;
-static_assert(kNC % kNR == 0);
+
+// An untransposed op(B) = B is packed only for products of more than this many
+// rows. Read in place, each step of k reads a row of B at stride ldb, often
+// across cache lines; packed, the copy (0.4 cycles per float) is repaid once B
+// is reused by enough A panels. Measured 1-thread NN: in place is 5-20% faster
+// up to M = 128 (batched 32 x 32 x 32: 85 against 70 GFLOP/s), equal at 256,
+// slower from 512 on and for 2048 x 8000 x 256 (93 against 100 GFLOP/s).
+constexpr int64_t kPackBRows = 128;
 
 // Below this many multiply-adds (summed over the batch, ~40 us on one core) a
 // product runs on the calling thread: waking a sleeping worker takes 5-15 us,
@@ -89,57 +98,74 @@ struct Operand {
   Operand sub(int64_t i, int64_t j) const { return {at(i, j), ld, trans}; }
 };
 
-// Packs op(A)[0:mc, 0:kc] into row panels of kMR: panel i (starting at row i) is
-// at dst + i * kc, element (r, p) at [p * kMR + r], zero-padded to kMR rows.
-void pack_a(const Operand& a, int64_t mc, int64_t kc, float* dst) {
-  for (int64_t i = 0; i < mc; i += kMR) {
-    const int rows = static_cast<int>(std::min<int64_t>(kMR, mc - i));
-    float* d = dst + i * kc;
-    if (a.trans) {  // column p of op(A) is a contiguous row of A
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* src = a.at(i, p);
-        for (int r = 0; r < rows; ++r) d[p * kMR + r] = src[r];
-        for (int r = rows; r < kMR; ++r) d[p * kMR + r] = 0.0f;
+// dst[p * kNR + c] = src[c * ld + p] for p < kc, c < cols: the transpose of a
+// cols x kc block into a B panel. 8 x 8 tiles are transposed in registers:
+// element by element it took 1.5 cycles per float instead of 0.5.
+void transpose_into_panel(const float* src, int64_t ld, int64_t kc, int cols, float* dst) {
+  int c = 0;
+#if defined(__AVX2__)
+  for (; c + 8 <= cols; c += 8) {
+    int64_t p = 0;
+    for (; p + 8 <= kc; p += 8) {
+      // The textbook 8 x 8 transpose: interleave pairs of rows at 32 bits, then
+      // at 64 bits, then swap 128-bit halves.
+      __m256 row[8], t[8];
+      for (int i = 0; i < 8; ++i) row[i] = _mm256_loadu_ps(src + (c + i) * ld + p);
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(row[i], row[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(row[i], row[i + 1]);
       }
-    } else {  // row r of op(A) is contiguous
-      for (int r = 0; r < rows; ++r) {
-        const float* src = a.at(i + r, 0);
-        for (int64_t p = 0; p < kc; ++p) d[p * kMR + r] = src[p];
+      for (int i = 0; i < 8; i += 4) {
+        row[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        row[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        row[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        row[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
       }
-      for (int r = rows; r < kMR; ++r)
-        for (int64_t p = 0; p < kc; ++p) d[p * kMR + r] = 0.0f;
+      for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(dst + (p + i) * kNR + c, _mm256_permute2f128_ps(row[i], row[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (p + i + 4) * kNR + c,
+                         _mm256_permute2f128_ps(row[i], row[i + 4], 0x31));
+      }
     }
+    for (; p < kc; ++p)
+      for (int i = 0; i < 8; ++i) dst[p * kNR + c + i] = src[(c + i) * ld + p];
   }
+#endif
+  for (; c < cols; ++c)
+    for (int64_t p = 0; p < kc; ++p) dst[p * kNR + c] = src[c * ld + p];
 }
 
 // Packs op(B)[0:kc, 0:nc] into column panels of kNR: panel j (starting at column
-// j) is at dst + j * kc, element (p, c) at [p * kNR + c], zero-padded to kNR.
+// j) is at dst + j * kc, element (p, c) at [p * kNR + c]. An edge panel's columns
+// past nc are left unset: the micro-kernel never reads them.
 void pack_b(const Operand& b, int64_t kc, int64_t nc, float* dst) {
   for (int64_t j = 0; j < nc; j += kNR) {
     const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - j));
-    float* d = dst + j * kc;
-    if (!b.trans) {  // row p of op(B) is contiguous
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* src = b.at(p, j);
-        for (int c = 0; c < cols; ++c) d[p * kNR + c] = src[c];
-        for (int c = cols; c < kNR; ++c) d[p * kNR + c] = 0.0f;
-      }
-    } else {  // column c of op(B) is a contiguous row of B
-      for (int c = 0; c < cols; ++c) {
-        const float* src = b.at(0, j + c);
-        for (int64_t p = 0; p < kc; ++p) d[p * kNR + c] = src[p];
-      }
-      for (int c = cols; c < kNR; ++c)
-        for (int64_t p = 0; p < kc; ++p) d[p * kNR + c] = 0.0f;
-    }
+    float* panel = dst + j * kc;
+    if (b.trans)  // column c of op(B) is a contiguous row of B
+      transpose_into_panel(b.at(0, j), b.ld, kc, cols, panel);
+    else
+      for (int64_t p = 0; p < kc; ++p) std::copy_n(b.at(p, j), cols, panel + p * kNR);
   }
 }
 
 // ---------------------------------------------------------------------------
-// Micro-kernels: C[0:R, 0:cols] = alpha * (A panel * B panel) + beta * C, for a
-// packed A panel (stride kMR per k, first R rows used) and B panel (kNR per k).
-// R is a template parameter so edge tiles with fewer rows do only the work they
-// need; beta == 0 never reads C.
+// Micro-kernels: C[0:R, 0:cols] = alpha * (A panel * B panel) + beta * C.
+// Element (p, c) of the B panel is b[p * b_step + c]: a packed panel (b_step
+// kNR) or op(B) = B read in place (b_step ldb); only its first `cols` columns
+// are read. Element (r, p) of the A panel, op(A) read in place, is found as
+// APanel says. R is a template parameter so edge tiles with fewer rows do only
+// the work they need; beta == 0 never reads C.
+
+enum class APanel {
+  kColumns,  // op(A) = A^T: element (r, p) at a[p * lda + r]
+  kRows,     // op(A) = A: element (r, p) at a[r * lda + p]
+};
+
+template <APanel L>
+float a_element(const float* a, int64_t lda, int r, int64_t p) {
+  return L == APanel::kColumns ? a[p * lda + r] : a[r * lda + p];
+}
 
 #if defined(__AVX512F__)
 
@@ -149,9 +175,12 @@ __mmask16 first_lanes(int count) {
   return count <= 0 ? 0 : static_cast<__mmask16>((1u << count) - 1);
 }
 
-template <int R>
-void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int cols,
-                  float alpha, float beta) {
+template <int R, APanel L>
+void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64_t b_step,
+                  float* c, int64_t ldc, int cols, float alpha, float beta) {
+  // Masked loads and stores handle a partial tile: masked-off lanes never fault,
+  // so a B read in place may end at its last column.
+  const __mmask16 mask_lo = first_lanes(cols), mask_hi = first_lanes(cols - 16);
   // Every loop over r is fully unrolled so that lo/hi live in registers.
   __m512 lo[R], hi[R];  // columns 0-15 and 16-31 of each row
 #pragma GCC unroll 16
@@ -164,64 +193,68 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16), _MM_HINT_T0);
   }
   for (int64_t p = 0; p < kc; ++p) {
-    const __m512 b_lo = _mm512_load_ps(b);
-    const __m512 b_hi = _mm512_load_ps(b + 16);
+    const __m512 b_lo = _mm512_maskz_loadu_ps(mask_lo, b + p * b_step);
+    const __m512 b_hi = _mm512_maskz_loadu_ps(mask_hi, b + p * b_step + 16);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r]);
+      const __m512 ar = _mm512_set1_ps(a_element<L>(a, lda, r, p));
       lo[r] = _mm512_fmadd_ps(ar, b_lo, lo[r]);
       hi[r] = _mm512_fmadd_ps(ar, b_hi, hi[r]);
     }
-    a += kMR;
-    b += kNR;
   }
-  // Masked loads/stores handle a partial tile; masked-off lanes never fault.
-  const __mmask16 mask_lo = first_lanes(cols), mask_hi = first_lanes(cols - 16);
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  if (alpha != 1.0f) {
+    const __m512 va = _mm512_set1_ps(alpha);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      lo[r] = _mm512_mul_ps(va, lo[r]);
+      hi[r] = _mm512_mul_ps(va, hi[r]);
+    }
+  }
+  if (beta != 0.0f) {
+    const __m512 vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      lo[r] = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask_lo, c + r * ldc), lo[r]);
+      hi[r] = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask_hi, c + r * ldc + 16), hi[r]);
+    }
+  }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    float* cr = c + r * ldc;
-    __m512 out_lo = _mm512_mul_ps(va, lo[r]), out_hi = _mm512_mul_ps(va, hi[r]);
-    if (beta != 0.0f) {
-      out_lo = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask_lo, cr), out_lo);
-      out_hi = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask_hi, cr + 16), out_hi);
-    }
-    _mm512_mask_storeu_ps(cr, mask_lo, out_lo);
-    _mm512_mask_storeu_ps(cr + 16, mask_hi, out_hi);
+    _mm512_mask_storeu_ps(c + r * ldc, mask_lo, lo[r]);
+    _mm512_mask_storeu_ps(c + r * ldc + 16, mask_hi, hi[r]);
   }
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)
 
-template <int R>
-void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int cols,
-                  float alpha, float beta) {
+template <int R, APanel L>
+void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64_t b_step,
+                  float* c, int64_t ldc, int cols, float alpha, float beta) {
+  // AVX2 masked moves never fault on masked-off lanes, so a B read in place may
+  // end at its last column.
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
+  const __m256i mask_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
   // Every loop over r is fully unrolled so that lo/hi live in registers.
   __m256 lo[R], hi[R];  // columns 0-7 and 8-15 of each row
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
-    const __m256 b_lo = _mm256_load_ps(b);
-    const __m256 b_hi = _mm256_load_ps(b + 8);
+    const __m256 b_lo = _mm256_maskload_ps(b + p * b_step, mask_lo);
+    const __m256 b_hi = _mm256_maskload_ps(b + p * b_step + 8, mask_hi);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m256 ar = _mm256_broadcast_ss(a + r);
+      const __m256 ar = _mm256_set1_ps(a_element<L>(a, lda, r, p));
       lo[r] = _mm256_fmadd_ps(ar, b_lo, lo[r]);
       hi[r] = _mm256_fmadd_ps(ar, b_hi, hi[r]);
     }
-    a += kMR;
-    b += kNR;
   }
-  // AVX2 masked moves never fault on masked-off lanes, but they are slow on some
-  // CPUs, so a full tile uses plain loads and stores.
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i mask_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
-  const __m256i mask_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
   const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     float* cr = c + r * ldc;
     __m256 out_lo = _mm256_mul_ps(va, lo[r]), out_hi = _mm256_mul_ps(va, hi[r]);
+    // Masked stores are slow on some CPUs, so a full tile uses plain ones.
     if (cols == kNR) {
       if (beta != 0.0f) {
         out_lo = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr), out_lo);
@@ -242,16 +275,13 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 
 #else
 
-template <int R>
-void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int cols,
-                  float alpha, float beta) {
+template <int R, APanel L>
+void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64_t b_step,
+                  float* c, int64_t ldc, int cols, float alpha, float beta) {
   float acc[R][kNR] = {};
-  for (int64_t p = 0; p < kc; ++p) {
+  for (int64_t p = 0; p < kc; ++p)
     for (int r = 0; r < R; ++r)
-      for (int j = 0; j < kNR; ++j) acc[r][j] += a[r] * b[j];
-    a += kMR;
-    b += kNR;
-  }
+      for (int j = 0; j < cols; ++j) acc[r][j] += a_element<L>(a, lda, r, p) * b[p * b_step + j];
   for (int r = 0; r < R; ++r) {
     float* cr = c + r * ldc;
     for (int j = 0; j < cols; ++j)
@@ -261,16 +291,17 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 
 #endif
 
-using MicroKernel = void (*)(int64_t, const float*, const float*, float*, int64_t, int, float,
-                             float);
+using MicroKernel = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*,
+                             int64_t, int, float, float);
+using KernelsByRows = std::array<MicroKernel, kMR>;  // [r - 1] computes a tile of r rows
 
-template <std::size_t... I>
-constexpr std::array<MicroKernel, kMR> make_kernels(std::index_sequence<I...>) {
-  return {&micro_kernel<static_cast<int>(I) + 1>...};
+template <APanel L, std::size_t... I>
+constexpr KernelsByRows make_kernels(std::index_sequence<I...>) {
+  return {&micro_kernel<static_cast<int>(I) + 1, L>...};
 }
-// kernel_for_rows[r - 1] computes a tile of r rows.
-constexpr std::array<MicroKernel, kMR> kernel_for_rows =
-    make_kernels(std::make_index_sequence<kMR>{});
+constexpr KernelsByRows kColumnKernels =
+    make_kernels<APanel::kColumns>(std::make_index_sequence<kMR>{});
+constexpr KernelsByRows kRowKernels = make_kernels<APanel::kRows>(std::make_index_sequence<kMR>{});
 
 // ---------------------------------------------------------------------------
 // The single-threaded driver.
@@ -299,7 +330,7 @@ class AlignedBuffer {
   std::size_t size_ = 0;
 };
 
-thread_local AlignedBuffer t_pack_a, t_pack_b;
+thread_local AlignedBuffer t_pack_b;
 
 // Splits `total` into equal blocks of at most `max_block` (so a remainder block is
 // never tiny), rounded up to a multiple of `multiple`.
@@ -309,30 +340,37 @@ int64_t block_size(int64_t total, int64_t max_block, int64_t multiple) {
   return (size + multiple - 1) / multiple * multiple;
 }
 
+bool packs_b(bool trans_b, int64_t m) { return trans_b || m > kPackBRows; }
+
 // One product on the calling thread: C[m,n] = alpha op(A) op(B) + beta C, k > 0.
 void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
                  float beta, float* c, int64_t ldc) {
-  float* a_block = t_pack_a.get(kMC * kKC);
-  float* b_block = t_pack_b.get(kKC * kNC);
   const int64_t nc_max = block_size(n, kNC, kNR);
   const int64_t kc_max = block_size(k, kKC, 1);
-  const int64_t mc_max = block_size(m, kMC, kMR);
+  const bool pack = packs_b(b.trans, m);
+  float* b_block = pack ? t_pack_b.get(kc_max * nc_max) : nullptr;
+  const KernelsByRows& kernels = a.trans ? kColumnKernels : kRowKernels;
   for (int64_t jc = 0; jc < n; jc += nc_max) {
     const int64_t nc = std::min(nc_max, n - jc);
     for (int64_t pc = 0; pc < k; pc += kc_max) {
       const int64_t kc = std::min(kc_max, k - pc);
       const float beta_block = pc == 0 ? beta : 1.0f;  // later K blocks accumulate
-      pack_b(b.sub(pc, jc), kc, nc, b_block);
-      for (int64_t ic = 0; ic < m; ic += mc_max) {
-        const int64_t mc = std::min(mc_max, m - ic);
-        pack_a(a.sub(ic, pc), mc, kc, a_block);
-        for (int64_t ir = 0; ir < mc; ir += kMR) {
-          const MicroKernel kernel = kernel_for_rows[std::min<int64_t>(kMR, mc - ir) - 1];
-          for (int64_t jr = 0; jr < nc; jr += kNR) {
-            const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - jr));
-            kernel(kc, a_block + ir * kc, b_block + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
-                   cols, alpha, beta_block);
-          }
+      // B panel jr starts at b_panels + jr * b_stride; the kernel steps through it by b_step.
+      const float* b_panels = b.at(pc, jc);
+      int64_t b_stride = 1, b_step = b.ld;
+      if (pack) {
+        pack_b(b.sub(pc, jc), kc, nc, b_block);
+        b_panels = b_block;
+        b_stride = kc;
+        b_step = kNR;
+      }
+      for (int64_t ir = 0; ir < m; ir += kMR) {
+        const MicroKernel kernel = kernels[std::min<int64_t>(kMR, m - ir) - 1];
+        const float* a_panel = a.at(ir, pc);
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - jr));
+          kernel(kc, a_panel, a.ld, b_panels + jr * b_stride, b_step, c + ir * ldc + jc + jr, ldc,
+                 cols, alpha, beta_block);
         }
       }
     }
@@ -356,16 +394,16 @@ std::pair<int64_t, int64_t> part_range(int64_t total, int64_t tile, int64_t part
   return {std::min(begin, total), std::min(end, total)};
 }
 
-Split choose_split(int64_t m, int64_t n, int64_t batch, int threads) {
+Split choose_split(bool trans_b, int64_t m, int64_t n, int64_t batch, int threads) {
   if (batch % threads == 0 || batch >= 4 * threads) return {};
   // Pick the factorisation minimising the largest task's cost, counted per step
-  // of k: its MR x NR tiles (padding included) plus packing, weighted 16x per
-  // element because it moves ~1 float/cycle while the kernel does 16-32
-  // multiply-adds/cycle. A is repacked once per NC columns, B once per task.
+  // of k: its MR x NR tiles (padding included) plus packing its columns of B if
+  // it must, weighted 8x per float because packing moves ~2 floats/cycle while
+  // the kernel does 16 multiply-adds/cycle.
   auto cost = [&](int64_t pm, int64_t pn) {
     const int64_t rows = ((m + kMR - 1) / kMR + pm - 1) / pm * kMR;
     const int64_t cols = ((n + kNR - 1) / kNR + pn - 1) / pn * kNR;
-    return rows * cols + 16 * (rows * ((cols + kNC - 1) / kNC) + cols);
+    return rows * cols + (packs_b(trans_b, rows) ? 8 * cols : 0);
   };
   Split best{threads, 1};
   for (int64_t pm = threads - 1; pm >= 1; --pm)
@@ -389,9 +427,12 @@ void gemm_fast(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
       }
     return;
   }
+  if (m <= kFewRows)
+    return gemm_few_rows(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                         stride_c, batch);
   const int threads = num_threads();
   const bool serial = threads == 1 || batch * m * n * k < kParallelWork;
-  const Split split = serial ? Split{} : choose_split(m, n, batch, threads);
+  const Split split = serial ? Split{} : choose_split(trans_b, m, n, batch, threads);
   const int64_t parts = split.parts_m * split.parts_n;
   auto run_tasks = [&](int64_t first, int64_t last) {
     for (int64_t t = first; t < last; ++t) {
