@@ -128,12 +128,15 @@ void bench_memory(int threads) {
 // Usage: bench [OUT.json [PART...]]: every part by default, else the parts
 // named (gemm, memory, train, profile, opencl_gemm).
 int main(int argc, char** argv) {
-  // OpenBLAS's idle workers spin for ~0.1 s after each call before they sleep,
-  // so in interleaved trials they would hold the second core while our own
-  // threads run and halve our 2-thread figures. The timeout is read once, when
+  // OpenBLAS's idle workers spin for 2^28 cycles (~0.1 s) after each call
+  // before they sleep, so in interleaved trials they would hold the second
+  // core while our own threads run and halve our 2-thread figures. 2^18
+  // cycles (~70 us) keeps them spinning between OpenBLAS's own back-to-back
+  // calls, as they would in a user's program, and idle before our trial
+  // starts (trials are apart, bench_util.h). The timeout is read once, when
   // the library loads, so the bench sets it and starts itself again.
   if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
-    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);  // the minimum: 2^4 cycles
+    setenv("OPENBLAS_THREAD_TIMEOUT", "18", 1);
     execv("/proc/self/exe", argv);
   }
   if (argc > 1 && std::string(argv[1]) == "--measure") return measure(argc, argv);

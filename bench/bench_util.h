@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -42,9 +43,15 @@ inline std::pair<double, double> interleaved(const std::function<void()>& ours,
            }) /
            reps;
   };
+  // A pause before each trial: both libraries' idle threads spin for a while
+  // after their last call (ours 0.2 ms, OpenBLAS's 2^18 cycles as the bench
+  // sets it), and must not compete with the other's trial for a core.
+  auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); };
   std::vector<double> a, b;
   for (int t = 0; t < kTrials; ++t) {
+    pause();
     a.push_back(timed(ours));
+    pause();
     b.push_back(timed(ref));
   }
   return {median(a), median(b)};

@@ -28,6 +28,12 @@ std::map<std::string, double>& kernel_seconds() {
   return seconds;
 }
 
+// Floating-point operations done by the timed GEMM calls (2 per multiply-add).
+double& gemm_flops() {
+  static double flops = 0;
+  return flops;
+}
+
 // Adds the time from its construction to its destruction to `name`'s total.
 class KernelTimer {
  public:
@@ -52,7 +58,14 @@ const kernels::HostTable& timed_table() {
   static const kernels::HostTable table = [] {
     kernels::HostTable t = kernels::fast_table();
     t.name = "timed";
-    TIMED(gemm);
+    t.gemm = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+      KernelTimer timer("gemm");
+      gemm_flops() += 2.0 * static_cast<double>(m * n) * static_cast<double>(k * batch);
+      kernels::fast_table().gemm(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
+                                 c, ldc, stride_c, batch);
+    };
     TIMED(binary);
     TIMED(predicate);
     TIMED(predicate_int);
@@ -94,6 +107,7 @@ double since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 
 void bench_step_profile() {
   constexpr int kWarmup = 3, kSteps = 10;
+  const double peak = fma_peak_gflops(2);
   kernels::set_num_threads(2);
   for (const std::string model_name : {"tiny", "small"}) {
     const StepConfig& c = config_named(model_name);
@@ -107,6 +121,7 @@ void bench_step_profile() {
       if (i == kWarmup) {  // measure from here on
         kernels::set_active(timed_table());
         kernel_seconds().clear();
+        gemm_flops() = 0;
         forward = backward = update = 0;
       }
       const StepBatch& b = batches[i % batches.size()];
@@ -144,6 +159,16 @@ void bench_step_profile() {
       if (ms >= 0.01 * step) std::printf("    %-26s %7.2f ms %5.1f%%\n", name.c_str(), ms, 100 * ms / step);
       split["kernels_ms"][name] = ms;
     }
+    // The matrix products' speed, inside the GEMM calls and over the whole
+    // step, as fractions of the measured 2-thread FMA peak.
+    const double gflop = gemm_flops() / kSteps * 1e-9, in_gemm = gflop / (kernel_seconds()["gemm"] / kSteps);
+    const double over_step = gflop / (step * 1e-3);
+    std::printf("  matrix products: %.2f GFLOP per step, %.1f GFLOP/s inside GEMM (%.0f%% of the %.0f GFLOP/s\n"
+                "  2-thread peak), %.1f GFLOP/s over the whole step (%.0f%%)\n",
+                gflop, in_gemm, 100 * in_gemm / peak, peak, over_step, 100 * over_step / peak);
+    split["gemm_gflop_per_step"] = gflop;
+    split["gemm_peak_fraction"] = in_gemm / peak;
+    split["step_peak_fraction"] = over_step / peak;
     add_record("step_profile", model_name, 2, step, step, "self", "ms")["split"] = split;
   }
 }
