@@ -7,6 +7,11 @@
 // 1.75 2^k): batches of varying lengths (bucketing) then share buffers, at most
 // 25% larger than asked for.
 //
+// A request the exact class cannot serve takes a cached buffer of one of the
+// next two classes (at most 1.5x as large) before asking the system: batches
+// of bucketed lengths ask for many nearby sizes, and without this each size
+// would keep buffers of its own (a Multi30k run held over a gigabyte so).
+//
 // The cache holds what the work keeps asking for, not what it once needed: a
 // buffer that sits unused for a while (kMaxIdle) goes back to the system. After a batch
 // of long sentences, the extra buffers it needed are returned a moment later
@@ -32,7 +37,7 @@ class BlockCache {
   using Clock = std::chrono::steady_clock;
   // How long a cached buffer may go unused before it is freed, by default. A
   // training step of the models this project trains takes 10 ms to 2 s.
-  static constexpr Clock::duration kMaxIdle = std::chrono::seconds(5);
+  static constexpr Clock::duration kMaxIdle = std::chrono::seconds(2);
 
   // `free_buffer(buffer, size)` returns a buffer to the system.
   using FreeFn = void (*)(void* buffer, size_t size);
@@ -46,29 +51,40 @@ class BlockCache {
     return (size + quarter - 1) / quarter * quarter;
   }
 
-  // A cached buffer of exactly `size` bytes (a size class), or nullptr.
+  // A cached buffer for a request of size class `size` (at least that large),
+  // or nullptr.
   void* take(size_t size) {
 #ifdef SF_NO_CACHING_ALLOCATOR
     (void)size;
     return nullptr;
 #endif
     std::lock_guard lock(mutex_);
-    auto it = free_.find(size);
-    if (it == free_.end() || it->second.empty()) return nullptr;
-    void* buffer = it->second.back().buffer;  // the most recently freed: likely still in cache
-    it->second.pop_back();
-    cached_bytes_ -= size;
-    return buffer;
+    size_t served = size;
+    for (int larger = 0; larger <= 2; ++larger, served = size_class(served + 1, 1)) {
+      auto it = free_.find(served);
+      if (it == free_.end() || it->second.empty()) continue;
+      void* buffer = it->second.back().buffer;  // the most recently freed: likely still in cache
+      it->second.pop_back();
+      cached_bytes_ -= served;
+      if (served != size) larger_[buffer] = served;
+      return buffer;
+    }
+    return nullptr;
   }
 
-  // Takes back `buffer` (of a size class): keeps it for reuse, or frees it when
-  // the cache is full. Also frees the buffers that have been idle too long.
+  // Takes back `buffer`, handed out for size class `size`: keeps it for reuse,
+  // or frees it when the cache is full. Also frees the buffers that have been
+  // idle too long.
   void give_back(void* buffer, size_t size) {
 #ifdef SF_NO_CACHING_ALLOCATOR
     free_buffer_(buffer, size);
     return;
 #endif
     std::lock_guard lock(mutex_);
+    if (auto it = larger_.find(buffer); it != larger_.end()) {  // served from a larger class
+      size = it->second;
+      larger_.erase(it);
+    }
     const Clock::time_point now = Clock::now();
     if (now - last_sweep_ > max_idle_ / 8) sweep(now - max_idle_);
     if (cached_bytes_ + size > limit_) {
@@ -113,6 +129,7 @@ class BlockCache {
   Clock::duration max_idle_;
   mutable std::mutex mutex_;
   std::unordered_map<size_t, std::deque<Cached>> free_;
+  std::unordered_map<void*, size_t> larger_;  // buffers in use that are larger than their request
   size_t cached_bytes_ = 0;
   Clock::time_point last_sweep_ = Clock::now();
 };

@@ -168,5 +168,16 @@ TEST_CASE("allocator: the block cache frees buffers left idle, keeps those in us
   cache.give_back(reused, size);
   cache.clear();
   CHECK(freed == 2);
+
+  // A request takes a buffer up to two classes larger (1024 -> 1280 -> 1536),
+  // which goes back to its own class when freed.
+  void* big = ::operator new(1536);
+  cache.give_back(big, 1536);
+  CHECK(cache.take(1024) == big);
+  cache.give_back(big, 1024);
+  CHECK(cache.cached_bytes() == 1536);
+  CHECK(cache.take(768) == nullptr);  // four classes below it: 768, 896, 1024, 1280, 1536
+  CHECK(cache.take(1536) == big);
+  ::operator delete(big);
 #endif
 }

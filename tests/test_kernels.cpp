@@ -50,29 +50,48 @@ const HostTable& S = scalar_table();
 
 }  // namespace
 
+namespace {
+
+// One batched product through the fast and the scalar table, compared. Every
+// operand sits `pad` columns into a wider matrix, as a slice of a cache would,
+// and B may be shared by the batch (stride 0), as a weight is. The whole of C
+// is compared, so the padding columns must come back untouched.
+struct GemmCheck {
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+  float alpha, beta;
+  int64_t batch = 2, pad = 0;
+  bool shared_b = false;
+};
+
+void check_gemm(const GemmCheck& g) {
+  CAPTURE(g.m);
+  CAPTURE(g.n);
+  CAPTURE(g.k);
+  CAPTURE(g.trans_a);
+  CAPTURE(g.trans_b);
+  int64_t lda = (g.trans_a ? g.m : g.k) + g.pad, ldb = (g.trans_b ? g.k : g.n) + g.pad, ldc = g.n + g.pad;
+  int64_t size_a = (g.trans_a ? g.k : g.m) * lda, size_b = (g.trans_b ? g.n : g.k) * ldb, size_c = g.m * ldc;
+  int64_t stride_b = g.shared_b ? 0 : size_b;
+  std::vector<float> a = random_vector(size_a * g.batch, g.m + g.n),
+                     b = random_vector(g.shared_b ? size_b : size_b * g.batch, g.k + 3);
+  std::vector<float> cf = random_vector(size_c * g.batch, 7), cs = cf;
+  for (const HostTable* table : {&F, &S})
+    table->gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a.data(), lda, size_a, b.data(), ldb, stride_b,
+                g.beta, (table == &F ? cf : cs).data(), ldc, size_c, g.batch);
+  check_same(cf, cs, 1e-4f, 1e-4f);
+}
+
+}  // namespace
+
 TEST_CASE("kernels: gemm, every layout, awkward sizes, alpha/beta, strided batches") {
   with_threads([] {
     for (int64_t m : kSizes)
       for (int64_t n : kSizes)
         for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{17}, int64_t{65}, int64_t{129}})
-          for (int layout = 0; layout < 4; ++layout) {
-            bool ta = layout & 1, tb = layout & 2;
-            CAPTURE(m);
-            CAPTURE(n);
-            CAPTURE(k);
-            CAPTURE(layout);
-            int64_t lda = ta ? m : k, ldb = tb ? k : n, batch = 2;
-            std::vector<float> a = random_vector(m * k * batch, m + n), b = random_vector(k * n, k + 3);
-            std::vector<float> c0 = random_vector(m * n * batch, 7);
-            std::vector<float> cf = c0, cs = c0;
-            float alpha = 0.5f, beta = layout == 3 ? 0.0f : 1.5f;
-            // b is shared by both products (stride 0), as a weight would be.
-            F.gemm(ta, tb, m, n, k, alpha, a.data(), lda, m * k, b.data(), ldb, 0, beta, cf.data(), n,
-                   m * n, batch);
-            S.gemm(ta, tb, m, n, k, alpha, a.data(), lda, m * k, b.data(), ldb, 0, beta, cs.data(), n,
-                   m * n, batch);
-            check_same(cf, cs, 1e-4f, 1e-4f);
-          }
+          for (int layout = 0; layout < 4; ++layout)
+            check_gemm({m, n, k, bool(layout & 1), bool(layout & 2), 0.5f, layout == 3 ? 0.0f : 1.5f,
+                        /*batch=*/2, /*pad=*/0, /*shared_b=*/true});
   });
 }
 
@@ -81,25 +100,9 @@ TEST_CASE("kernels: gemm with few rows (decoding's path), padded leading dimensi
     for (int64_t m : {1, 2, 3, 4, 5})
       for (int64_t n : {1, 63, 64, 130, 4000})
         for (int64_t k : {1, 17, 128})
-          for (int layout = 0; layout < 4; ++layout) {
-            bool ta = layout & 1, tb = layout & 2;
-            CAPTURE(m);
-            CAPTURE(n);
-            CAPTURE(k);
-            CAPTURE(layout);
-            // Every matrix sits in a wider one, as a slice of a cache would.
-            int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2, batch = 3;
-            int64_t size_a = (ta ? k : m) * lda, size_b = (tb ? n : k) * ldb, size_c = m * ldc;
-            std::vector<float> a = random_vector(size_a * batch, m + n), b = random_vector(size_b * batch, k);
-            std::vector<float> c0 = random_vector(size_c * batch, 9);
-            std::vector<float> cf = c0, cs = c0;
-            float beta = layout == 1 ? 0.0f : 0.5f;
-            F.gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, size_a, b.data(), ldb, size_b, beta, cf.data(), ldc,
-                   size_c, batch);
-            S.gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, size_a, b.data(), ldb, size_b, beta, cs.data(), ldc,
-                   size_c, batch);
-            check_same(cf, cs, 1e-4f, 1e-4f);  // the padding columns of C included: untouched
-          }
+          for (int layout = 0; layout < 4; ++layout)
+            check_gemm({m, n, k, bool(layout & 1), bool(layout & 2), 1.0f, layout == 1 ? 0.0f : 0.5f,
+                        /*batch=*/3, /*pad=*/3});
   });
 }
 
