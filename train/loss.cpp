@@ -8,10 +8,10 @@ namespace sf::train {
 // A padded position's loss term is ignored, so its logits are never needed.
 // The projection to the vocabulary is the largest product of a step (for the
 // bench's small model, a quarter of the step's multiply-adds, forward and
-// backward), and a quarter of a batch of bucketed lengths is padding: the
-// features of the labelled positions are gathered first and only they are
-// projected. The mean is over the same rows, so the loss and every gradient
-// are unchanged.
+// backward), and padding is up to a quarter of a batch (the bench's random
+// lengths; bucketing by length leaves less): the features of the labelled
+// positions are gathered first and only they are projected. The mean is over
+// the same rows, so the loss and every gradient are unchanged.
 Tensor translation_loss(nn::Transformer& model, const Tensor& features, const Tensor& labels,
                         float label_smoothing) {
   const std::vector<int32_t> label_ids = labels.to_int_vector();
