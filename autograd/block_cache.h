@@ -39,15 +39,16 @@ class BlockCache {
   // training step of the models this project trains takes 10 ms to 2 s.
   static constexpr Clock::duration kMaxIdle = std::chrono::seconds(2);
 
-  // `free_buffer(buffer, size)` returns a buffer to the system.
+  // Buffers are multiples of `alignment` (a power of two); `free_buffer(buffer,
+  // size)` returns one to the system.
   using FreeFn = void (*)(void* buffer, size_t size);
-  BlockCache(size_t limit_bytes, FreeFn free_buffer, Clock::duration max_idle = kMaxIdle)
-      : limit_(limit_bytes), free_buffer_(free_buffer), max_idle_(max_idle) {}
+  BlockCache(size_t alignment, size_t limit_bytes, FreeFn free_buffer, Clock::duration max_idle = kMaxIdle)
+      : alignment_(alignment), limit_(limit_bytes), free_buffer_(free_buffer), max_idle_(max_idle) {}
 
   // The size a request of `bytes` is served with (its size class).
-  static size_t size_class(size_t bytes, size_t alignment) {
-    size_t size = std::max(bytes, alignment);
-    size_t power = std::bit_floor(size), quarter = std::max(power / 4, alignment);
+  size_t size_class(size_t bytes) const {
+    size_t size = std::max(bytes, alignment_);
+    size_t power = std::bit_floor(size), quarter = std::max(power / 4, alignment_);
     return (size + quarter - 1) / quarter * quarter;
   }
 
@@ -60,7 +61,7 @@ class BlockCache {
 #endif
     std::lock_guard lock(mutex_);
     size_t served = size;
-    for (int larger = 0; larger <= 2; ++larger, served = size_class(served + 1, 1)) {
+    for (int larger = 0; larger <= 2; ++larger, served = size_class(served + 1)) {
       auto it = free_.find(served);
       if (it == free_.end() || it->second.empty()) continue;
       void* buffer = it->second.back().buffer;  // the most recently freed: likely still in cache
@@ -124,6 +125,7 @@ class BlockCache {
     last_sweep_ = Clock::now();
   }
 
+  size_t alignment_;
   size_t limit_;
   FreeFn free_buffer_;
   Clock::duration max_idle_;

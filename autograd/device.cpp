@@ -96,17 +96,21 @@ class CpuDevice final : public Device {
   bool host_addressable() const override { return true; }
 
   void* allocate(size_t bytes) override {
-    size_t size = BlockCache::size_class(bytes, kAlignment);
+    size_t size = cache_.size_class(bytes);
     void* ptr = cache_.take(size);
     ++(ptr ? cache_hits_ : system_allocations_);
     if (!ptr) ptr = std::aligned_alloc(kAlignment, size);
     if (!ptr) throw std::bad_alloc();
-    peak_live_bytes_ = std::max(peak_live_bytes_.load(), live_bytes_ += static_cast<int64_t>(size));
+    // The peak is an atomic maximum: another thread may raise it meanwhile.
+    const int64_t live = live_bytes_ += static_cast<int64_t>(size);
+    int64_t peak = peak_live_bytes_;
+    while (live > peak && !peak_live_bytes_.compare_exchange_weak(peak, live)) {
+    }
     return ptr;
   }
 
   void release(void* buffer, size_t bytes) override {
-    size_t size = BlockCache::size_class(bytes, kAlignment);
+    size_t size = cache_.size_class(bytes);
     live_bytes_ -= static_cast<int64_t>(size);
     cache_.give_back(buffer, size);
   }
@@ -135,7 +139,7 @@ class CpuDevice final : public Device {
   const kernels::Table& kernels() const override { return cpu_table(); }
 
  private:
-  BlockCache cache_{size_t{2} << 30, [](void* buffer, size_t) { std::free(buffer); }};
+  BlockCache cache_{kAlignment, size_t{2} << 30, [](void* buffer, size_t) { std::free(buffer); }};
   std::atomic<int64_t> system_allocations_ = 0, cache_hits_ = 0;
   std::atomic<int64_t> live_bytes_ = 0, peak_live_bytes_ = 0;  // in size classes
 };

@@ -25,7 +25,7 @@ Tensor record(const Tensor& out, const char* op, std::vector<Tensor> inputs, Bac
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     if (!t.defined() || !t.requires_grad()) continue;
-    edges[i] = {true, t.grad_fn(), t.is_leaf() ? t : Tensor(), t.shape()};
+    edges[i] = {t.grad_fn(), t.is_leaf() ? t : Tensor(), t.shape()};
   }
   out.set_grad_fn(std::make_shared<Node>(Node{op, std::move(edges), std::move(backward)}));
   return out;
@@ -81,7 +81,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
            node->inputs.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
       const Edge& input = node->inputs[i];
-      if (!input.requires_grad || !grads[i].defined()) continue;
+      if (!input.requires_grad() || !grads[i].defined()) continue;
       if (grads[i].shape() != input.shape)
         fail("internal: ", node->op, " backward gave a gradient of shape ",
              to_string(grads[i].shape()), " for an input of shape ", to_string(input.shape));

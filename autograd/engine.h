@@ -15,12 +15,14 @@
 
 namespace sf {
 
-// Where the gradient of one input of an op goes.
+// Where the gradient of one input of an op goes. An input that needs no
+// gradient (a constant, an undefined tensor) has an empty edge.
 struct Edge {
-  bool requires_grad = false;    // false: no gradient flows (constants, undefined inputs)
   std::shared_ptr<Node> grad_fn;  // the op that computed the input, if any
   Tensor leaf;                    // the input itself when it is a leaf requiring grad
   Shape shape;                    // the input's shape, which its gradient must have
+
+  bool requires_grad() const { return grad_fn || leaf.defined(); }
 };
 
 struct Node {

@@ -182,7 +182,8 @@ Tensor index_select(const Tensor& x, const Tensor& rows) {
   // The rows of x, flattened, are an embedding table.
   Shape shape = x.shape();
   shape[0] = rows.size(0);
-  return reshape(embedding(reshape(x, {x.size(0), x.numel() / std::max<int64_t>(x.size(0), 1)}), rows), shape);
+  Tensor table = reshape(x, {x.size(0), x.numel() / std::max<int64_t>(x.size(0), 1)});
+  return reshape(embedding(table, rows), shape);
 }
 
 Tensor dropout(const Tensor& x, float p, Rng& rng) {

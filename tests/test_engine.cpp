@@ -146,11 +146,11 @@ TEST_CASE("allocator: the block cache frees buffers left idle, keeps those in us
 #else
   static int freed;
   freed = 0;
-  BlockCache cache(size_t{1} << 30, [](void* buffer, size_t) { ::operator delete(buffer); ++freed; },
+  BlockCache cache(64, size_t{1} << 30, [](void* buffer, size_t) { ::operator delete(buffer); ++freed; },
                    std::chrono::milliseconds(40));
-  const size_t size = BlockCache::size_class(1000, 64);
+  const size_t size = cache.size_class(1000);
   CHECK(size == 1024);
-  CHECK(BlockCache::size_class(1100, 64) == 1280);  // quarter steps between powers of two
+  CHECK(cache.size_class(1100) == 1280);  // quarter steps between powers of two
   cache.give_back(::operator new(size), size);
   cache.give_back(::operator new(size), size);
   CHECK(cache.cached_bytes() == 2 * size);

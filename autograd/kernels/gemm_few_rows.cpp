@@ -94,12 +94,16 @@ void gemm_few_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                    int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
                    int64_t batch) {
   // op(A) copied into m contiguous rows per batch entry: tiny (m <= kFewRows),
-  // and it makes both transposes of A one case.
-  std::vector<float> rows(static_cast<size_t>(batch * m * k));
+  // and it makes both transposes of A one case. The buffer is kept per thread,
+  // so decoding token after token allocates nothing here. (Workers reach it
+  // through `a_rows`: inside the lambda below, `buffer` would name their own.)
+  thread_local std::vector<float> buffer;
+  buffer.resize(static_cast<size_t>(batch * m * k));
+  float* a_rows = buffer.data();
   for (int64_t e = 0; e < batch; ++e)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t p = 0; p < k; ++p)
-        rows[(e * m + i) * k + p] = trans_a ? a[e * stride_a + p * lda + i] : a[e * stride_a + i * lda + p];
+        a_rows[(e * m + i) * k + p] = a[e * stride_a + (trans_a ? p * lda + i : i * lda + p)];
 
   const int64_t columns = std::max<int64_t>(64, kTaskWork / (m * k)) / 64 * 64;
   const int64_t tasks_per_entry = (n + columns - 1) / columns;
@@ -109,7 +113,7 @@ void gemm_few_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     for (int64_t t = first; t < last; ++t) {
       const int64_t e = t / tasks_per_entry, j0 = t % tasks_per_entry * columns;
       const int64_t j1 = std::min(n, j0 + columns);
-      const float* ae = rows.data() + e * m * k;
+      const float* ae = a_rows + e * m * k;
       const float* be = b + e * stride_b;
       float* ce = c + e * stride_c;
       if (trans_b)

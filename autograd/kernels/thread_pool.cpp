@@ -29,6 +29,18 @@ inline void cpu_relax() {
 #endif
 }
 
+// Spins until `ready()` or for kSpin, whichever comes first; returns ready().
+// The clock is read every 64 turns: a read costs more than a turn.
+template <class Ready>
+bool spin_until(const Ready& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+    if (i % 64 == 63 && std::chrono::steady_clock::now() > deadline) return false;
+  }
+}
+
 int resolve(int n) {
   if (n > 0) return n;
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -77,20 +89,15 @@ void ThreadPool::wake_all() {
 }
 
 uint64_t ThreadPool::wait_for_job(uint64_t seen) {
-  const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-  for (int i = 0;; ++i) {
-    uint64_t job = job_.load();
-    if (job != seen && job % 2 == 0) return job;
-    cpu_relax();
-    if (i % 64 == 63 && std::chrono::steady_clock::now() > spin_until) break;
-  }
+  uint64_t job = seen;
+  auto published = [&] {  // a job newer than `seen`, its fields written
+    job = job_.load();
+    return job != seen && job % 2 == 0;
+  };
+  if (spin_until(published)) return job;
   std::unique_lock<std::mutex> lock(sleep_mutex_);
   sleepers_.fetch_add(1);
-  uint64_t job = job_.load();
-  while (job == seen || job % 2 == 1) {
-    wake_.wait(lock);
-    job = job_.load();
-  }
+  while (!published()) wake_.wait(lock);
   sleepers_.fetch_sub(1);
   return job;
 }
@@ -143,11 +150,9 @@ void ThreadPool::run(int64_t begin, int64_t end, int64_t grain, ChunkFn call, co
   // Only chunks a worker has claimed can still be running; they are about as
   // long as the caller's own, so the caller spins, yielding its core only if
   // the wait grows long (a worker descheduled on a busy machine).
-  const auto patient_until = std::chrono::steady_clock::now() + kSpin;
-  for (int i = 0; unfinished_.load(std::memory_order_acquire) != 0; ++i) {
-    cpu_relax();
-    if (i % 64 == 63 && std::chrono::steady_clock::now() > patient_until) std::this_thread::yield();
-  }
+  auto finished = [this] { return unfinished_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(finished))
+    while (!finished()) std::this_thread::yield();
   t_in_region = false;
 }
 

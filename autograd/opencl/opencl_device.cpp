@@ -23,14 +23,16 @@ void release_buffer(void* buffer, size_t) { clReleaseMemObject(mem(buffer)); }
 class OpenCLDevice final : public Device {
  public:
   explicit OpenCLDevice(Runtime& runtime)
-      : runtime_(runtime), cache_(cache_limit(runtime), release_buffer), description_("opencl: " + runtime.description()) {}
+      : runtime_(runtime),
+        cache_(kAlignment, cache_limit(runtime), release_buffer),
+        description_("opencl: " + runtime.description()) {}
 
   const char* name() const override { return "opencl"; }
   std::string description() const override { return description_; }
   bool host_addressable() const override { return false; }
 
   void* allocate(size_t bytes) override {
-    size_t size = BlockCache::size_class(bytes, kAlignment);
+    size_t size = cache_.size_class(bytes);
     if (void* buffer = cache_.take(size)) return buffer;
     cl_int status = CL_SUCCESS;
     cl_mem buffer = clCreateBuffer(runtime_.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
@@ -44,7 +46,7 @@ class OpenCLDevice final : public Device {
   }
 
   void release(void* buffer, size_t bytes) override {
-    cache_.give_back(buffer, BlockCache::size_class(bytes, kAlignment));
+    cache_.give_back(buffer, cache_.size_class(bytes));
   }
 
   // Blocking: the caller's host memory may be gone as soon as write returns.
