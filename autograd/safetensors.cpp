@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "atomic_file.h"
 #include "error.h"
 
 namespace sf::safetensors {
@@ -164,29 +165,14 @@ void save(const std::string& path, const NamedTensors& tensors, const Metadata& 
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
   uint64_t header_bytes = text.size();
 
-  std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) fail(temporary, ": cannot open for writing");
-    out.write(reinterpret_cast<const char*>(&header_bytes), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& [name, t] : tensors) {
-      Tensor on_host = t.to(cpu());  // tensors on another device cross to the host here
-      out.write(static_cast<const char*>(on_host.raw()),
-                static_cast<std::streamsize>(t.numel() * kElementBytes));
-    }
-    out.close();
-    if (!out) {
-      std::filesystem::remove(temporary);
-      fail(temporary, ": write failed (disk full?)");
-    }
+  AtomicFileWriter out(path);
+  out.write(&header_bytes, 8);
+  out.write(text);
+  for (const auto& [name, t] : tensors) {
+    Tensor on_host = t.to(cpu());  // tensors on another device cross to the host here
+    out.write(on_host.raw(), static_cast<size_t>(t.numel() * kElementBytes));
   }
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) {
-    std::filesystem::remove(temporary);
-    fail(path, ": cannot rename ", temporary, " into place: ", ec.message());
-  }
+  out.commit();
 }
 
 Contents load(const std::string& path) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "autograd/atomic_file.h"
 #include "autograd/error.h"
 #include "pretokenizer.h"
 
@@ -114,9 +115,7 @@ nlohmann::ordered_json Tokenizer::to_json() const {
 void Tokenizer::save(const std::string& path) const {
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
-  std::ofstream out(path);
-  out << to_json().dump(2) << '\n';
-  if (!out) fail(path, ": cannot write tokenizer file");
+  write_file_atomically(path, to_json().dump(2) + "\n");
 }
 
 void Tokenizer::append_words(std::string_view text, std::vector<int32_t>& ids) const {

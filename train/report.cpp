@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/checkpoints.h"
+#include "autograd/atomic_file.h"
 
 namespace sf::train {
 
@@ -34,6 +34,13 @@ std::vector<std::pair<double, double>> thin(const std::vector<std::pair<double, 
     out.push_back({x / double(end - i), y / double(end - i)});
   }
   return out;
+}
+
+// A record's number, or NaN when it is missing or not a number (a diverged
+// step's loss is logged as null: JSON has no NaN).
+double field(const nlohmann::json& record, const char* key) {
+  auto it = record.find(key);
+  return it != record.end() && it->is_number() ? it->get<double>() : NAN;
 }
 
 }  // namespace
@@ -89,17 +96,19 @@ void write_report(const std::string& path, const ReportContent& c) {
   for (std::string line; std::getline(in, line);) {
     nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (r.is_discarded() || !r.is_object()) continue;  // a line cut short by a kill
-    if (r.value("kind", "") == "step") {
-      double step = r.value("step", 0.0);
-      loss.push_back({step, r.value("loss", NAN)});
-      lr.push_back({step, r.value("lr", NAN)});
-    } else if (r.value("kind", "") == "valid") {
-      double epoch = r.value("epoch", 0.0);
-      valid_loss.push_back({epoch, r.value("loss", NAN)});
-      bleu.push_back({epoch, r.value("bleu", NAN)});
-      chrf.push_back({epoch, r.value("chrf", NAN)});
-      cer.push_back({epoch, r.value("cer", NAN)});
-      wer.push_back({epoch, r.value("wer", NAN)});
+    auto kind = r.find("kind");
+    if (kind == r.end() || !kind->is_string()) continue;
+    if (*kind == "step") {
+      double step = field(r, "step");
+      loss.push_back({step, field(r, "loss")});
+      lr.push_back({step, field(r, "lr")});
+    } else if (*kind == "valid") {
+      double epoch = field(r, "epoch");
+      valid_loss.push_back({epoch, field(r, "loss")});
+      bleu.push_back({epoch, field(r, "bleu")});
+      chrf.push_back({epoch, field(r, "chrf")});
+      cer.push_back({epoch, field(r, "cer")});
+      wer.push_back({epoch, field(r, "wer")});
       valid_rows.push_back(r);
     }
   }
@@ -120,10 +129,10 @@ void write_report(const std::string& path, const ReportContent& c) {
        << "</div>\n<table><tr><th>epoch</th><th>step</th><th>loss</th><th>BLEU</th><th>chrF</th><th>CER</th>"
           "<th>WER</th></tr>\n";
   for (const nlohmann::json& r : valid_rows)
-    html << "<tr><td>" << r.value("epoch", 0) << "</td><td>" << r.value("step", 0) << "</td><td>"
-         << number(r.value("loss", NAN)) << "</td><td>" << number(r.value("bleu", NAN)) << "</td><td>"
-         << number(r.value("chrf", NAN)) << "</td><td>" << number(r.value("cer", NAN)) << "</td><td>"
-         << number(r.value("wer", NAN)) << "</td></tr>\n";
+    html << "<tr><td>" << number(field(r, "epoch")) << "</td><td>" << number(field(r, "step")) << "</td><td>"
+         << number(field(r, "loss")) << "</td><td>" << number(field(r, "bleu")) << "</td><td>"
+         << number(field(r, "chrf")) << "</td><td>" << number(field(r, "cer")) << "</td><td>"
+         << number(field(r, "wer")) << "</td></tr>\n";
   html << "</table>\n<h2>Sample translations</h2>\n<table><tr><th>source</th><th>reference</th><th>prediction</th></tr>\n";
   for (const ReportSample& s : c.samples)
     html << "<tr><td>" << escape_xml(s.source) << "</td><td>" << escape_xml(s.reference) << "</td><td>"
