@@ -1,11 +1,15 @@
 #include "checkpoints.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 
+#include "autograd/atomic_file.h"
 #include "autograd/error.h"
 #include "nn/checkpoint.h"
 
@@ -42,18 +46,66 @@ TrainingState TrainingState::from_json(const json& j, const std::string& path) {
   return s;
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) fail(path, ": cannot write");
+// A file's digest: FNV-1a over 8-byte words (then the tail and the length).
+// It tells files of two different saves apart; it is no defence against
+// deliberate tampering.
+static std::string file_digest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot read");
+  uint64_t hash = 0xcbf29ce484222325ull, length = 0;
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  std::vector<char> buffer(1 << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    size_t n = static_cast<size_t>(in.gcount()), i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, buffer.data() + i, 8);
+      hash = (hash ^ word) * kPrime;
+    }
+    for (; i < n; ++i) hash = (hash ^ static_cast<unsigned char>(buffer[i])) * kPrime;
+    length += n;
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail(path, ": cannot rename the temporary file into place");
-  }
+  hash = (hash ^ length) * kPrime;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+static std::optional<json> read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+CheckpointFiles CheckpointFiles::beside(const std::string& weights) {
+  std::string base = weights;
+  const std::string suffix = ".safetensors";
+  if (base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0)
+    base.resize(base.size() - suffix.size());
+  return {weights, base + ".optim.safetensors", base + ".state.json"};
+}
+
+bool CheckpointFiles::complete() const {
+  std::error_code ec;
+  if (!fs::is_regular_file(weights, ec) || !fs::is_regular_file(optimizer, ec)) return false;
+  std::optional<json> j = read_json(state);
+  if (!j || !j->is_object()) return false;
+  // A state file from before digests were recorded vouches for what is beside it.
+  if (!j->contains("files")) return true;
+  const json& digests = (*j)["files"];
+  return digests.is_object() && digests.value("weights", "") == file_digest(weights) &&
+         digests.value("optimizer", "") == file_digest(optimizer);
+}
+
+TrainingState CheckpointFiles::load_state() const {
+  std::ifstream in(state);
+  if (!in) fail(state, ": cannot open the training state");
+  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail(state, ": malformed JSON");
+  return TrainingState::from_json(j, state);
 }
 
 CheckpointStore::CheckpointStore(std::string folder, std::string basename, int64_t keep)
@@ -65,72 +117,116 @@ std::string CheckpointStore::epoch_tag(int64_t epoch) {
   return buffer;
 }
 
-std::string CheckpointStore::weights_path(const std::string& tag) const {
-  return (fs::path(folder_) / (basename_ + tag + ".safetensors")).string();
+CheckpointFiles CheckpointStore::files(const std::string& tag, const std::string& variant) const {
+  std::string base = (fs::path(folder_) / (basename_ + tag + variant)).string();
+  return {base + ".safetensors", base + ".optim.safetensors", base + ".state.json"};
 }
-std::string CheckpointStore::optimizer_path(const std::string& tag) const {
-  return (fs::path(folder_) / (basename_ + tag + ".optim.safetensors")).string();
+
+static void remove_files(const CheckpointFiles& f) {
+  std::error_code ec;
+  for (const std::string& path : {f.state, f.weights, f.optimizer}) fs::remove(path, ec);
 }
-std::string CheckpointStore::state_path(const std::string& tag) const {
-  return (fs::path(folder_) / (basename_ + tag + ".state.json")).string();
+
+static void rename_into_place(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    fail(to, ": cannot rename ", from, " into place (", std::strerror(errno), ")");
 }
 
 void CheckpointStore::save(const std::string& tag, const nn::Transformer& model,
                            const optim::Optimizer& optimizer, const TrainingState& state) const {
   fs::create_directories(folder_);
-  // Until the new state file lands, this tag counts as incomplete.
-  fs::remove(state_path(tag));
-  nn::save_checkpoint(model, weights_path(tag));
-  optimizer.save(optimizer_path(tag));
-  write_file_atomically(state_path(tag), state.to_json().dump(1) + "\n");
+  const CheckpointFiles next = files(tag, ".new"), live = files(tag), prev = files(tag, ".prev");
+  nn::save_checkpoint(model, next.weights);
+  optimizer.save(next.optimizer);
+  json j = state.to_json();
+  j["files"] = {{"weights", file_digest(next.weights)}, {"optimizer", file_digest(next.optimizer)}};
+  write_file_atomically(next.state, j.dump(1) + "\n");
+
+  if (live.complete()) {
+    remove_files(prev);
+    for (auto member : {&CheckpointFiles::weights, &CheckpointFiles::optimizer, &CheckpointFiles::state})
+      if (::link((live.*member).c_str(), (prev.*member).c_str()) != 0)
+        fail(prev.*member, ": cannot keep a copy of the checkpoint being replaced (", std::strerror(errno), ")");
+  }
+  rename_into_place(next.weights, live.weights);
+  rename_into_place(next.optimizer, live.optimizer);
+  rename_into_place(next.state, live.state);
+  sync_folder_of(live.state);
+  remove_files(prev);
 }
 
-// Epoch numbers of every complete epoch checkpoint in the folder.
-static std::set<int64_t> complete_epochs(const std::string& folder, const std::string& basename) {
+// Epoch numbers that have a state file, their own or a ".prev" copy.
+static std::set<int64_t> epochs_with_state(const std::string& folder, const std::string& basename) {
   std::set<int64_t> epochs;
   std::error_code ec;
-  if (!fs::is_directory(folder, ec)) return epochs;
-  const std::string suffix = ".state.json";
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
     std::string name = entry.path().filename().string();
-    if (name.size() <= basename.size() + suffix.size() || name.rfind(basename, 0) != 0 ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    std::string tag = name.substr(basename.size(), name.size() - basename.size() - suffix.size());
-    if (tag.empty() || tag.find_first_not_of("0123456789") != std::string::npos) continue;
-    fs::path base = fs::path(folder) / (basename + tag);
-    if (fs::exists(base.string() + ".safetensors") && fs::exists(base.string() + ".optim.safetensors"))
-      epochs.insert(std::stoll(tag));
+    for (std::string suffix : {".state.json", ".prev.state.json"}) {
+      if (name.size() <= basename.size() + suffix.size() || name.rfind(basename, 0) != 0 ||
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        continue;
+      std::string tag = name.substr(basename.size(), name.size() - basename.size() - suffix.size());
+      if (!tag.empty() && tag.size() <= 9 && tag.find_first_not_of("0123456789") == std::string::npos)
+        epochs.insert(std::stoll(tag));
+    }
   }
   return epochs;
 }
 
+std::optional<CheckpointFiles> CheckpointStore::complete(const std::string& tag) const {
+  for (const char* variant : {"", ".prev"})
+    if (CheckpointFiles f = files(tag, variant); f.complete()) return f;
+  return std::nullopt;
+}
+
 std::optional<int64_t> CheckpointStore::latest_epoch() const {
-  std::set<int64_t> epochs = complete_epochs(folder_, basename_);
-  if (epochs.empty()) return std::nullopt;
-  return *epochs.rbegin();
+  std::set<int64_t> epochs = epochs_with_state(folder_, basename_);
+  for (auto it = epochs.rbegin(); it != epochs.rend(); ++it)
+    if (complete(epoch_tag(*it))) return *it;
+  return std::nullopt;
+}
+
+std::optional<CheckpointFiles> CheckpointStore::latest() const {
+  std::optional<int64_t> epoch = latest_epoch();
+  if (!epoch) return std::nullopt;
+  return complete(epoch_tag(*epoch));
+}
+
+std::optional<std::string> CheckpointStore::any_checkpoint_file() const {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder_, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind(basename_, 0) == 0 && name.find(".safetensors") != std::string::npos)
+      return entry.path().string();
+  }
+  return std::nullopt;
 }
 
 void CheckpointStore::prune() const {
   if (keep_ == 0) return;
-  std::set<int64_t> epochs = complete_epochs(folder_, basename_);
+  std::set<int64_t> epochs;
+  for (int64_t epoch : epochs_with_state(folder_, basename_))
+    if (complete(epoch_tag(epoch))) epochs.insert(epoch);
   int64_t excess = static_cast<int64_t>(epochs.size()) - keep_;
-  for (auto it = epochs.begin(); excess > 0; ++it, --excess) {
-    std::string tag = epoch_tag(*it);
-    // The state file first: a half-deleted checkpoint is never "complete".
-    fs::remove(state_path(tag));
-    fs::remove(weights_path(tag));
-    fs::remove(optimizer_path(tag));
+  for (auto it = epochs.begin(); excess > 0; ++it, --excess)
+    for (const char* variant : {"", ".prev", ".new"}) remove_files(files(epoch_tag(*it), variant));
+}
+
+void CheckpointStore::remove_unfinished() const {
+  std::error_code ec;
+  std::vector<fs::path> leftovers;
+  for (const auto& entry : fs::directory_iterator(folder_, ec)) {
+    std::string name = entry.path().filename().string();
+    bool temporary = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
+    if (name.rfind(basename_, 0) == 0 && (temporary || name.find(".new.") != std::string::npos))
+      leftovers.push_back(entry.path());
   }
+  for (const fs::path& path : leftovers) fs::remove(path, ec);
 }
 
 TrainingState CheckpointStore::load_state(const std::string& tag) const {
-  std::string path = state_path(tag);
-  std::ifstream in(path);
-  if (!in) fail(path, ": cannot open the training state");
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail(path, ": malformed JSON");
-  return TrainingState::from_json(j, path);
+  std::optional<CheckpointFiles> f = complete(tag);
+  return (f ? *f : files(tag)).load_state();
 }
 
 }  // namespace sf::train

@@ -1,14 +1,25 @@
-// Training checkpoints (SPEC §5): for epoch e (counted from 00, as the seed
-// does) three files in model_folder:
+// Training checkpoints: for epoch e (counted from 00) three files in
+// model_folder:
 //   {basename}{e:02d}.safetensors        the model weights (nn/checkpoint.h)
 //   {basename}{e:02d}.optim.safetensors  optimizer moments and step
 //   {basename}{e:02d}.state.json         where training stands: epoch, global
-//                                        step, batches done in the epoch, RNG
-// Each file is written to a temporary name and renamed; the state file is
-// removed first and written last, so an epoch whose state file exists has all
-// three complete, and a run killed at any moment leaves the last complete
-// checkpoint intact. The best checkpoint by validation BLEU uses the tag
-// "best" in place of the epoch number.
+//                                        step, batches done in the epoch, RNG,
+//                                        and a digest of the other two files
+// The best checkpoint by validation BLEU uses the tag "best" in place of the
+// epoch number.
+//
+// Saving never puts the last complete checkpoint at risk, whatever moment a
+// run is killed or the disk fills up (docs/checkpoints.md walks through it):
+//  1. the three new files are written in full under ".new" names (each itself
+//     through a temporary file, fsync and rename);
+//  2. when the tag already holds a complete checkpoint (a resumed epoch saved
+//     again, or "best"), its files get second names (hard links) under
+//     ".prev", the state file last;
+//  3. the new files are renamed over the real names, the state file last;
+//  4. the ".prev" links go, the state file first.
+// A checkpoint counts as complete only when its state file's digests match
+// its weights and optimizer files, so a tag caught between steps 3 and 4
+// never mixes files from two saves: its ".prev" copy is loaded instead.
 #pragma once
 #include <optional>
 #include <string>
@@ -35,29 +46,44 @@ struct TrainingState {
   static TrainingState from_json(const nlohmann::json& j, const std::string& path);
 };
 
+// The paths of one checkpoint's three files.
+struct CheckpointFiles {
+  std::string weights, optimizer, state;
+  // The paths beside a weights file "X.safetensors": X.optim.safetensors, X.state.json.
+  static CheckpointFiles beside(const std::string& weights);
+  // True when all three exist and the state file's digests match the other two.
+  bool complete() const;
+  TrainingState load_state() const;
+};
+
 class CheckpointStore {
  public:
   CheckpointStore(std::string folder, std::string basename, int64_t keep);
 
-  std::string weights_path(const std::string& tag) const;
-  std::string optimizer_path(const std::string& tag) const;
-  std::string state_path(const std::string& tag) const;
   static std::string epoch_tag(int64_t epoch);  // 3 -> "03"
+  // variant "" is the checkpoint itself; ".new" a save in progress; ".prev"
+  // the copy of a checkpoint being replaced.
+  CheckpointFiles files(const std::string& tag, const std::string& variant = "") const;
+  std::string weights_path(const std::string& tag) const { return files(tag).weights; }
 
   void save(const std::string& tag, const nn::Transformer& model, const optim::Optimizer& optimizer,
             const TrainingState& state) const;
   // Deletes all but the newest `keep` epoch checkpoints (keep 0 = keep all).
   void prune() const;
-  // The highest epoch whose three files are complete.
+  // Removes what a killed save left behind (".new" and ".tmp" files).
+  void remove_unfinished() const;
+  // The complete checkpoint of a tag: its own files, else its ".prev" copy.
+  std::optional<CheckpointFiles> complete(const std::string& tag) const;
+  // The highest epoch with a complete checkpoint, and its files.
   std::optional<int64_t> latest_epoch() const;
+  std::optional<CheckpointFiles> latest() const;
+  // Some file of this basename in the folder, if there is any (complete or not).
+  std::optional<std::string> any_checkpoint_file() const;
   TrainingState load_state(const std::string& tag) const;
 
  private:
   std::string folder_, basename_;
   int64_t keep_;
 };
-
-// Writes `text` to `path` through a temporary file and a rename.
-void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace sf::train

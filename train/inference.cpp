@@ -11,6 +11,7 @@
 #include "nn/checkpoint.h"
 #include "train/checkpoints.h"
 #include "train/metrics.h"
+#include "train/resources.h"
 
 namespace sf::train {
 
@@ -21,13 +22,20 @@ Session Session::open(const Config& config, const std::optional<std::string>& ch
     s.checkpoint = *checkpoint;
   } else {
     CheckpointStore store(config.model_folder, config.model_basename, config.keep_checkpoints);
-    std::optional<int64_t> latest = store.latest_epoch();
+    std::optional<CheckpointFiles> latest = store.latest();
     if (!latest)
       fail(config.model_folder, ": no complete checkpoint '", config.model_basename,
            "NN' here (train first, or pass --checkpoint)");
-    s.checkpoint = store.weights_path(CheckpointStore::epoch_tag(*latest));
+    s.checkpoint = latest->weights;
   }
   nn::TransformerConfig model_config = nn::read_checkpoint_config(s.checkpoint);
+  if (model_config.src_seq_len != config.seq_len || model_config.tgt_seq_len != config.seq_len)
+    fail(config.source, ": key 'seq_len' is ", config.seq_len, ", but ", s.checkpoint, " was trained with seq_len ",
+         model_config.src_seq_len == model_config.tgt_seq_len
+             ? std::to_string(model_config.src_seq_len)
+             : std::to_string(model_config.src_seq_len) + "/" + std::to_string(model_config.tgt_seq_len));
+  check_fits_in_memory(inference_bytes(model_config, std::max<int64_t>(config.batch_size, 32), config.beam),
+                       "this checkpoint's model", s.checkpoint);
   if (model_config.src_vocab_size != s.src_tokenizer.vocab_size() ||
       model_config.tgt_vocab_size != s.tgt_tokenizer.vocab_size())
     fail(s.checkpoint, ": vocabulary sizes ", model_config.src_vocab_size, "/",
