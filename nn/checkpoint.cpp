@@ -1,6 +1,7 @@
 #include "checkpoint.h"
 
 #include <charconv>
+#include <filesystem>
 
 #include "autograd/error.h"
 
@@ -72,7 +73,15 @@ void load_checkpoint(Transformer& model, const std::string& path) {
 }
 
 TransformerConfig read_checkpoint_config(const std::string& path) {
-  return config_from_metadata(safetensors::load_metadata(path), path);
+  TransformerConfig config = config_from_metadata(safetensors::load_metadata(path), path);
+  // A few bytes of metadata can describe any model: the file must hold its
+  // weights before anything that size is built.
+  double needed = parameter_count(config) * kElementBytes;
+  double held = static_cast<double>(std::filesystem::file_size(path));
+  if (needed > held)
+    fail(path, ": __metadata__ describes a model of ", parameter_count(config), " parameters (",
+         needed / (1 << 20), " MiB), but the file holds only ", held / (1 << 20), " MiB");
+  return config;
 }
 
 }  // namespace sf::nn

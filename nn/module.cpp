@@ -1,5 +1,7 @@
 #include "module.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -80,6 +82,13 @@ void Module::load_state_dict(const NamedTensors& tensors, const std::string& sou
     if (src.shape() != t.shape())
       fail(source, ": tensor '", name, "' has shape ", to_string(src.shape()),
            ", the model needs ", to_string(t.shape()));
+    // A diverged run's weights would load and translate to garbage.
+    if (src.dtype() == DType::F32) {
+      Tensor values = src.to(cpu());
+      const float* p = values.data();
+      if (!std::all_of(p, p + values.numel(), [](float v) { return std::isfinite(v); }))
+        fail(source, ": tensor '", name, "' holds NaN or infinite values");
+    }
   }
   for (const auto& [name, t] : given)
     if (!expected.count(name)) fail(source, ": unexpected tensor '", name, "' (not in the model)");

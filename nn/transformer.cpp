@@ -162,6 +162,19 @@ std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, 
   return model;
 }
 
+double parameter_count(const TransformerConfig& c) {
+  double d = static_cast<double>(c.d_model), d_ff = static_cast<double>(c.d_ff);
+  double linear = d * d + d;                            // weight and bias, d -> d
+  double attention = 4 * linear;                        // w_q, w_k, w_v, w_o
+  double feed_forward = (d * d_ff + d_ff) + (d_ff * d + d);
+  double norm = 2 * d;                                  // alpha and bias
+  double encoder_layer = attention + feed_forward + 2 * norm;
+  double decoder_layer = 2 * attention + feed_forward + 3 * norm;
+  double embeddings = static_cast<double>(c.src_vocab_size + c.tgt_vocab_size) * d;
+  double projection = d * static_cast<double>(c.tgt_vocab_size) + static_cast<double>(c.tgt_vocab_size);
+  return embeddings + static_cast<double>(c.N) * (encoder_layer + decoder_layer) + 2 * norm + projection;
+}
+
 std::unique_ptr<Transformer> build_transformer(int64_t src_vocab_size, int64_t tgt_vocab_size,
                                                int64_t src_seq_len, int64_t tgt_seq_len,
                                                int64_t d_model, int64_t N, int64_t h,

@@ -130,6 +130,9 @@ class Transformer : public Module {
 // parameter with 2+ dims. Linear biases keep PyTorch's default init, alpha 1,
 // bias 0. Same config and seed, same weights.
 std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, Rng& init);
+// The number of parameters build_transformer(config) makes, computed without
+// building it (as a double: an absurd config must not overflow the count).
+double parameter_count(const TransformerConfig& config);
 std::unique_ptr<Transformer> build_transformer(int64_t src_vocab_size, int64_t tgt_vocab_size,
                                                int64_t src_seq_len, int64_t tgt_seq_len,
                                                int64_t d_model = 512, int64_t N = 6,

@@ -16,7 +16,9 @@ float grad_norm(const NamedTensors& params) {
 float clip_grad_norm(const NamedTensors& params, float max_norm) {
   float norm = grad_norm(params);
   float coef = max_norm / (norm + 1e-6f);
-  if (coef >= 1.0f) return norm;
+  // A NaN or infinite norm is left for the caller to see (the trainer skips
+  // that update) instead of scaling every gradient by NaN or 0.
+  if (!std::isfinite(norm) || coef >= 1.0f) return norm;
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();
     if (g.defined())

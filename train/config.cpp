@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -34,13 +35,17 @@ class ObjectReader {
     return it == object_.end() ? nullptr : &*it;
   }
 
-  // Integers: a JSON integer (not 2.5, not "2").
-  void integer(const std::string& key, int64_t& out, int64_t min) {
+  // Integers: a JSON integer (not 2.5, not "2") in [min, max]. JSON has no
+  // integer limit: one beyond 64 bits parses as a float and is refused here.
+  void integer(const std::string& key, int64_t& out, int64_t min, int64_t max = INT64_MAX) {
     const json* v = find(key);
     if (!v) return;
     if (!v->is_number_integer()) error(key, "expected an integer, got " + describe(*v));
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max))
+      error(key, "must be <= " + std::to_string(max) + ", got " + v->dump());
     out = v->get<int64_t>();
-    if (out < min) error(key, "must be >= " + std::to_string(min) + ", got " + std::to_string(out));
+    if (out < min) error(key, "must be >= " + std::to_string(min) + ", got " + v->dump());
+    if (out > max) error(key, "must be <= " + std::to_string(max) + ", got " + v->dump());
   }
 
   // Numbers: any JSON number, integers included. `check` says what is wrong or "".
@@ -50,6 +55,7 @@ class ObjectReader {
     if (!v) return;
     if (!v->is_number()) error(key, "expected a number, got " + describe(*v));
     out = v->get<float>();
+    if (!std::isfinite(out)) error(key, "is beyond the range of a float, got " + v->dump());
     if (std::string problem = check(out); !problem.empty()) error(key, problem + ", got " + v->dump());
   }
 
@@ -142,14 +148,14 @@ Config from_json(const json& root, const std::string& source) {
   Config c;
   c.source = source;
   ObjectReader r(root, source, "");
-  r.integer("batch_size", c.batch_size, 1);
-  r.integer("num_epochs", c.num_epochs, 0);
+  r.integer("batch_size", c.batch_size, 1, kMaxBatchSize);
+  r.integer("num_epochs", c.num_epochs, 0, kMaxEpochs);
   r.number("lr", c.lr, positive);
-  r.integer("seq_len", c.seq_len, 3);
-  r.integer("d_model", c.d_model, 1);
-  r.integer("N", c.N, 1);
-  r.integer("h", c.h, 1);
-  r.integer("d_ff", c.d_ff, 1);
+  r.integer("seq_len", c.seq_len, 3, kMaxSeqLen);
+  r.integer("d_model", c.d_model, 1, kMaxWidth);
+  r.integer("N", c.N, 1, kMaxLayers);
+  r.integer("h", c.h, 1, kMaxWidth);
+  r.integer("d_ff", c.d_ff, 1, kMaxWidth);
   if (c.d_model % c.h != 0)
     r.error("d_model", "must be divisible by h (" + std::to_string(c.d_model) + " % " +
                            std::to_string(c.h) + " != 0)");
@@ -163,7 +169,7 @@ Config from_json(const json& root, const std::string& source) {
   r.number("val_fraction", c.val_fraction, probability);
   r.boolean("max_len_filter", c.max_len_filter);
   r.boolean("bucket", c.bucket);
-  r.integer("min_frequency", c.min_frequency, 1);
+  r.integer("min_frequency", c.min_frequency, 1, INT32_MAX);
   r.string("model_folder", c.model_folder);
   r.string("model_basename", c.model_basename);
   r.integer("keep_checkpoints", c.keep_checkpoints, 0);
@@ -173,26 +179,30 @@ Config from_json(const json& root, const std::string& source) {
     c.preload = v->get<std::string>();
   }
   r.string("tokenizer_file", c.tokenizer_file);
+  if (c.tokenizer_file.find("{0}") == std::string::npos)
+    r.error("tokenizer_file", "must contain {0} (replaced by the language: one file per language), got \"" +
+                                  c.tokenizer_file + "\"");
   r.string("experiment_name", c.experiment_name);
   read_optimizer(r, c.optimizer, source);
   r.string("schedule", c.schedule, {"constant", "noam", "cosine"});
-  r.integer("warmup_steps", c.warmup_steps, 0);
+  r.integer("warmup_steps", c.warmup_steps, 0, INT32_MAX);
   if (c.schedule == "noam" && c.warmup_steps < 1) r.error("warmup_steps", "must be >= 1 for schedule \"noam\"");
   if (const json* v = r.find("clip_grad_norm"); v && !v->is_null()) {
     if (!v->is_number() || v->get<float>() <= 0.0f)
       r.error("clip_grad_norm", "expected null or a number > 0, got " + ObjectReader::describe(*v));
     c.clip_grad_norm = v->get<float>();
   }
-  r.integer("grad_accum", c.grad_accum, 1);
+  r.integer("grad_accum", c.grad_accum, 1, kMaxBatchSize);
   r.string("device", c.device, {"cpu", "opencl"});
   try {
     device_named(c.device);  // a build without OpenCL, or a machine without a device
   } catch (const Error& e) {
     r.error("device", e.what());
   }
-  r.integer("threads", c.threads, 0);
+  r.integer("threads", c.threads, 0, kMaxThreads);
   r.integer("val_examples", c.val_examples, 0);
-  r.integer("beam", c.beam, 1);
+  r.integer("beam", c.beam, 1, kMaxBeam);
+  r.integer("max_nonfinite_steps", c.max_nonfinite_steps, 0);
   r.number("length_penalty", c.length_penalty, non_negative);
   r.finish();
   return c;

@@ -53,6 +53,9 @@ struct Config {
   std::string device = "cpu";  // cpu | opencl
   int64_t threads = 0, val_examples = 2, beam = 1;
   float length_penalty = 0.6f;
+  // Optimizer steps in a row with a non-finite loss or gradient norm (each
+  // skipped) after which training stops, saving its last good state; 0 = never.
+  int64_t max_nonfinite_steps = 10;
 
   // tokenizer_file with {0} replaced by the language.
   std::string tokenizer_path(const std::string& lang) const;
@@ -62,6 +65,12 @@ struct Config {
 // nested objects; the value is JSON when it parses as JSON, else a string),
 // and validates every key.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Bounds on sizes, so that an absurd value is a clear error before anything is
+// allocated (the model's memory is checked as a whole later, see
+// train/resources.h). Far beyond anything a CPU trains.
+inline constexpr int64_t kMaxSeqLen = 1 << 16, kMaxWidth = 1 << 20, kMaxLayers = 1024;
+inline constexpr int64_t kMaxBatchSize = 1 << 20, kMaxEpochs = 1 << 20, kMaxThreads = 1024, kMaxBeam = 1024;
 
 // The default task when a config names no data (the one `make demo` trains).
 inline constexpr const char* kDefaultTask = "dates";

@@ -1,6 +1,8 @@
 // The scratchformer command (SPEC §3): train, translate, eval, score.
 // Bad usage, config or input: one line "scratchformer: error: ..." and exit 2;
 // an internal error exits 1; an interrupted training run exits 130 after saving.
+#include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -12,7 +14,7 @@
 #include "autograd/kernels/thread_pool.h"
 #include "data/corpus.h"
 #include "train/attention_maps.h"
-#include "train/checkpoints.h"
+#include "autograd/atomic_file.h"
 #include "train/inference.h"
 #include "train/trainer.h"
 
@@ -106,9 +108,11 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
       else if (arg == "--data") a.data = value;
       else if (arg == "--attention") a.attention = value;
       else if (arg == "--beam") {
-        char* end = nullptr;
-        long long beam = std::strtoll(value.c_str(), &end, 10);
-        if (*end != '\0' || beam < 1) throw UsageError(command + ": --beam needs an integer >= 1, got '" + value + "'");
+        int64_t beam = 0;
+        auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), beam);
+        if (error != std::errc() || end != value.data() + value.size() || beam < 1 || beam > kMaxBeam)
+          throw UsageError(command + ": --beam needs an integer in [1, " + std::to_string(kMaxBeam) + "], got '" +
+                           value + "'");
         a.beam = beam;
       }
       continue;
@@ -205,6 +209,9 @@ int score_command(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, reported like
+  // a full disk, instead of the signal killing the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::string command = argc > 1 ? argv[1] : "";
   try {
     if (command == "--help" || command == "-h") return std::fputs(kUsage, stdout), 0;

@@ -1,10 +1,12 @@
 #include "trainer.h"
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "autograd/atomic_file.h"
 #include "autograd/engine.h"
 #include "autograd/error.h"
 #include "autograd/kernels/thread_pool.h"
@@ -14,6 +16,7 @@
 #include "train/loss.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/resources.h"
 
 namespace sf::train {
 
@@ -49,12 +52,24 @@ Trainer::Trainer(Config config)
       accumulation_(config_.grad_accum),
       store_(config_.model_folder, config_.model_basename, config_.keep_checkpoints) {
   kernels::set_num_threads(static_cast<int>(config_.threads));
+  check_outputs();
   prepare_data();
   build_model_and_optimizer();
   restore();
 }
 
 Trainer::~Trainer() = default;
+
+// Every folder the run writes to, before an epoch of work depends on it.
+void Trainer::check_outputs() {
+  check_writable_folder(config_.model_folder, config_.source, "model_folder");
+  check_writable_folder(config_.experiment_name, config_.source, "experiment_name");
+  for (const std::string& lang : {config_.lang_src, config_.lang_tgt}) {
+    std::string folder = fs::path(config_.tokenizer_path(lang)).parent_path().string();
+    check_writable_folder(folder.empty() ? "." : folder, config_.source, "tokenizer_file");
+  }
+  store_.remove_unfinished();
+}
 
 void Trainer::prepare_data() {
   const DataConfig& d = config_.data;
@@ -105,6 +120,7 @@ void Trainer::build_model_and_optimizer() {
   mc.h = config_.h;
   mc.d_ff = config_.d_ff;
   mc.dropout = config_.dropout;
+  check_fits_in_memory(training_bytes(mc, config_.batch_size), "training this model", config_.source);
   Rng init(static_cast<uint64_t>(config_.seed));
   model_ = nn::build_transformer(mc, init);
   Device& device = device_named(config_.device);
@@ -120,42 +136,43 @@ void Trainer::build_model_and_optimizer() {
 
 void Trainer::restore() {
   if (!config_.preload) return;
-  std::string weights, optimizer, state;
+  CheckpointFiles files;
   if (*config_.preload == "latest") {
-    std::optional<int64_t> latest = store_.latest_epoch();
+    std::optional<CheckpointFiles> latest = store_.latest();
     if (!latest) {
+      // Starting fresh would write over them: say so instead.
+      if (std::optional<std::string> stray = store_.any_checkpoint_file())
+        fail(config_.source, ": key 'preload': no complete checkpoint in ", config_.model_folder, ", but ", *stray,
+             " is there (its optimizer or state file is missing or from another save); move it away to start "
+             "fresh, or set preload to it to start from its weights");
       std::fprintf(stderr, "preload latest: no checkpoint in %s yet, starting fresh\n", config_.model_folder.c_str());
       return;
     }
-    std::string tag = CheckpointStore::epoch_tag(*latest);
-    weights = store_.weights_path(tag);
-    optimizer = store_.optimizer_path(tag);
-    state = store_.state_path(tag);
+    files = *latest;
   } else {
-    weights = *config_.preload;
-    if (!fs::exists(weights)) fail(config_.source, ": key 'preload': ", weights, ": no such file");
-    std::string base = weights;
-    const std::string suffix = ".safetensors";
-    if (base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0)
-      base.resize(base.size() - suffix.size());
-    optimizer = base + ".optim.safetensors";
-    state = base + ".state.json";
+    if (!fs::is_regular_file(*config_.preload))
+      fail(config_.source, ": key 'preload': ", *config_.preload, ": no such file");
+    files = CheckpointFiles::beside(*config_.preload);
   }
-  nn::load_checkpoint(*model_, weights);
-  if (!fs::exists(optimizer) || !fs::exists(state)) {
+  nn::load_checkpoint(*model_, files.weights);
+  if (!fs::exists(files.optimizer) && !fs::exists(files.state)) {
+    std::error_code ec;
+    if (fs::equivalent(files.weights, store_.weights_path(CheckpointStore::epoch_tag(0)), ec))
+      fail(config_.source, ": key 'preload': ", files.weights, " would be overwritten by this run's first "
+           "checkpoint; copy it out of model_folder first");
     std::fprintf(stderr, "preload: weights from %s; no optimizer/state beside them, so a fresh optimizer at epoch 0\n",
-                 weights.c_str());
+                 files.weights.c_str());
     return;
   }
-  optimizer_->load(optimizer);
-  std::ifstream in(state);
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail(state, ": malformed JSON");
-  state_ = TrainingState::from_json(j, state);
+  if (!files.complete())
+    fail(files.weights, ": its optimizer and state files (", files.optimizer, ", ", files.state,
+         ") are missing or from another save");
+  optimizer_->load(files.optimizer);
+  state_ = files.load_state();
   model_->dropout_rng().set_state(state_.dropout_rng);
   accumulation_.set_pending(state_.accum_pending);
   resumed_ = true;
-  std::fprintf(stderr, "preload: resumed from %s (epoch %02lld, batch %lld of %lld, step %lld)\n", weights.c_str(),
+  std::fprintf(stderr, "preload: resumed from %s (epoch %02lld, batch %lld of %lld, step %lld)\n", files.weights.c_str(),
                static_cast<long long>(state_.epoch), static_cast<long long>(state_.batch),
                static_cast<long long>(state_.batches_in_epoch), static_cast<long long>(state_.global_step));
 }
@@ -165,32 +182,63 @@ float Trainer::train_batch(const data::Batch& batch, bool last_of_epoch) {
   Tensor features = model_->decode(memory, batch.encoder_mask, batch.decoder_input, batch.decoder_mask);
   Tensor loss = translation_loss(*model_, features, batch.label, config_.label_smoothing);
   (loss * accumulation_.loss_scale()).backward();
-  pending_loss_ += loss.item();
+  float batch_loss = loss.item();
+  pending_loss_ += batch_loss;
   pending_batches_ += 1;
   pending_tokens_ += batch.label_tokens;
   if (accumulation_.step_due(last_of_epoch)) {
-    state_.global_step += 1;
-    float lr = optim::learning_rate(schedule_, state_.global_step);
-    optimizer_->set_lr(lr);
     float norm = config_.clip_grad_norm ? optim::clip_grad_norm(optimizer_->params(), *config_.clip_grad_norm)
                                         : optim::grad_norm(optimizer_->params());
-    optimizer_->step();
+    float mean_loss = static_cast<float>(pending_loss_ / pending_batches_);
+    if (std::isfinite(mean_loss) && std::isfinite(norm)) {
+      nonfinite_in_a_row_ = 0;
+      state_.global_step += 1;
+      float lr = optim::learning_rate(schedule_, state_.global_step);
+      optimizer_->set_lr(lr);
+      optimizer_->step();
+      double seconds = seconds_since(last_step_);
+      log_step(mean_loss, lr, norm, seconds > 0 ? pending_tokens_ / seconds : 0.0);
+    } else {
+      skip_nonfinite_step(mean_loss, norm);
+    }
     optimizer_->zero_grad();
-    double seconds = seconds_since(last_step_);
-    log_step(static_cast<float>(pending_loss_ / pending_batches_), lr, norm,
-             seconds > 0 ? pending_tokens_ / seconds : 0.0);
     last_step_ = std::chrono::steady_clock::now();
     pending_loss_ = 0;
     pending_batches_ = pending_tokens_ = 0;
   }
-  return loss.item();
+  return batch_loss;
+}
+
+// Divergence policy: an update from a NaN or infinite loss or gradient would
+// poison every weight, so it is skipped (weights and optimizer state stay as
+// they were; the schedule does not advance). The first skip is reported with
+// its step; after max_nonfinite_steps skips in a row the run saves its last
+// good state and stops.
+void Trainer::skip_nonfinite_step(float loss, float grad_norm) {
+  ++nonfinite_in_a_row_;
+  ++nonfinite_total_;
+  int64_t step = state_.global_step + 1;
+  if (nonfinite_total_ == 1)
+    std::fprintf(stderr, "\nstep %lld: loss %g, gradient norm %g: not finite, update skipped (further skips are "
+                 "counted at the end of each epoch)\n", static_cast<long long>(step), loss, grad_norm);
+  if (config_.max_nonfinite_steps > 0 && nonfinite_in_a_row_ >= config_.max_nonfinite_steps)
+    diverged_ = true;
 }
 
 void Trainer::log_step(float loss, float lr, float grad_norm, double tokens_per_second) {
   nlohmann::ordered_json record = {{"kind", "step"},       {"epoch", state_.epoch}, {"step", state_.global_step},
                  {"loss", loss},         {"lr", lr},              {"grad_norm", grad_norm},
                  {"tokens_per_s", tokens_per_second}, {"time", seconds_since(start_)}};
-  std::ofstream(metrics_path_, std::ios::app) << record.dump() << "\n";
+  append_metrics(record.dump());
+}
+
+// One line at the end of metrics.jsonl. A line is written with one call, so a
+// killed run leaves at most a last line cut short, which readers skip.
+void Trainer::append_metrics(const std::string& line) {
+  std::ofstream out(metrics_path_, std::ios::app);
+  out << line << "\n";
+  out.flush();
+  if (!out) fail(metrics_path_, ": cannot write (disk full?)");
 }
 
 void Trainer::save(const std::string& tag) {
@@ -244,14 +292,18 @@ void Trainer::end_of_epoch(int64_t epoch) {
                    v.references[i].c_str(), v.predictions[i].c_str());
     nlohmann::ordered_json record = {{"kind", "valid"}, {"epoch", epoch},  {"step", state_.global_step}, {"loss", v.loss},
                    {"bleu", s.bleu},  {"chrf", s.chrf}, {"cer", s.cer},               {"wer", s.wer}};
-    std::ofstream(metrics_path_, std::ios::app) << record.dump() << "\n";
+    append_metrics(record.dump());
   }
-  if (!v.predictions.empty()) write_epoch_report(v);
   bool best = !v.predictions.empty() && v.scores.bleu > state_.best_bleu;
   if (best) state_.best_bleu = v.scores.bleu;
+  // The checkpoint first: whatever fails after it, the epoch's work is kept.
   save(CheckpointStore::epoch_tag(epoch));
   store_.prune();
   if (best) save("best");
+  if (nonfinite_total_ > 0)
+    std::fprintf(stderr, "epoch %02lld: %lld updates skipped so far for a non-finite loss or gradient norm\n",
+                 static_cast<long long>(epoch), static_cast<long long>(nonfinite_total_));
+  if (!v.predictions.empty()) write_epoch_report(v);
 }
 
 // The report's samples and heatmaps: the first few validation sentences.
@@ -313,6 +365,13 @@ int Trainer::run() {
       epoch_tokens += batch.label_tokens;
       progress.update(batches.position(), loss, optimizer_->lr(),
                       epoch_tokens / std::max(seconds_since(epoch_start), 1e-9));
+      if (diverged_) {
+        save(CheckpointStore::epoch_tag(epoch));
+        fail(config_.source, ": training diverged: ", nonfinite_in_a_row_,
+             " optimizer steps in a row had a non-finite loss or gradient norm; the last good state is saved as ",
+             store_.weights_path(CheckpointStore::epoch_tag(epoch)),
+             " (lower lr, set clip_grad_norm, or raise max_nonfinite_steps)");
+      }
       // Stop only between optimizer steps, so no accumulated gradient is lost.
       if (g_stop_requested && accumulation_.pending() == 0 && !last) {
         save(CheckpointStore::epoch_tag(epoch));

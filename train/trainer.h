@@ -43,6 +43,7 @@ class Trainer {
   ValidationResult validate();
 
  private:
+  void check_outputs();
   void prepare_data();
   void build_model_and_optimizer();
   void restore();
@@ -51,7 +52,9 @@ class Trainer {
   float train_batch(const data::Batch& batch, bool last_of_epoch);
   void end_of_epoch(int64_t epoch);
   void write_epoch_report(const ValidationResult& v);
+  void skip_nonfinite_step(float loss, float grad_norm);
   void log_step(float loss, float lr, float grad_norm, double tokens_per_second);
+  void append_metrics(const std::string& line);
   void save(const std::string& tag);
 
   Config config_;
@@ -64,6 +67,9 @@ class Trainer {
   CheckpointStore store_;
   TrainingState state_;
   bool resumed_ = false;
+  // Updates skipped for a non-finite loss or gradient norm: in a row, in all.
+  int64_t nonfinite_in_a_row_ = 0, nonfinite_total_ = 0;
+  bool diverged_ = false;
   std::string metrics_path_;
   std::chrono::steady_clock::time_point start_;
   // Since the last optimizer step: summed batch losses, batches, label tokens.

@@ -1,0 +1,73 @@
+// Running the scratchformer command as a child process, as a user would:
+// start it, signal it, wait for it, optionally under a file-size limit.
+#pragma once
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "train_helpers.h"
+
+namespace sf::testing {
+
+inline std::string scratchformer_binary() {
+  return fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string();
+}
+
+// Starts the command with `args` in the background, stdout and stderr to
+// `log`. With `file_size_limit` (bytes) no file it writes may grow past it,
+// as on a full disk.
+inline pid_t spawn(const std::vector<std::string>& args, const fs::path& log,
+                   std::optional<rlim_t> file_size_limit = std::nullopt) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* out = std::fopen(log.c_str(), "w");
+    dup2(fileno(out), STDOUT_FILENO);
+    dup2(fileno(out), STDERR_FILENO);
+    if (file_size_limit) {
+      rlimit limit{*file_size_limit, *file_size_limit};
+      setrlimit(RLIMIT_FSIZE, &limit);
+    }
+    std::vector<char*> argv;
+    std::string bin = scratchformer_binary();
+    argv.push_back(bin.data());
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// The exit code, or 128 + the signal that ended the process.
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+inline int run(const std::vector<std::string>& args, const fs::path& log,
+               std::optional<rlim_t> file_size_limit = std::nullopt) {
+  return wait_exit(spawn(args, log, file_size_limit));
+}
+
+// Waits until `path` has at least `lines` lines (or the process ended).
+inline void wait_for_lines(const fs::path& path, size_t lines, pid_t pid) {
+  for (int i = 0; i < 6000; ++i) {
+    std::string text = read_file(path);
+    if (static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) >= lines) return;
+    if (waitpid(pid, nullptr, WNOHANG) != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace sf::testing

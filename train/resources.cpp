@@ -1,0 +1,62 @@
+#include "resources.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "autograd/error.h"
+#include "autograd/tensor.h"
+
+namespace sf::train {
+
+namespace fs = std::filesystem;
+
+// Floats kept per token for backward, counted from the layers: each sublayer
+// keeps its input, its layer norm's output and statistics, the attention's
+// q, k, v and context, the feed-forward's hidden activations; the attention
+// weights are h x seq_len per token (before and after softmax and dropout).
+double training_bytes(const nn::TransformerConfig& c, int64_t batch_size) {
+  double d = static_cast<double>(c.d_model), d_ff = static_cast<double>(c.d_ff), h = static_cast<double>(c.h);
+  double s = static_cast<double>(std::max(c.src_seq_len, c.tgt_seq_len));
+  double per_token = static_cast<double>(c.N) * ((12 * d + 2 * d_ff + 3 * h * s) + (20 * d + 2 * d_ff + 6 * h * s)) +
+                     2 * static_cast<double>(c.tgt_vocab_size);
+  double activations = static_cast<double>(batch_size) * s * per_token;
+  return 4 * nn::parameter_count(c) * kElementBytes + activations * kElementBytes;
+}
+
+double inference_bytes(const nn::TransformerConfig& c, int64_t batch_size, int64_t beam) {
+  double d = static_cast<double>(c.d_model);
+  double s = static_cast<double>(std::max(c.src_seq_len, c.tgt_seq_len));
+  double cache = static_cast<double>(batch_size) * static_cast<double>(beam) * s * static_cast<double>(c.N) * 4 * d;
+  double logits = static_cast<double>(batch_size) * static_cast<double>(beam) * static_cast<double>(c.tgt_vocab_size);
+  return (nn::parameter_count(c) + cache + logits) * kElementBytes;
+}
+
+void check_fits_in_memory(double bytes, const std::string& what, const std::string& source) {
+  double machine = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (machine > 0 && bytes > machine) {
+    char text[160];
+    std::snprintf(text, sizeof text, "needs about %.1f GiB, more than this machine's %.1f GiB of memory",
+                  bytes / (1 << 30), machine / (1 << 30));
+    fail(source, ": ", what, " ", text);
+  }
+}
+
+void check_writable_folder(const std::string& folder, const std::string& source, const std::string& key) {
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec || !fs::is_directory(folder))
+    fail(source, ": key '", key, "': cannot create the folder ", folder, " (",
+         ec ? ec.message() : "a file of that name exists", ")");
+  std::string probe = (fs::path(folder) / ".scratchformer-write-test").string();
+  FILE* f = std::fopen(probe.c_str(), "w");
+  if (!f) fail(source, ": key '", key, "': cannot write in ", folder, " (", std::strerror(errno), ")");
+  std::fclose(f);
+  std::remove(probe.c_str());
+}
+
+}  // namespace sf::train

@@ -1,0 +1,24 @@
+// What a run will need, checked before it starts rather than discovered after
+// an epoch of work: memory for the model against the machine's, and output
+// folders that exist (or can be made) and can be written.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "nn/transformer.h"
+
+namespace sf::train {
+
+// Bytes a training step needs, roughly: weights, gradients and two Adam
+// moments (16 bytes a parameter) plus the activations kept for backward.
+double training_bytes(const nn::TransformerConfig& model, int64_t batch_size);
+// Bytes translation needs, roughly: the weights and a batch of beams' caches.
+double inference_bytes(const nn::TransformerConfig& model, int64_t batch_size, int64_t beam);
+// Fails, naming `source`, when `bytes` exceed the machine's physical memory.
+void check_fits_in_memory(double bytes, const std::string& what, const std::string& source);
+
+// Creates `folder` (with parents) if missing and checks a file can be created
+// in it; fails naming the config key otherwise.
+void check_writable_folder(const std::string& folder, const std::string& source, const std::string& key);
+
+}  // namespace sf::train
