@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 
 namespace sf {
@@ -92,7 +93,14 @@ class BlockCache {
       free_buffer_(buffer, size);
       return;
     }
-    free_[size].push_back({buffer, now});
+    // Keeping a buffer may itself need memory; this runs in destructors,
+    // possibly while an allocation failure unwinds, so it must not throw.
+    try {
+      free_[size].push_back({buffer, now});
+    } catch (const std::bad_alloc&) {
+      free_buffer_(buffer, size);
+      return;
+    }
     cached_bytes_ += size;
   }
 

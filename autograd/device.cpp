@@ -100,7 +100,12 @@ class CpuDevice final : public Device {
     void* ptr = cache_.take(size);
     ++(ptr ? cache_hits_ : system_allocations_);
     if (!ptr) ptr = std::aligned_alloc(kAlignment, size);
-    if (!ptr) throw std::bad_alloc();
+    if (!ptr) {  // what the cache holds may be what is missing
+      cache_.clear();
+      ptr = std::aligned_alloc(kAlignment, size);
+    }
+    if (!ptr)
+      fail("cpu: out of memory: cannot allocate ", size >> 20, " MiB (", live_bytes_ >> 20, " MiB in use)");
     // The peak is an atomic maximum: another thread may raise it meanwhile.
     const int64_t live = live_bytes_ += static_cast<int64_t>(size);
     int64_t peak = peak_live_bytes_;

@@ -136,11 +136,16 @@ void CheckpointStore::save(const std::string& tag, const nn::Transformer& model,
                            const optim::Optimizer& optimizer, const TrainingState& state) const {
   fs::create_directories(folder_);
   const CheckpointFiles next = files(tag, ".new"), live = files(tag), prev = files(tag, ".prev");
-  nn::save_checkpoint(model, next.weights);
-  optimizer.save(next.optimizer);
-  json j = state.to_json();
-  j["files"] = {{"weights", file_digest(next.weights)}, {"optimizer", file_digest(next.optimizer)}};
-  write_file_atomically(next.state, j.dump(1) + "\n");
+  try {
+    nn::save_checkpoint(model, next.weights);
+    optimizer.save(next.optimizer);
+    json j = state.to_json();
+    j["files"] = {{"weights", file_digest(next.weights)}, {"optimizer", file_digest(next.optimizer)}};
+    write_file_atomically(next.state, j.dump(1) + "\n");
+  } catch (...) {  // a full disk: no half-written save stays behind
+    remove_files(next);
+    throw;
+  }
 
   if (live.complete()) {
     remove_files(prev);
