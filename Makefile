@@ -1,6 +1,7 @@
 # Scratchformer build. `make` builds the library and the command; `make test`
 # runs the doctest suite, then builds the OpenCL variant and runs its backend
-# tests on PoCL; `make SANITIZE=1 test` runs the suite under ASan + UBSan.
+# tests on PoCL; `make SANITIZE=1 test` runs the suite under ASan + UBSan,
+# `make SANITIZE=thread test` the threaded tests under ThreadSanitizer.
 # `make OPENCL=1` builds the variant with the OpenCL backend in build/opencl/.
 # Jobs run in parallel without -j.
 MAKEFLAGS += -j$(shell nproc) --no-print-directory
@@ -14,7 +15,11 @@ else
   ARCH_FLAGS := -march=native
 endif
 BASE_FLAGS := -std=c++20 -Wall -Wextra -pthread -MMD -MP -I. $(ARCH_FLAGS)
-ifeq ($(SANITIZE),1)
+ifeq ($(SANITIZE),thread)
+  BUILD := build/tsan
+  CXXFLAGS ?= -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+  LDFLAGS ?= -fsanitize=thread
+else ifeq ($(SANITIZE),1)
   BUILD := build/sanitize
   # The sanitizers see every allocation when the caching allocator is off.
   CXXFLAGS ?= -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -81,8 +86,13 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)
 # OpenCL variant's suite "opencl" on PoCL. tools/run-tests prints each suite's
 # report and, last, the summary line "tests: N passed, M failed[, K skipped]"
 # over both. PoCL caches the kernels it compiles in build/pocl-cache.
+# Under ThreadSanitizer: the tests that run work on several threads (the pool,
+# the kernels, gradients, layers and a Transformer step on 1 and 2 threads).
+TSAN_TESTS := thread pool*,kernels*,grad*,engine*,nn*
 test: $(TESTS)
-ifeq ($(SANITIZE)$(OPENCL),)
+ifeq ($(SANITIZE),thread)
+	@SF_TEST_FILTER='$(TSAN_TESTS)' TSAN_OPTIONS=halt_on_error=1 tools/run-tests $(TESTS)
+else ifeq ($(SANITIZE)$(OPENCL),)
 	@tools/run-tests $(TESTS) --opencl "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 build/opencl/tests" \
 	  build/opencl/tests
 else

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "skip.h"
 
@@ -38,6 +39,8 @@ REGISTER_LISTENER("summary", 1, SummaryListener);
 
 int main(int argc, char** argv) {
   doctest::Context context(argc, argv);
+  // The make target for ThreadSanitizer runs only the threaded tests.
+  if (const char* filter = std::getenv("SF_TEST_FILTER")) context.addFilter("test-case", filter);
   int status = context.run();
   if (context.shouldExit()) return status;
   unsigned failed = g_stats.numTestCasesFailed;

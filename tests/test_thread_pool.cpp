@@ -4,11 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <thread>
 #include <vector>
 
 #include "autograd/kernels/thread_pool.h"
+#include "test_nn_helpers.h"
 
 using sf::kernels::ThreadPool;
 
@@ -79,4 +81,42 @@ TEST_CASE("thread pool: two threads calling at once both complete") {
   caller();
   other.join();
   CHECK(total.load() == 2 * 2000 * 10);
+}
+
+// The kernels split large products and row-wise ops across threads: a training
+// step's loss and gradients must not depend on how many threads share it.
+// (Also what `make SANITIZE=thread test` runs the threaded kernels with.)
+TEST_CASE("thread pool: a Transformer step gives the same loss and gradients on 1 and 2 threads") {
+  sf::nn::TransformerConfig c = sf::testing::tiny_config();
+  c.src_seq_len = c.tgt_seq_len = 32;
+  c.d_model = 128;
+  c.h = 4;
+  c.d_ff = 256;
+  c.src_vocab_size = c.tgt_vocab_size = 64;
+  c.dropout = 0.0f;
+  auto model = sf::testing::tiny_model(c);
+  sf::Rng rng(3);
+  std::vector<std::vector<int32_t>> sources(16), targets(16);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    for (uint64_t n = 10 + rng.below(20); n > 0; --n) sources[i].push_back(4 + static_cast<int32_t>(rng.below(60)));
+    for (uint64_t n = 10 + rng.below(20); n > 0; --n) targets[i].push_back(4 + static_cast<int32_t>(rng.below(60)));
+  }
+  sf::testing::Batch batch = sf::testing::make_batch(sources, targets, 32);
+  auto step = [&](int threads) {
+    sf::kernels::set_num_threads(threads);
+    model->zero_grad();
+    sf::Tensor loss = sf::testing::batch_loss(*model, batch);
+    loss.backward();
+    std::vector<float> values{loss.item()};
+    for (const sf::Tensor& p : model->parameters())
+      for (float g : p.grad().to_vector()) values.push_back(g);
+    return values;
+  };
+  std::vector<float> one = step(1), two = step(2);
+  sf::kernels::set_num_threads(0);
+  REQUIRE(one.size() == two.size());
+  int differ = 0;
+  for (size_t i = 0; i < one.size(); ++i)
+    if (std::fabs(one[i] - two[i]) > 1e-6f + 1e-4f * std::fabs(one[i])) ++differ;
+  CHECK(differ == 0);
 }

@@ -103,6 +103,8 @@ std::vector<TokenIds> translate_ids(nn::Transformer& model,
 
 std::vector<int32_t> encode_source(const Session& session, const std::string& text,
                                    const std::string& where) {
+  if (size_t bad = data::find_invalid_utf8(text); bad != std::string::npos)
+    fail(where, ": invalid UTF-8 at byte ", bad + 1);
   std::vector<int32_t> ids = session.src_tokenizer.encode(text);
   int64_t limit = session.config.seq_len - 2;
   if (static_cast<int64_t>(ids.size()) > limit)

@@ -13,6 +13,7 @@
 #include "autograd/error.h"
 #include "autograd/kernels/thread_pool.h"
 #include "data/corpus.h"
+#include "data/unicode.h"
 #include "train/attention_maps.h"
 #include "autograd/atomic_file.h"
 #include "train/inference.h"
@@ -149,7 +150,11 @@ int translate_command(int argc, char** argv) {
   Session session = open_session(a);
   std::vector<std::string> sentences = a.texts;
   if (sentences.empty())
-    for (std::string line; std::getline(std::cin, line);) sentences.push_back(line);
+    for (std::string line; std::getline(std::cin, line);) {
+      if (size_t bad = data::find_invalid_utf8(line); bad != std::string::npos)
+        fail("<stdin>:", sentences.size() + 1, ": invalid UTF-8 at byte ", bad + 1);
+      sentences.push_back(line);
+    }
   if (a.attention && sentences.size() != 1)
     throw UsageError("translate: --attention draws one sentence's heatmaps; got " +
                      std::to_string(sentences.size()) + " sentences");
@@ -194,6 +199,8 @@ int score_command(int argc, char** argv) {
   for (std::string line; std::getline(std::cin, line);) {
     ++line_number;
     std::string where = "<stdin>:" + std::to_string(line_number);
+    if (size_t bad = data::find_invalid_utf8(line); bad != std::string::npos)
+      fail(where, ": invalid UTF-8 at byte ", bad + 1);
     size_t tab = line.find('\t');
     if (tab == std::string::npos || line.find('\t', tab + 1) != std::string::npos)
       fail(where, ": expected source<TAB>target");
