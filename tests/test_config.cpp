@@ -133,6 +133,25 @@ TEST_CASE("config: out-of-range values") {
   CHECK(error_for(R"({"clip_grad_norm": 0})").find("'clip_grad_norm': expected null or a number > 0") != std::string::npos);
   CHECK(error_for(R"({"grad_accum": 0})") == ": key 'grad_accum': must be >= 1, got 0");
   CHECK(error_for(R"({"val_examples": -1})") == ": key 'val_examples': must be >= 0, got -1");
+}
+
+TEST_CASE("config: absurd sizes are refused before anything is allocated") {
+  CHECK(error_for(R"({"seed": 18446744073709551615})") ==
+        ": key 'seed': must be <= 9223372036854775807, got 18446744073709551615");
+  CHECK(error_for(R"({"seq_len": 99999999999999999999})") ==
+        ": key 'seq_len': expected an integer, got number 1e+20");
+  CHECK(error_for(R"({"d_ff": 1099511627776})") == ": key 'd_ff': must be <= 1048576, got 1099511627776");
+  CHECK(error_for(R"({"seq_len": 1099511627776})") == ": key 'seq_len': must be <= 65536, got 1099511627776");
+  CHECK(error_for(R"({"N": 1000000})") == ": key 'N': must be <= 1024, got 1000000");
+  CHECK(error_for(R"({"threads": 100000})") == ": key 'threads': must be <= 1024, got 100000");
+  CHECK(error_for(R"({"beam": 1000000000})") == ": key 'beam': must be <= 1024, got 1000000000");
+  CHECK(error_for(R"({"lr": 1e39})") == ": key 'lr': is beyond the range of a float, got 1e+39");
+  CHECK(error_for(R"({"max_nonfinite_steps": -1})") == ": key 'max_nonfinite_steps': must be >= 0, got -1");
+  CHECK(error_for(R"({"tokenizer_file": "tok.json"})") ==
+        ": key 'tokenizer_file': must contain {0} (replaced by the language: one file per language), got \"tok.json\"");
+}
+
+TEST_CASE("config: a device this build or machine lacks") {
 #ifndef SF_OPENCL
   CHECK(error_for(R"({"device": "opencl"})") ==
         ": key 'device': device \"opencl\": this build has no OpenCL backend (make OPENCL=1 builds "
