@@ -198,6 +198,12 @@ TEST_CASE("checkpoints: preload latest never starts fresh over a checkpoint it c
   CHECK(run({"train", "--config", config, "--set", "preload=latest", "--set", "num_epochs=2"}, dir.path / "log2") == 2);
   CHECK(read_file(dir.path / "log2").find("key 'preload': no complete checkpoint in") != std::string::npos);
   CHECK(weights_of(dir.path, "00") == weights);
+  // Weights alone start a fresh optimizer at epoch 00, whose checkpoint would replace them.
+  fs::remove(dir.path / "weights/tmodel_00.state.json");
+  std::string alone = (dir.path / "weights/tmodel_00.safetensors").string();
+  CHECK(run({"train", "--config", config, "--set", "preload=" + alone}, dir.path / "log2") == 2);
+  CHECK(read_file(dir.path / "log2").find("would be overwritten by this run's checkpoints") != std::string::npos);
+  CHECK(weights_of(dir.path, "00") == weights);
 
   // Weights from another save beside the state: not complete either.
   REQUIRE(run({"train", "--config", config}, dir.path / "log3") == 0);
@@ -213,7 +219,13 @@ TEST_CASE("training: non-finite updates are skipped and reported once; a diverge
   TempDir dir;
   std::string config = write_config(dir.path, std::string(kTiny) + R"(, "data": {"task": "copy", "size": 3000},
     "lang_src": "a", "lang_tgt": "b", "num_epochs": 1, "lr": 1e12, "schedule": "constant", "max_nonfinite_steps": 5)");
-  CHECK(run({"train", "--config", config}, dir.path / "log") == 2);
+  // Clipping must not hide the divergence (a NaN norm used to scale every gradient by NaN).
+  std::vector<std::string> clip;
+  SUBCASE("without clipping") {}
+  SUBCASE("with clipping") { clip = {"--set", "clip_grad_norm=1.0"}; }
+  std::vector<std::string> args = {"train", "--config", config};
+  args.insert(args.end(), clip.begin(), clip.end());
+  CHECK(run(args, dir.path / "log") == 2);
   std::string log = read_file(dir.path / "log");
   size_t first = log.find("update skipped");
   CHECK(first != std::string::npos);

@@ -197,6 +197,18 @@ std::optional<CheckpointFiles> CheckpointStore::latest() const {
   return complete(epoch_tag(*epoch));
 }
 
+bool CheckpointStore::is_checkpoint_name(const std::string& path) const {
+  std::error_code ec;
+  if (!fs::equivalent(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path(), folder_, ec))
+    return false;
+  std::string name = fs::path(path).filename().string();
+  const std::string suffix = ".safetensors";
+  if (name.size() <= basename_.size() + suffix.size() || name.rfind(basename_, 0) != 0 || !name.ends_with(suffix))
+    return false;
+  std::string tag = name.substr(basename_.size(), name.size() - basename_.size() - suffix.size());
+  return tag == "best" || tag.find_first_not_of("0123456789") == std::string::npos;
+}
+
 std::optional<std::string> CheckpointStore::any_checkpoint_file() const {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(folder_, ec)) {

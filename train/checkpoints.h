@@ -77,6 +77,8 @@ class CheckpointStore {
   // The highest epoch with a complete checkpoint, and its files.
   std::optional<int64_t> latest_epoch() const;
   std::optional<CheckpointFiles> latest() const;
+  // Whether `path` is this store's weights file of an epoch or of "best".
+  bool is_checkpoint_name(const std::string& path) const;
   // Some file of this basename in the folder, if there is any (complete or not).
   std::optional<std::string> any_checkpoint_file() const;
   TrainingState load_state(const std::string& tag) const;

@@ -156,10 +156,9 @@ void Trainer::restore() {
   }
   nn::load_checkpoint(*model_, files.weights);
   if (!fs::exists(files.optimizer) && !fs::exists(files.state)) {
-    std::error_code ec;
-    if (fs::equivalent(files.weights, store_.weights_path(CheckpointStore::epoch_tag(0)), ec))
-      fail(config_.source, ": key 'preload': ", files.weights, " would be overwritten by this run's first "
-           "checkpoint; copy it out of model_folder first");
+    if (store_.is_checkpoint_name(files.weights))
+      fail(config_.source, ": key 'preload': ", files.weights, " would be overwritten by this run's "
+           "checkpoints (it starts again at epoch 00); copy it out of model_folder first");
     std::fprintf(stderr, "preload: weights from %s; no optimizer/state beside them, so a fresh optimizer at epoch 0\n",
                  files.weights.c_str());
     return;
