@@ -49,6 +49,8 @@ TransformerConfig config_from_metadata(const safetensors::Metadata& m, const std
     c.src_seq_len = metadata_int(m, "src_seq_len", path);
     c.tgt_seq_len = metadata_int(m, "tgt_seq_len", path);
   }
+  if (c.d_model % c.h != 0)
+    fail(path, ": __metadata__ d_model ", c.d_model, " is not divisible by h ", c.h);
   return c;
 }
 

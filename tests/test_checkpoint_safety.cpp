@@ -196,23 +196,29 @@ TEST_CASE("checkpoints: preload latest never starts fresh over a checkpoint it c
   std::string weights = weights_of(dir.path, "00");
   fs::remove(dir.path / "weights/tmodel_00.optim.safetensors");
   CHECK(run({"train", "--config", config, "--set", "preload=latest", "--set", "num_epochs=2"}, dir.path / "log2") == 2);
+  CHECK(read_file(dir.path / "log2").find("tmodel_00.optim.safetensors: missing, so the checkpoint is incomplete") !=
+        std::string::npos);
+  CHECK(weights_of(dir.path, "00") == weights);
+  fs::remove(dir.path / "weights/tmodel_00.state.json");  // no state file either: still not a fresh start
+  CHECK(run({"train", "--config", config, "--set", "preload=latest", "--set", "num_epochs=2"}, dir.path / "log2") == 2);
   CHECK(read_file(dir.path / "log2").find("key 'preload': no complete checkpoint in") != std::string::npos);
   CHECK(weights_of(dir.path, "00") == weights);
   // Weights alone start a fresh optimizer at epoch 00, whose checkpoint would replace them.
-  fs::remove(dir.path / "weights/tmodel_00.state.json");
   std::string alone = (dir.path / "weights/tmodel_00.safetensors").string();
   CHECK(run({"train", "--config", config, "--set", "preload=" + alone}, dir.path / "log2") == 2);
   CHECK(read_file(dir.path / "log2").find("would be overwritten by this run's checkpoints") != std::string::npos);
   CHECK(weights_of(dir.path, "00") == weights);
 
-  // Weights from another save beside the state: not complete either.
+  // Weights changed since the save: they load, but not as this checkpoint.
   REQUIRE(run({"train", "--config", config}, dir.path / "log3") == 0);
   CheckpointStore store((dir.path / "weights").string(), "tmodel_", 5);
   REQUIRE(store.latest_epoch() == 0);
   std::string bytes = weights_of(dir.path, "00");
   bytes[bytes.size() - 1] ^= 1;  // one bit of the last weight
   std::ofstream(dir.path / "weights/tmodel_00.safetensors", std::ios::binary) << bytes;
-  CHECK_FALSE(store.latest_epoch().has_value());
+  CHECK_FALSE(store.complete("00").has_value());
+  CHECK(run({"train", "--config", config, "--set", "preload=latest", "--set", "num_epochs=2"}, dir.path / "log4") == 2);
+  CHECK(read_file(dir.path / "log4").find("tmodel_00.safetensors: changed since it was saved") != std::string::npos);
 }
 
 TEST_CASE("training: non-finite updates are skipped and reported once; a diverged run stops after saving") {
@@ -302,7 +308,8 @@ TEST_CASE("checkpoints: a tag caught between renames loads its .prev copy, never
   for (auto m : {&CheckpointFiles::weights, &CheckpointFiles::optimizer, &CheckpointFiles::state})
     fs::remove(prev.*m);
   CHECK_FALSE(store.complete("01").has_value());
-  CHECK_FALSE(store.latest_epoch().has_value());
+  CHECK(store.latest()->weights == live.weights);
+  CHECK(live.problem().find("tmodel_01.safetensors: changed since it was saved") != std::string::npos);
   // The next save repairs the tag and leaves no copy behind.
   store.save("01", *model, adam, state);
   CHECK(store.latest_epoch() == 1);

@@ -88,16 +88,20 @@ CheckpointFiles CheckpointFiles::beside(const std::string& weights) {
   return {weights, base + ".optim.safetensors", base + ".state.json"};
 }
 
-bool CheckpointFiles::complete() const {
+std::string CheckpointFiles::problem() const {
   std::error_code ec;
-  if (!fs::is_regular_file(weights, ec) || !fs::is_regular_file(optimizer, ec)) return false;
+  for (const std::string* file : {&weights, &optimizer, &state})
+    if (!fs::is_regular_file(*file, ec)) return *file + ": missing, so the checkpoint is incomplete";
   std::optional<json> j = read_json(state);
-  if (!j || !j->is_object()) return false;
+  if (!j || !j->is_object()) return state + ": not a training state file (malformed JSON)";
   // A state file from before digests were recorded vouches for what is beside it.
-  if (!j->contains("files")) return true;
+  if (!j->contains("files")) return "";
   const json& digests = (*j)["files"];
-  return digests.is_object() && digests.value("weights", "") == file_digest(weights) &&
-         digests.value("optimizer", "") == file_digest(optimizer);
+  if (!digests.is_object()) return state + ": 'files' is not an object";
+  for (auto [key, file] : {std::pair{"weights", &weights}, std::pair{"optimizer", &optimizer}})
+    if (digests.value(key, "") != file_digest(*file))
+      return *file + ": changed since it was saved (it does not match the digest in " + state + ")";
+  return "";
 }
 
 TrainingState CheckpointFiles::load_state() const {
@@ -186,15 +190,15 @@ std::optional<CheckpointFiles> CheckpointStore::complete(const std::string& tag)
 
 std::optional<int64_t> CheckpointStore::latest_epoch() const {
   std::set<int64_t> epochs = epochs_with_state(folder_, basename_);
-  for (auto it = epochs.rbegin(); it != epochs.rend(); ++it)
-    if (complete(epoch_tag(*it))) return *it;
-  return std::nullopt;
+  if (epochs.empty()) return std::nullopt;
+  return *epochs.rbegin();
 }
 
 std::optional<CheckpointFiles> CheckpointStore::latest() const {
   std::optional<int64_t> epoch = latest_epoch();
   if (!epoch) return std::nullopt;
-  return complete(epoch_tag(*epoch));
+  std::string tag = epoch_tag(*epoch);
+  return complete(tag).value_or(files(tag));
 }
 
 bool CheckpointStore::is_checkpoint_name(const std::string& path) const {
@@ -232,13 +236,19 @@ void CheckpointStore::prune() const {
 void CheckpointStore::remove_unfinished() const {
   std::error_code ec;
   std::vector<fs::path> leftovers;
+  std::set<std::string> copied_tags;
   for (const auto& entry : fs::directory_iterator(folder_, ec)) {
     std::string name = entry.path().filename().string();
-    bool temporary = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
-    if (name.rfind(basename_, 0) == 0 && (temporary || name.find(".new.") != std::string::npos))
-      leftovers.push_back(entry.path());
+    if (name.rfind(basename_, 0) != 0) continue;
+    if (name.ends_with(".tmp") || name.find(".new.") != std::string::npos) leftovers.push_back(entry.path());
+    if (size_t at = name.find(".prev."); at != std::string::npos)
+      copied_tags.insert(name.substr(basename_.size(), at - basename_.size()));
   }
   for (const fs::path& path : leftovers) fs::remove(path, ec);
+  // A ".prev" copy is needed only while its tag's own files are not complete
+  // (a save killed between steps 3 and 4).
+  for (const std::string& tag : copied_tags)
+    if (files(tag).complete()) remove_files(files(tag, ".prev"));
 }
 
 TrainingState CheckpointStore::load_state(const std::string& tag) const {

@@ -51,8 +51,10 @@ struct CheckpointFiles {
   std::string weights, optimizer, state;
   // The paths beside a weights file "X.safetensors": X.optim.safetensors, X.state.json.
   static CheckpointFiles beside(const std::string& weights);
-  // True when all three exist and the state file's digests match the other two.
-  bool complete() const;
+  // "" when all three exist and the state file's digests match the other two;
+  // otherwise what is wrong, naming the file.
+  std::string problem() const;
+  bool complete() const { return problem().empty(); }
   TrainingState load_state() const;
 };
 
@@ -74,7 +76,10 @@ class CheckpointStore {
   void remove_unfinished() const;
   // The complete checkpoint of a tag: its own files, else its ".prev" copy.
   std::optional<CheckpointFiles> complete(const std::string& tag) const;
-  // The highest epoch with a complete checkpoint, and its files.
+  // The highest epoch with a state file (none when no epoch has one), and its
+  // files: its own when complete, else its ".prev" copy when complete, else
+  // its own, so that loading them says what is wrong. A damaged checkpoint is
+  // an error, never silently passed over for an older epoch.
   std::optional<int64_t> latest_epoch() const;
   std::optional<CheckpointFiles> latest() const;
   // Whether `path` is this store's weights file of an epoch or of "best".

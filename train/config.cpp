@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -172,6 +173,9 @@ Config from_json(const json& root, const std::string& source) {
   r.integer("min_frequency", c.min_frequency, 1, INT32_MAX);
   r.string("model_folder", c.model_folder);
   r.string("model_basename", c.model_basename);
+  if (c.model_basename.find('/') != std::string::npos)
+    r.error("model_basename", "must be a file name prefix, not a path (the folder is model_folder), got \"" +
+                                  c.model_basename + "\"");
   r.integer("keep_checkpoints", c.keep_checkpoints, 0);
   if (const json* v = r.find("preload"); v && !v->is_null()) {
     if (!v->is_string() || v->get<std::string>().empty())
@@ -219,6 +223,8 @@ void apply_override(json& root, const std::string& assignment, const std::string
   if (eq == std::string::npos || eq == 0)
     fail(source, ": --set '", assignment, "': expected key=value");
   std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  if (key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
+    fail(source, ": --set '", assignment, "': the key has an empty part");
   json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) value = text;  // not JSON: a plain string
   json* node = &root;
@@ -244,11 +250,17 @@ std::string Config::tokenizer_path(const std::string& lang) const {
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, ": is a folder, not a config file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open the config file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string text = buffer.str();
+  // A config is a few hundred bytes: reading stops well before a device such
+  // as /dev/zero could fill the memory.
+  constexpr size_t kMaxConfigBytes = 1 << 20;
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) fail(path, ": larger than 1 MiB, not a config file");
   json root;
   try {
     root = json::parse(text);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,7 @@ struct Arguments {
 Arguments parse(const std::string& command, int argc, char** argv, const std::vector<std::string>& allowed,
                 bool takes_texts) {
   Arguments a;
+  std::set<std::string> given;
   auto is_allowed = [&](const std::string& o) { return std::find(allowed.begin(), allowed.end(), o) != allowed.end(); };
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -103,6 +105,7 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
       if (!is_allowed(arg)) throw UsageError(command + ": unknown option " + arg);
       if (i + 1 >= argc) throw UsageError(command + ": " + arg + " needs a value");
       std::string value = argv[++i];
+      if (arg != "--set" && !given.insert(arg).second) throw UsageError(command + ": " + arg + " is given twice");
       if (arg == "--config") a.config = value;
       else if (arg == "--set") a.sets.push_back(value);
       else if (arg == "--checkpoint") a.checkpoint = value;
@@ -177,6 +180,7 @@ int eval_command(int argc, char** argv) {
   auto start = std::chrono::steady_clock::now();
   Session session = open_session(a);
   data::ReadResult file = data::read_tsv(*a.data);
+  if (file.pairs.empty()) fail(*a.data, ": no source<TAB>target pairs to evaluate");
   std::vector<std::string> sources, references;
   for (const data::Pair& p : file.pairs) {
     sources.push_back(p.src);

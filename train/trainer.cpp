@@ -62,6 +62,8 @@ Trainer::~Trainer() = default;
 
 // Every folder the run writes to, before an epoch of work depends on it.
 void Trainer::check_outputs() {
+  if (config_.preload && *config_.preload != "latest" && !fs::is_regular_file(*config_.preload))
+    fail(config_.source, ": key 'preload': ", *config_.preload, ": no such file");
   check_writable_folder(config_.model_folder, config_.source, "model_folder");
   check_writable_folder(config_.experiment_name, config_.source, "experiment_name");
   for (const std::string& lang : {config_.lang_src, config_.lang_tgt}) {
@@ -81,6 +83,7 @@ void Trainer::prepare_data() {
   std::fprintf(stderr, "\n");
   if (corpus.train.empty())
     fail(d.is_task() ? config_.source : d.train, ": no training pairs");
+  if (!d.valid.empty() && corpus.valid.empty()) fail(d.valid, ": no validation pairs");
 
   auto tokenizer = [&](const std::string& lang, data::Side side) {
     std::string path = config_.tokenizer_path(lang);
@@ -163,11 +166,15 @@ void Trainer::restore() {
                  files.weights.c_str());
     return;
   }
-  if (!files.complete())
-    fail(files.weights, ": its optimizer and state files (", files.optimizer, ", ", files.state,
-         ") are missing or from another save");
+  for (const std::string* file : {&files.optimizer, &files.state})
+    if (!fs::exists(*file)) fail(*file, ": missing, so the checkpoint is incomplete");
   optimizer_->load(files.optimizer);
   state_ = files.load_state();
+  // Each file is sound on its own; now check that all three are from one save.
+  if (std::string problem = files.problem(); !problem.empty()) fail(problem);
+  if (state_.batch < state_.batches_in_epoch && state_.batches_in_epoch != train_set_->batches_per_epoch())
+    fail(files.state, ": an epoch of ", state_.batches_in_epoch, " batches, but this data and batch_size make ",
+         train_set_->batches_per_epoch(), " (resume with the config the run was started with)");
   model_->dropout_rng().set_state(state_.dropout_rng);
   accumulation_.set_pending(state_.accum_pending);
   resumed_ = true;
