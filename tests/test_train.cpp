@@ -92,10 +92,15 @@ std::vector<std::string> with(std::vector<std::string> sets, const std::vector<s
 }
 
 // Checks that two training folders ended in the same place: the same losses
-// logged at every step and the same final checkpoint, bit for bit.
+// logged at every step and every validation, and the same final checkpoint,
+// bit for bit.
 void check_same_run(const fs::path& a, const fs::path& b, const std::string& last_tag) {
-  std::vector<std::string> losses = step_losses(a / "run/metrics.jsonl");
-  CHECK(step_losses(b / "run/metrics.jsonl") == losses);
+  for (std::string kind : {"step", "valid"}) {
+    CAPTURE(kind);
+    std::vector<std::string> losses = step_losses(a / "run/metrics.jsonl", kind);
+    CHECK(losses.size() > 3);
+    CHECK(step_losses(b / "run/metrics.jsonl", kind) == losses);
+  }
   for (std::string file : {".safetensors", ".optim.safetensors"}) {
     CAPTURE(file);
     CHECK(read_file(a / "weights" / ("tmodel_" + last_tag + file)) ==
@@ -136,21 +141,58 @@ TEST_CASE("train: a cosine run stopped after every step and resumed each time eq
   CHECK(Trainer(load_config(a, kCosine)).run() == 0);
   CheckpointStore store((stopped.path / "weights").string(), "tmodel_", 5);
   int64_t runs = 0, mid_epoch = 0, end_of_epoch = 0;
+  std::vector<std::string> weights;  // after each step
   {
     StopRequested stop;
     std::vector<std::string> sets = kCosine;
     while (Trainer(load_config(b, sets)).run() == 130 && runs < 100) {
       sets = with(kCosine, {"preload=latest"});
       ++runs;
-      TrainingState state = store.load_state(CheckpointStore::epoch_tag(*store.latest_epoch()));
+      std::string tag = CheckpointStore::epoch_tag(*store.latest_epoch());
+      TrainingState state = store.load_state(tag);
       CHECK(state.global_step == runs);  // one optimizer step per run, then the stop
       (state.epoch_complete() ? end_of_epoch : mid_epoch) += 1;
+      weights.push_back(read_file(store.weights_path(tag)));
     }
   }
-  CHECK(runs == 4 * 3);  // 3 steps an epoch (5 + 5 + 2 batches), 9 of the 12 past warmup
+  REQUIRE(runs == 4 * 3);  // 3 steps an epoch (5 + 5 + 2 batches), 9 of the 12 past warmup
   CHECK(end_of_epoch == 4);
   CHECK(mid_epoch == 8);
   check_same_run(straight.path, stopped.path, "03");
+  // The cosine's rate is 0 at the last step, so that step (and only that one)
+  // leaves the weights as they were: each step uses its own step's rate.
+  CHECK(weights[11] == weights[10]);
+  CHECK(weights[10] != weights[9]);
+}
+
+// The rate logged with each step is the schedule's at that step, over the
+// total number of optimizer steps the run takes (a partial accumulation at an
+// epoch's end is a step of its own).
+TEST_CASE("train: each step logs the learning rate its schedule gives at that step (constant, noam, cosine)") {
+  for (auto [name, lr] : {std::pair{"constant", 0.002f}, std::pair{"noam", 0.5f}, std::pair{"cosine", 0.01f}}) {
+    CAPTURE(name);
+    testing::TempDir dir;
+    std::string config = resume_config(dir.path);
+    CHECK(Trainer(load_config(config, {"schedule=" + std::string(name), "lr=" + std::to_string(lr),
+                                       "warmup_steps=3", "num_epochs=4"})).run() == 0);
+    std::vector<std::pair<int64_t, float>> logged;  // step, lr
+    std::ifstream in(dir.path / "run/metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      auto r = nlohmann::json::parse(line);
+      if (r["kind"] == "step") logged.push_back({r["step"].get<int64_t>(), r["lr"].get<float>()});
+    }
+    REQUIRE(logged.size() == 4 * 3);  // 12 batches an epoch, grad_accum 5: 3 steps
+    optim::ScheduleOptions schedule{optim::parse_schedule(name), lr, 3, int64_t(logged.size()), 32};
+    for (size_t i = 0; i < logged.size(); ++i) {
+      CAPTURE(i);
+      CHECK(logged[i].first == int64_t(i) + 1);
+      CHECK(logged[i].second == optim::learning_rate(schedule, logged[i].first));
+    }
+    if (std::string(name) == "cosine") {
+      CHECK(logged[2].second == lr);          // the peak, at the end of warmup
+      CHECK(logged.back().second == 0.0f);    // and 0 at the last step
+    }
+  }
 }
 
 namespace {
@@ -178,12 +220,14 @@ struct InterruptedRun {
   pid_t start() { return spawn({"train", "--config", config}, dir.path / "log"); }
   void wait_for_steps(size_t steps, pid_t pid) { wait_for_lines(dir.path / "run/metrics.jsonl", steps, pid); }
   TrainingState latest_state() { return store.load_state(CheckpointStore::epoch_tag(*store.latest_epoch())); }
-  // Resumed to the end, it logs the straight run's losses and ends with its
-  // weights, bit for bit; a killed run's steps after its checkpoint are not
-  // logged twice.
+  // Resumed to the end, it logs the straight run's losses (at each step and
+  // validation) and ends with its weights, bit for bit; a killed run's steps
+  // after its checkpoint are not logged twice.
   void check_resumes_exactly() {
     CHECK(run({"train", "--config", config, "--set", "preload=latest"}, dir.path / "log2") == 0);
-    CHECK(step_losses(dir.path / "run/metrics.jsonl") == step_losses(straight_run() / "run/metrics.jsonl"));
+    for (std::string kind : {"step", "valid"})
+      CHECK(step_losses(dir.path / "run/metrics.jsonl", kind) ==
+            step_losses(straight_run() / "run/metrics.jsonl", kind));
     CHECK(read_file(dir.path / "weights/tmodel_01.safetensors") ==
           read_file(straight_run() / "weights/tmodel_01.safetensors"));
   }
@@ -218,6 +262,7 @@ TEST_CASE("train: a signal during validation saves the completed epoch and exits
   CHECK(state.epoch_complete());
   CHECK(state.global_step == int64_t(kStepsPerEpoch));
   CHECK(step_losses(cut.dir.path / "run/metrics.jsonl").size() == kStepsPerEpoch);  // epoch 1 not begun
+  CHECK(step_losses(cut.dir.path / "run/metrics.jsonl", "valid").size() == 1);     // epoch 0 validated
   cut.check_resumes_exactly();
 }
 
