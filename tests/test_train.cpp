@@ -1,5 +1,7 @@
 // Training for real, kept small: toy tasks to a target accuracy, exact resume
-// (also after SIGINT), recovery after SIGKILL, and the command's errors.
+// (after a stop at any step, SIGINT, SIGTERM, a signal during validation),
+// a second signal and SIGKILL, the logged learning rate, and the command's
+// errors.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -78,7 +80,7 @@ namespace {
 // A tiny copy task whose 12 batches an epoch leave a partial accumulation of
 // grad_accum 5 at each epoch's end (5 + 5 + 2), with dropout, so resuming must
 // restore the dropout stream and the partial step as well as the weights.
-// `sets` choose the schedule, with warmup over the first 3 steps.
+// Each test picks its schedule with --set overrides (warmup over 3 steps).
 std::string resume_config(const fs::path& dir) {
   return write_config(dir, std::string(R"("data": {"task": "copy", "size": 400}, "lang_src": "a", "lang_tgt": "b",
     "dropout": 0.1, "grad_accum": 5, "optimizer": {"name": "adamw", "weight_decay": 0.01}, )") + kTiny);
