@@ -1,6 +1,9 @@
 // Gradient accumulation: one optimizer step per `every` batches. Each batch's
 // loss is scaled by 1/every before backward, so the summed gradient is the
-// mean over the accumulated batches, as one batch `every` times larger gives.
+// mean over the accumulated batches: what one batch `every` times larger gives
+// when the batches hold equally many label tokens (each loss is a mean over
+// its batch's tokens). An epoch's last step may come after fewer batches; its
+// gradient is still their sum over `every`, so that step is a smaller one.
 #pragma once
 #include <cstdint>
 

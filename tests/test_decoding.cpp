@@ -1,5 +1,10 @@
-// Greedy decoding and beam search on the KV-cache path.
+// Greedy decoding and beam search on the KV-cache path; beam search against
+// an exhaustive search under the same scoring.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
 
 #include "autograd/engine.h"
 #include "optim/optimizer.h"
@@ -96,5 +101,152 @@ TEST_CASE("decoding: a wider beam never lowers the chosen hypothesis's score") {
     // The reported log-probability is the model's, recomputed by teacher forcing.
     const Hypothesis& h = by_width.back()[i];
     CHECK(h.log_prob == doctest::Approx(sequence_log_prob(*model, sources[i], h.tokens)).epsilon(1e-4));
+  }
+}
+
+namespace {
+
+// A hypothesis and its score, computed without the beam code.
+struct Scored {
+  TokenIds tokens;
+  bool ended = false;  // with [EOS]
+  double log_prob = 0, score = 0;
+};
+
+// The ranking: log-probability over length^penalty, the length counting the
+// [EOS] when there is one.
+void score_all(std::vector<Scored>& all, float penalty) {
+  for (Scored& s : all) s.score = s.log_prob / std::pow(double(s.tokens.size() + (s.ended ? 1 : 0)), penalty);
+}
+
+// Every hypothesis beam search can return for one source with decoder inputs
+// of at most max_len tokens: n < max_len - 1 tokens other than [EOS], then
+// [EOS]; or max_len - 1 such tokens, out of length. Each gets its
+// log-probability by teacher forcing (the whole sequence decoded at once, no
+// cache), and its score for `penalty`. Decoding feeds back whatever token it
+// chose, [PAD] included, so the decoder mask here is causal only, as on the
+// cached path.
+std::vector<Scored> all_hypotheses(nn::Transformer& model, const std::vector<int32_t>& src, int64_t max_len,
+                                   float penalty) {
+  NoGradGuard no_grad;
+  const int64_t n = max_len - 1;
+  const int64_t vocab = model.projection_layer.proj.bias.numel();
+  std::vector<int32_t> words;  // every token but [EOS]
+  for (int32_t t = 0; t < vocab; ++t)
+    if (t != kEosId) words.push_back(t);
+  std::vector<TokenIds> sequences = {{}};  // all n-token sequences of words
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<TokenIds> longer;
+    for (const TokenIds& s : sequences)
+      for (int32_t w : words) {
+        longer.push_back(s);
+        longer.back().push_back(w);
+      }
+    sequences = std::move(longer);
+  }
+  // Decoder input [SOS] s_0 .. s_{n-2}: position i gives log p(. | [SOS] s_<i).
+  const auto rows = static_cast<int64_t>(sequences.size());
+  std::vector<int32_t> src_ids, tgt_ids;
+  for (const TokenIds& s : sequences) {
+    src_ids.insert(src_ids.end(), src.begin(), src.end());
+    tgt_ids.push_back(kSosId);
+    tgt_ids.insert(tgt_ids.end(), s.begin(), s.end() - 1);
+  }
+  Tensor src_t = Tensor::from_ints(src_ids, {rows, int64_t(src.size())}), tgt = Tensor::from_ints(tgt_ids, {rows, n});
+  Tensor src_mask = nn::padding_mask(src_t);
+  Tensor lp = model.project(model.decode(model.encode(src_t, src_mask), src_mask, tgt, nn::causal_mask(n, n)));
+  const float* p = lp.data();
+  std::vector<Scored> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    const TokenIds& s = sequences[r];
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* at = p + (r * n + i) * vocab;
+      // s_0 .. s_{i-1} then [EOS], counted once (for the sequence that continues with words[0]).
+      if (std::all_of(s.begin() + i, s.end(), [&](int32_t t) { return t == words[0]; }))
+        out.push_back({TokenIds(s.begin(), s.begin() + i), true, sum + at[kEosId]});
+      sum += at[s[i]];
+    }
+    out.push_back({s, false, sum});
+  }
+  score_all(out, penalty);
+  return out;
+}
+
+// A random (untrained) model over a target vocabulary of 7: the 4 special
+// tokens and 3 words; no dropout.
+std::unique_ptr<nn::Transformer> random_model(uint64_t seed) {
+  nn::TransformerConfig c = testing::tiny_config();
+  c.tgt_vocab_size = 7;
+  c.dropout = 0.0f;
+  auto model = testing::tiny_model(c, seed);
+  model->eval();
+  return model;
+}
+
+}  // namespace
+
+TEST_CASE("decoding: a beam as wide as the hypotheses are many finds the exhaustive search's best, score by hand") {
+  constexpr int64_t kMaxLen = 5;  // up to 4 tokens: 6^4 without [EOS], 1 + 6 + 36 + 216 with one
+  int ended = 0, out_of_length = 0, penalty_decided = 0;
+  for (uint64_t seed : {1, 2, 3}) {
+    auto model = random_model(seed);
+    Rng rng(seed);
+    for (const auto& src : random_sentences(rng, 2, 2, 5)) {
+      std::vector<Scored> all = all_hypotheses(*model, src, kMaxLen, 0.0f);
+      REQUIRE(all.size() == 1296 + 259);
+      std::set<TokenIds> winners;  // over the penalties
+      for (float penalty : {0.0f, 0.6f, 1.0f, 2.0f}) {
+        CAPTURE(seed);
+        CAPTURE(penalty);
+        score_all(all, penalty);
+        std::sort(all.begin(), all.end(), [](const Scored& a, const Scored& b) { return a.score > b.score; });
+        const Scored& best = all[0];
+        CHECK(best.score - all[1].score > 1e-4);  // a clear winner, whatever the rounding
+        Tensor one = testing::pad_batch({src}, int64_t(src.size()));
+        Hypothesis h = beam_search(*model, one, int64_t(all.size()), penalty, kMaxLen)[0];
+        CHECK(h.tokens == best.tokens);
+        CHECK(h.log_prob == doctest::Approx(best.log_prob).epsilon(1e-5));
+        CHECK(h.score == doctest::Approx(best.score).epsilon(1e-5));
+        (best.ended ? ended : out_of_length) += 1;
+        winners.insert(best.tokens);
+      }
+      penalty_decided += winners.size() > 1;
+    }
+  }
+  // Both ends and the length penalty did decide some of the cases.
+  CHECK(ended > 0);
+  CHECK(out_of_length > 0);
+  CHECK(penalty_decided > 0);
+}
+
+TEST_CASE("decoding: when [EOS] never wins, decoding stops at max_len and ranks by log p / (max_len - 1)^penalty") {
+  constexpr int64_t kMaxLen = 5;
+  constexpr float kPenalty = 0.6f;
+  auto model = random_model(4);
+  model->projection_layer.proj.bias.data()[kEosId] = -40.0f;  // p([EOS]) < e^-30 everywhere
+  Rng rng(4);
+  auto sources = random_sentences(rng, 3, 2, 5);
+  Tensor src = testing::pad_batch(sources, 5);
+  std::vector<TokenIds> greedy = greedy_decode(*model, src, kMaxLen);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    CAPTURE(i);
+    CHECK(greedy[i].size() == kMaxLen - 1);
+    std::vector<Scored> all = all_hypotheses(*model, sources[i], kMaxLen, kPenalty);
+    auto best = std::max_element(all.begin(), all.end(), [](const Scored& a, const Scored& b) { return a.score < b.score; });
+    CHECK_FALSE(best->ended);
+    for (int64_t width : {int64_t(1), int64_t(3), int64_t(all.size())}) {
+      CAPTURE(width);
+      Hypothesis h = beam_search(*model, testing::pad_batch({sources[i]}, 5), width, kPenalty, kMaxLen)[0];
+      REQUIRE(h.tokens.size() == kMaxLen - 1);
+      if (width == 1) CHECK(h.tokens == greedy[i]);
+      if (width == int64_t(all.size())) CHECK(h.tokens == best->tokens);
+      // Its log-probability is its tokens' alone (no [EOS] was generated),
+      // and its score that over 4^0.6 = 2.2973967...
+      auto same = std::find_if(all.begin(), all.end(), [&](const Scored& s) { return !s.ended && s.tokens == h.tokens; });
+      REQUIRE(same != all.end());
+      CHECK(h.log_prob == doctest::Approx(same->log_prob).epsilon(1e-5));
+      CHECK(h.score == doctest::Approx(h.log_prob / 2.29739670999407).epsilon(1e-6));
+    }
   }
 }

@@ -1,5 +1,7 @@
 // Training for real, kept small: toy tasks to a target accuracy, exact resume
-// (also after SIGINT), recovery after SIGKILL, and the command's errors.
+// (after a stop at any step, SIGINT, SIGTERM, a signal during validation),
+// a second signal and SIGKILL, the logged learning rate, and the command's
+// errors.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -41,10 +43,12 @@ pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
   return pid;
 }
 
+// The exit code of a process that exited, or minus the signal that ended it
+// (a shell's 128 + signal would not tell SIGINT from exit code 130).
 int wait_exit(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
 int run(const std::vector<std::string>& args, const fs::path& log) { return wait_exit(spawn(args, log)); }
@@ -71,76 +75,233 @@ TEST_CASE("train: the dates task reaches 90% exact match with a tiny model") {
     "num_epochs": 3)") >= 0.90);
 }
 
-TEST_CASE("train: 4 epochs equal 2 epochs then a resumed run to 4, bit for bit") {
-  testing::TempDir straight, resumed;
-  std::string body = std::string(R"("data": {"task": "copy", "size": 400}, "lang_src": "a", "lang_tgt": "b",
-    "dropout": 0.1, "grad_accum": 2, "optimizer": {"name": "adamw", "weight_decay": 0.01}, )") + kTiny;
-  std::string a = write_config(straight.path, body), b = write_config(resumed.path, body);
-  CHECK(Trainer(load_config(a, {"num_epochs=4"})).run() == 0);
-  CHECK(Trainer(load_config(b, {"num_epochs=2"})).run() == 0);
-  CHECK(Trainer(load_config(b, {"num_epochs=4", "preload=latest"})).run() == 0);
-  std::vector<std::string> losses = step_losses(straight.path / "run/metrics.jsonl");
-  CHECK(losses.size() > 20);
-  CHECK(step_losses(resumed.path / "run/metrics.jsonl") == losses);
-  CHECK(read_file(straight.path / "weights/tmodel_03.safetensors") ==
-        read_file(resumed.path / "weights/tmodel_03.safetensors"));
-  CHECK(read_file(straight.path / "weights/tmodel_03.optim.safetensors") ==
-        read_file(resumed.path / "weights/tmodel_03.optim.safetensors"));
+namespace {
+
+// A tiny copy task whose 12 batches an epoch leave a partial accumulation of
+// grad_accum 5 at each epoch's end (5 + 5 + 2), with dropout, so resuming must
+// restore the dropout stream and the partial step as well as the weights.
+// Each test picks its schedule with --set overrides (warmup over 3 steps).
+std::string resume_config(const fs::path& dir) {
+  return write_config(dir, std::string(R"("data": {"task": "copy", "size": 400}, "lang_src": "a", "lang_tgt": "b",
+    "dropout": 0.1, "grad_accum": 5, "optimizer": {"name": "adamw", "weight_decay": 0.01}, )") + kTiny);
+}
+const std::vector<std::string> kNoam = {"schedule=noam", "lr=0.5", "warmup_steps=3"};
+const std::vector<std::string> kCosine = {"schedule=cosine", "lr=0.01", "warmup_steps=3", "num_epochs=4"};
+
+std::vector<std::string> with(std::vector<std::string> sets, const std::vector<std::string>& more) {
+  sets.insert(sets.end(), more.begin(), more.end());
+  return sets;
 }
 
-// Two runs of the same 2-epoch config (85 steps an epoch): `straight`, trained
-// here without interruption, and `cut`, for the test to interrupt and resume.
-struct InterruptedRun {
-  testing::TempDir straight, cut;
-  std::string cut_config;
-  InterruptedRun() {
-    std::string body = std::string(R"("data": {"task": "copy", "size": 3000}, "lang_src": "a",
-      "lang_tgt": "b", "num_epochs": 2, )") + kTiny;
-    CHECK(run({"train", "--config", write_config(straight.path, body)}, straight.path / "log") == 0);
-    cut_config = write_config(cut.path, body);
+// Checks that two training folders ended in the same place: the same losses
+// logged at every step and every validation, and the same final checkpoint,
+// bit for bit.
+void check_same_run(const fs::path& a, const fs::path& b, const std::string& last_tag) {
+  for (std::string kind : {"step", "valid"}) {
+    CAPTURE(kind);
+    std::vector<std::string> losses = step_losses(a / "run/metrics.jsonl", kind);
+    CHECK(losses.size() > 3);
+    CHECK(step_losses(b / "run/metrics.jsonl", kind) == losses);
   }
-  int resume() { return run({"train", "--config", cut_config, "--set", "preload=latest"}, cut.path / "log2"); }
-  bool same_final_weights() {
-    return read_file(cut.path / "weights/tmodel_01.safetensors") ==
-           read_file(straight.path / "weights/tmodel_01.safetensors");
+  for (std::string file : {".safetensors", ".optim.safetensors"}) {
+    CAPTURE(file);
+    CHECK(read_file(a / "weights" / ("tmodel_" + last_tag + file)) ==
+          read_file(b / "weights" / ("tmodel_" + last_tag + file)));
+  }
+}
+
+// What SIGINT or SIGTERM does, requested in-process for one scope.
+struct StopRequested {
+  StopRequested() { g_stop_requested = true; }
+  ~StopRequested() { g_stop_requested = false; }
+};
+
+}  // namespace
+
+// num_epochs is the total, so the noam schedule (which does not depend on it)
+// continues unchanged when a 2-epoch run is extended to 4; warmup ends at step 3.
+TEST_CASE("train: 4 epochs equal 2 epochs then a resumed run to 4, bit for bit (noam past warmup, partial accumulation)") {
+  testing::TempDir straight, resumed;
+  std::string a = resume_config(straight.path), b = resume_config(resumed.path);
+  CHECK(Trainer(load_config(a, with(kNoam, {"num_epochs=4"}))).run() == 0);
+  CHECK(Trainer(load_config(b, with(kNoam, {"num_epochs=2"}))).run() == 0);
+  CHECK(Trainer(load_config(b, with(kNoam, {"num_epochs=4", "preload=latest"}))).run() == 0);
+  TrainingState state = CheckpointStore((straight.path / "weights").string(), "tmodel_", 5).load_state("03");
+  CHECK(state.batches_in_epoch % 5 != 0);  // each epoch ends with a partial accumulation
+  CHECK(state.global_step == 4 * ((state.batches_in_epoch + 4) / 5));
+  check_same_run(straight.path, resumed.path, "03");
+}
+
+// The cosine schedule's shape depends on num_epochs (it reaches 0 at the last
+// step), so here the interrupted run keeps num_epochs = 4 and is stopped, as a
+// signal stops it, after every optimizer step: at a step inside an epoch it
+// saves the position there; at the epoch's last (partial) step it validates
+// and saves the epoch first. Every stop is resumed from its checkpoint.
+TEST_CASE("train: a cosine run stopped after every step and resumed each time equals the straight run, bit for bit") {
+  testing::TempDir straight, stopped;
+  std::string a = resume_config(straight.path), b = resume_config(stopped.path);
+  CHECK(Trainer(load_config(a, kCosine)).run() == 0);
+  CheckpointStore store((stopped.path / "weights").string(), "tmodel_", 5);
+  int64_t runs = 0, mid_epoch = 0, end_of_epoch = 0;
+  std::vector<std::string> weights;  // after each step
+  {
+    StopRequested stop;
+    std::vector<std::string> sets = kCosine;
+    while (Trainer(load_config(b, sets)).run() == 130 && runs < 100) {
+      sets = with(kCosine, {"preload=latest"});
+      ++runs;
+      std::string tag = CheckpointStore::epoch_tag(*store.latest_epoch());
+      TrainingState state = store.load_state(tag);
+      CHECK(state.global_step == runs);  // one optimizer step per run, then the stop
+      (state.epoch_complete() ? end_of_epoch : mid_epoch) += 1;
+      weights.push_back(read_file(store.weights_path(tag)));
+    }
+  }
+  REQUIRE(runs == 4 * 3);  // 3 steps an epoch (5 + 5 + 2 batches), 9 of the 12 past warmup
+  CHECK(end_of_epoch == 4);
+  CHECK(mid_epoch == 8);
+  check_same_run(straight.path, stopped.path, "03");
+  // The cosine's rate is 0 at the last step, so that step (and only that one)
+  // leaves the weights as they were: each step uses its own step's rate.
+  CHECK(weights[11] == weights[10]);
+  CHECK(weights[10] != weights[9]);
+}
+
+// The rate logged with each step is the schedule's at that step, over the
+// total number of optimizer steps the run takes (a partial accumulation at an
+// epoch's end is a step of its own).
+TEST_CASE("train: each step logs the learning rate its schedule gives at that step (constant, noam, cosine)") {
+  for (auto [name, lr] : {std::pair{"constant", 0.002f}, std::pair{"noam", 0.5f}, std::pair{"cosine", 0.01f}}) {
+    CAPTURE(name);
+    testing::TempDir dir;
+    std::string config = resume_config(dir.path);
+    CHECK(Trainer(load_config(config, {"schedule=" + std::string(name), "lr=" + std::to_string(lr),
+                                       "warmup_steps=3", "num_epochs=4"})).run() == 0);
+    std::vector<std::pair<int64_t, float>> logged;  // step, lr
+    std::ifstream in(dir.path / "run/metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      auto r = nlohmann::json::parse(line);
+      if (r["kind"] == "step") logged.push_back({r["step"].get<int64_t>(), r["lr"].get<float>()});
+    }
+    REQUIRE(logged.size() == 4 * 3);  // 12 batches an epoch, grad_accum 5: 3 steps
+    optim::ScheduleOptions schedule{optim::parse_schedule(name), lr, 3, int64_t(logged.size()), 32};
+    for (size_t i = 0; i < logged.size(); ++i) {
+      CAPTURE(i);
+      CHECK(logged[i].first == int64_t(i) + 1);
+      CHECK(logged[i].second == optim::learning_rate(schedule, logged[i].first));
+    }
+    if (std::string(name) == "cosine") {
+      CHECK(logged[2].second == lr);          // the peak, at the end of warmup
+      CHECK(logged.back().second == 0.0f);    // and 0 at the last step
+    }
+  }
+}
+
+namespace {
+
+// The signal tests interrupt runs of one 2-epoch config (85 steps an epoch;
+// validation and the epoch's checkpoint take about 0.3 s) and compare them
+// with the same config's run without interruption, trained once for them all.
+const std::string kInterruptedBody = std::string(R"("data": {"task": "copy", "size": 3000}, "lang_src": "a",
+  "lang_tgt": "b", "num_epochs": 2, )") + kTiny;
+constexpr size_t kStepsPerEpoch = 85;
+
+const fs::path& straight_run() {
+  static testing::TempDir dir;
+  static int status = run({"train", "--config", write_config(dir.path, kInterruptedBody)}, dir.path / "log");
+  REQUIRE(status == 0);
+  return dir.path;
+}
+
+// A run of that config for a test to interrupt, then resume.
+struct InterruptedRun {
+  testing::TempDir dir;
+  std::string config = write_config(dir.path, kInterruptedBody);
+  CheckpointStore store{(dir.path / "weights").string(), "tmodel_", 5};
+
+  pid_t start() { return spawn({"train", "--config", config}, dir.path / "log"); }
+  void wait_for_steps(size_t steps, pid_t pid) { wait_for_lines(dir.path / "run/metrics.jsonl", steps, pid); }
+  TrainingState latest_state() { return store.load_state(CheckpointStore::epoch_tag(*store.latest_epoch())); }
+  // Resumed to the end, it logs the straight run's losses (at each step and
+  // validation) and ends with its weights, bit for bit; a killed run's steps
+  // after its checkpoint are not logged twice.
+  void check_resumes_exactly() {
+    CHECK(run({"train", "--config", config, "--set", "preload=latest"}, dir.path / "log2") == 0);
+    for (std::string kind : {"step", "valid"})
+      CHECK(step_losses(dir.path / "run/metrics.jsonl", kind) ==
+            step_losses(straight_run() / "run/metrics.jsonl", kind));
+    CHECK(read_file(dir.path / "weights/tmodel_01.safetensors") ==
+          read_file(straight_run() / "weights/tmodel_01.safetensors"));
   }
 };
 
-TEST_CASE("train: SIGINT saves the position mid-epoch and exits 130; resuming matches the straight run") {
-  InterruptedRun runs;
-  const fs::path& stopped = runs.cut.path;
-  pid_t pid = spawn({"train", "--config", runs.cut_config}, stopped / "log");
-  wait_for_lines(stopped / "run/metrics.jsonl", 30, pid);  // mid-epoch 0
-  kill(pid, SIGINT);
-  CHECK(wait_exit(pid) == 130);
-  CheckpointStore store((stopped / "weights").string(), "tmodel_", 5);
-  REQUIRE(store.latest_epoch() == 0);
-  TrainingState state = store.load_state("00");
-  CHECK(state.batch >= 30);
-  CHECK(state.batch < state.batches_in_epoch);
+}  // namespace
 
-  CHECK(runs.resume() == 0);
-  CHECK(step_losses(stopped / "run/metrics.jsonl") == step_losses(runs.straight.path / "run/metrics.jsonl"));
-  CHECK(runs.same_final_weights());
+TEST_CASE("train: SIGINT or SIGTERM saves the position mid-epoch and exits 130; resuming matches the straight run") {
+  for (int signal : {SIGINT, SIGTERM}) {
+    CAPTURE(signal);
+    InterruptedRun cut;
+    pid_t pid = cut.start();
+    cut.wait_for_steps(30, pid);  // mid-epoch 0
+    kill(pid, signal);
+    CHECK(wait_exit(pid) == 130);
+    REQUIRE(cut.store.latest_epoch() == 0);
+    TrainingState state = cut.latest_state();
+    CHECK(state.batch >= 30);
+    CHECK(state.batch < state.batches_in_epoch);
+    cut.check_resumes_exactly();
+  }
+}
+
+TEST_CASE("train: a signal during validation saves the completed epoch and exits 130; resuming matches") {
+  InterruptedRun cut;
+  pid_t pid = cut.start();
+  cut.wait_for_steps(kStepsPerEpoch, pid);  // epoch 0's last step is logged: validating
+  kill(pid, SIGTERM);
+  CHECK(wait_exit(pid) == 130);
+  REQUIRE(cut.store.latest_epoch() == 0);
+  TrainingState state = cut.latest_state();
+  CHECK(state.epoch_complete());
+  CHECK(state.global_step == int64_t(kStepsPerEpoch));
+  CHECK(step_losses(cut.dir.path / "run/metrics.jsonl").size() == kStepsPerEpoch);  // epoch 1 not begun
+  CHECK(step_losses(cut.dir.path / "run/metrics.jsonl", "valid").size() == 1);     // epoch 0 validated
+  cut.check_resumes_exactly();
+}
+
+// The first signal asks for a stop at the end of the step (here: after
+// validation and the epoch's checkpoint); a second one, of either kind, ends
+// the process before it saves anything, so the previous epoch's checkpoint is
+// the one left, and it is whole.
+TEST_CASE("train: a second signal ends the run at once; the previous checkpoint loads and resumes exactly") {
+  for (auto [first, second] : {std::pair{SIGINT, SIGINT}, std::pair{SIGTERM, SIGINT}}) {
+    CAPTURE(first);
+    CAPTURE(second);
+    InterruptedRun cut;
+    pid_t pid = cut.start();
+    cut.wait_for_steps(2 * kStepsPerEpoch + 1, pid);  // epoch 1's last step is logged: validating
+    kill(pid, first);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // delivered, so not merged with the second
+    kill(pid, second);
+    CHECK(wait_exit(pid) == -second);
+    REQUIRE(cut.store.latest_epoch() == 0);
+    CHECK(cut.latest_state().epoch_complete());
+    Session session = Session::open(load_config(cut.config), std::nullopt);
+    CHECK(session.checkpoint == cut.store.weights_path("00"));
+    cut.check_resumes_exactly();
+  }
 }
 
 TEST_CASE("train: after SIGKILL mid-epoch the last checkpoint loads and training resumes from it") {
-  InterruptedRun runs;
-  const fs::path& killed = runs.cut.path;
-  pid_t pid = spawn({"train", "--config", runs.cut_config}, killed / "log");
-  wait_for_lines(killed / "run/metrics.jsonl", 85 + 1 + 20, pid);  // into epoch 1
+  InterruptedRun cut;
+  pid_t pid = cut.start();
+  cut.wait_for_steps(kStepsPerEpoch + 1 + 20, pid);  // into epoch 1
   kill(pid, SIGKILL);
-  wait_exit(pid);
-  CheckpointStore store((killed / "weights").string(), "tmodel_", 5);
-  REQUIRE(store.latest_epoch() == 0);
+  CHECK(wait_exit(pid) == -SIGKILL);
+  REQUIRE(cut.store.latest_epoch() == 0);
   // The checkpoint left behind loads (no temporary or partial file is taken for one).
-  Session session = Session::open(load_config(runs.cut_config), std::nullopt);
-  CHECK(session.checkpoint == store.weights_path("00"));
-
-  CHECK(runs.resume() == 0);
-  CHECK(runs.same_final_weights());
-  // The steps the killed run logged after its checkpoint are not logged twice.
-  CHECK(step_losses(killed / "run/metrics.jsonl") == step_losses(runs.straight.path / "run/metrics.jsonl"));
+  Session session = Session::open(load_config(cut.config), std::nullopt);
+  CHECK(session.checkpoint == cut.store.weights_path("00"));
+  cut.check_resumes_exactly();
 }
 
 TEST_CASE("train: config and data errors exit 2 with one line naming the key or file") {

@@ -47,13 +47,14 @@ inline double exact_match(const std::string& config_path, std::vector<std::strin
   return trainer.validate().scores.exact_match;
 }
 
-// The loss of every step record in a metrics file.
-inline std::vector<std::string> step_losses(const fs::path& metrics) {
+// The loss of every record of `kind` in a metrics file ("step", or "valid"
+// for the validation after each epoch), as "step:loss".
+inline std::vector<std::string> step_losses(const fs::path& metrics, const std::string& kind = "step") {
   std::vector<std::string> losses;
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line);
-    if (j["kind"] == "step") losses.push_back(std::to_string(j["step"].get<int>()) + ":" + j["loss"].dump());
+    if (j["kind"] == kind) losses.push_back(std::to_string(j["step"].get<int>()) + ":" + j["loss"].dump());
   }
   return losses;
 }

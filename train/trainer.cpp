@@ -25,9 +25,11 @@ using nlohmann::json;
 
 std::atomic<bool> g_stop_requested{false};
 
-static void request_stop(int signal) {
+static void request_stop(int) {
   g_stop_requested = true;
-  std::signal(signal, SIG_DFL);  // a second signal ends the process at once
+  // A second signal, of either kind (Ctrl-C, then kill), ends the process at once.
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
 }
 
 void install_stop_handlers() {
