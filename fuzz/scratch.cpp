@@ -1,5 +1,8 @@
 // The fuzz targets' scratch files.
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -23,7 +26,8 @@ fs::path temporary_folder() {
 // One folder per process, so that parallel fuzzers and tests never share files.
 class ScratchFolder {
  public:
-  ScratchFolder() : path_(temporary_folder() / ("scratchformer-fuzz-" + std::to_string(getpid()))) {
+  ScratchFolder() : path_(temporary_folder() / (kPrefix + std::to_string(getpid()))) {
+    remove_orphans();
     fs::create_directories(path_);
   }
   ~ScratchFolder() {
@@ -33,6 +37,20 @@ class ScratchFolder {
   const fs::path& path() const { return path_; }
 
  private:
+  static constexpr const char* kPrefix = "scratchformer-fuzz-";
+
+  // A process that crashed (a finding) could not remove its folder: the
+  // folders of processes no longer running go now.
+  void remove_orphans() const {
+    std::error_code ec;
+    for (const fs::directory_entry& entry : fs::directory_iterator(path_.parent_path(), ec)) {
+      std::string name = entry.path().filename().string();
+      if (!name.starts_with(kPrefix)) continue;
+      pid_t pid = static_cast<pid_t>(std::atol(name.c_str() + std::strlen(kPrefix)));
+      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+    }
+  }
+
   fs::path path_;
 };
 
