@@ -46,14 +46,15 @@ ifeq ($(OPENCL),1)
 endif
 ALL_FLAGS := $(BASE_FLAGS) $(CXXFLAGS) -DSF_BUILD_DIR='"$(BUILD)"'
 
-TEST_SRC := $(wildcard tests/*.cpp)
+# The suite replays the fuzz targets' regression inputs, so it holds the targets.
+TEST_SRC := $(wildcard tests/*.cpp) $(filter-out fuzz/libfuzzer_main.cpp,$(wildcard fuzz/*.cpp))
 LIB := $(BUILD)/libscratchformer.a
 TESTS := $(BUILD)/tests
 EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.cpp))
 
 obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all test bench demo report-check deps bench-deps clean
+.PHONY: all test bench demo report-check deps bench-deps clean fuzz fuzz-deps
 .SECONDARY:
 CLI := $(BUILD)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
@@ -94,10 +95,59 @@ ifeq ($(SANITIZE),thread)
 	@SF_TEST_FILTER='$(TSAN_TESTS)' TSAN_OPTIONS=halt_on_error=1 tools/run-tests $(TESTS)
 else ifeq ($(SANITIZE)$(OPENCL),)
 	@tools/run-tests $(TESTS) --opencl "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 build/opencl/tests" \
-	  build/opencl/tests
+	  build/opencl/tests $(FUZZ_TESTS)
 else
 	@tools/run-tests $(TESTS)
 endif
+
+# Fuzzing with clang's libFuzzer. `make fuzz` builds one fuzzer per kind of
+# input (fuzz/targets.h) in build/fuzz/, under ASan and UBSan, and their seed
+# corpora from real files (fuzz/make-seeds). `make fuzz-run-TARGET` fuzzes one
+# for FUZZ_SECONDS, growing build/fuzz/corpus/TARGET and writing any crashing
+# input to build/fuzz/crashes/TARGET/; `make test` does that for every target.
+# A crash, once understood, is kept in fuzz/regressions/TARGET/, which the
+# doctest suite replays (tests/test_fuzz_regressions.cpp).
+FUZZ_TARGETS := config tokenizer checkpoint state corpus
+FUZZ_SECONDS ?= 20
+FUZZ := build/fuzz
+FUZZ_PACKAGES := clang:/usr/bin/clang++ libclang-rt-dev:/usr/share/doc/libclang-rt-dev/copyright
+# Without the caching allocator the sanitizers see every allocation.
+FUZZ_FLAGS := $(BASE_FLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+              -fno-sanitize-recover=undefined -DSF_NO_CACHING_ALLOCATOR -DSF_BUILD_DIR='"$(FUZZ)"'
+FUZZ_LIB := $(FUZZ)/libscratchformer.a
+# For `make test`: one test per target, skipped (exit 77) when clang cannot be installed.
+FUZZ_TESTS := $(foreach t,$(FUZZ_TARGETS),--command "fuzz $(t) for $(FUZZ_SECONDS) s" \
+  "$(MAKE) fuzz-deps >/dev/null || exit 77; $(MAKE) FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz-run-$(t)")
+
+fuzz: $(patsubst %,$(FUZZ)/fuzz-%,$(FUZZ_TARGETS)) $(FUZZ)/seeds/done
+
+fuzz-deps:
+	@tools/need-packages $(FUZZ_PACKAGES)
+
+$(FUZZ)/obj/%.o: %.cpp | deps fuzz-deps
+	@mkdir -p $(dir $@)
+	clang++ $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ)/obj/fuzz/main-%.o: fuzz/libfuzzer_main.cpp | deps fuzz-deps
+	@mkdir -p $(dir $@)
+	clang++ $(FUZZ_FLAGS) -DSF_FUZZ_TARGET=$* -c $< -o $@
+
+$(FUZZ_LIB): $(patsubst %.cpp,$(FUZZ)/obj/%.o,$(filter-out autograd/opencl/%,$(LIB_SRC)) fuzz/scratch.cpp)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ)/fuzz-%: $(FUZZ)/obj/fuzz/main-%.o $(FUZZ)/obj/fuzz/%.o $(FUZZ_LIB)
+	clang++ $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@
+
+$(FUZZ)/seeds/done: fuzz/make-seeds $(wildcard configs/*.json) | $(CLI)
+	fuzz/make-seeds $(CLI) $(FUZZ)/seeds
+	@touch $@
+
+# -rss_limit_mb: a loader asking for gigabytes is a finding, not a slow run.
+fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
+	@mkdir -p $(FUZZ)/corpus/$* $(FUZZ)/crashes/$*
+	$(FUZZ)/fuzz-$* -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ)/crashes/$*/ $(FUZZ)/corpus/$* $(FUZZ)/seeds/$*
 
 # The README's main job: train the default toy task (dates: English dates ->
 # ISO) from scratch, then translate a few sentences with the trained model.
@@ -148,4 +198,4 @@ bench:
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(FUZZ)/obj -name '*.d' 2>/dev/null)

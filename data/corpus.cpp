@@ -1,6 +1,7 @@
 #include "corpus.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -16,6 +17,9 @@ namespace sf::data {
 namespace {
 
 std::string read_file(const std::string& path) {
+  // A folder opens as a stream that reads nothing: it must not pass for an empty corpus.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, ": is a folder, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open");
   std::ostringstream content;

@@ -71,8 +71,10 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& json, const std::string& so
   // encode() recognises exactly the four special tokens in raw text.
   for (const nlohmann::json& added : json.value("added_tokens", nlohmann::json::array())) {
     std::string content = added.value("content", "");
-    int32_t id = added.value("id", -1);
-    if (id < 0 || id >= static_cast<int32_t>(kSpecialTokens.size()) || kSpecialTokens[id] != content)
+    // Only a JSON integer is an id (as an int32, 2.5 would read as 2 and 2^32 as 0).
+    int64_t id = -1;
+    if (added.contains("id") && added.at("id").is_number_integer()) id = added.at("id").get<int64_t>();
+    if (id < 0 || id >= static_cast<int64_t>(kSpecialTokens.size()) || kSpecialTokens[id] != content)
       bad("added token \"", content, "\" (id ", id, ") is not supported (only the four specials)");
   }
   return Tokenizer(std::move(tokens));

@@ -78,10 +78,10 @@ TransformerConfig read_checkpoint_config(const std::string& path) {
   TransformerConfig config = config_from_metadata(safetensors::load_metadata(path), path);
   // A few bytes of metadata can describe any model: the file must hold its
   // weights before anything that size is built.
-  double needed = parameter_count(config) * kElementBytes;
+  double needed = state_dict_floats(config) * kElementBytes;
   double held = static_cast<double>(std::filesystem::file_size(path));
   if (needed > held)
-    fail(path, ": __metadata__ describes a model of ", parameter_count(config), " parameters (",
+    fail(path, ": __metadata__ describes a model of ", state_dict_floats(config), " floats (",
          needed / (1 << 20), " MiB), but the file holds only ", held / (1 << 20), " MiB");
   return config;
 }

@@ -175,6 +175,10 @@ double parameter_count(const TransformerConfig& c) {
   return embeddings + static_cast<double>(c.N) * (encoder_layer + decoder_layer) + 2 * norm + projection;
 }
 
+double state_dict_floats(const TransformerConfig& c) {
+  return parameter_count(c) + static_cast<double>(c.src_seq_len + c.tgt_seq_len) * static_cast<double>(c.d_model);
+}
+
 std::unique_ptr<Transformer> build_transformer(int64_t src_vocab_size, int64_t tgt_vocab_size,
                                                int64_t src_seq_len, int64_t tgt_seq_len,
                                                int64_t d_model, int64_t N, int64_t h,

@@ -133,6 +133,8 @@ std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, 
 // The number of parameters build_transformer(config) makes, computed without
 // building it (as a double: an absurd config must not overflow the count).
 double parameter_count(const TransformerConfig& config);
+// Floats in its state dict: the parameters and the positional-encoding tables.
+double state_dict_floats(const TransformerConfig& config);
 std::unique_ptr<Transformer> build_transformer(int64_t src_vocab_size, int64_t tgt_vocab_size,
                                                int64_t src_seq_len, int64_t tgt_seq_len,
                                                int64_t d_model = 512, int64_t N = 6,

@@ -1,9 +1,12 @@
 #include "optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "autograd/engine.h"
 #include "autograd/error.h"
+#include "autograd/parse_int.h"
 
 namespace sf::optim {
 
@@ -54,6 +57,9 @@ void Optimizer::load(const std::string& path) {
          kind == file.metadata.end() ? std::string("?") : kind->second, "', not '", name(), "'");
   auto step = file.metadata.find("step");
   if (step == file.metadata.end()) fail(path, ": optimizer state has no step count");
+  std::optional<int64_t> steps = parse_int64(step->second);
+  if (!steps || *steps < 0)
+    fail(path, ": __metadata__ 'step' is \"", step->second, "\", not an integer >= 0");
   // Check everything before changing anything.
   std::vector<std::map<std::string, Tensor>> loaded(params_.size());
   size_t used = 0;
@@ -65,6 +71,13 @@ void Optimizer::load(const std::string& path) {
         if (t.shape() != params_[i].second.shape() || t.dtype() != DType::F32)
           fail(path, ": tensor ", full, " has shape ", to_string(t.shape()), ", expected ",
                to_string(params_[i].second.shape()));
+        // A NaN or infinite moment, or a negative mean square (Adam divides by
+        // its square root), would turn the parameter into NaN at the next step.
+        const float* values = t.data();
+        if (!std::all_of(values, values + t.numel(), [](float v) { return std::isfinite(v); }))
+          fail(path, ": tensor ", full, " holds NaN or infinite values");
+        if (key == "exp_avg_sq" && std::any_of(values, values + t.numel(), [](float v) { return v < 0; }))
+          fail(path, ": tensor ", full, " holds negative values (it is a mean of squares)");
         loaded[i][key] = t.to(params_[i].second.device());
         ++used;
       }
@@ -72,11 +85,7 @@ void Optimizer::load(const std::string& path) {
   }
   if (used != file.tensors.size())
     fail(path, ": optimizer state has tensors for parameters this model does not have");
-  try {
-    steps_ = std::stoll(step->second);
-  } catch (const std::exception&) {
-    fail(path, ": bad step count '", step->second, "'");
-  }
+  steps_ = *steps;
   state_ = std::move(loaded);
 }
 

@@ -477,8 +477,8 @@ TEST_CASE("bad input: optimizer and training-state files") {
           [&](const fs::path& d) { fs::copy_file(d / "weights/tmodel_00.safetensors", d / optim,
                                                   fs::copy_options::overwrite_existing); },
           resume, optim + ": optimizer state is for '?', not 'adam'"},
-      step("99999999999999999999", "bad step count '99999999999999999999'"),
-      step("", "bad step count ''"),
+      step("99999999999999999999", "__metadata__ 'step' is \"99999999999999999999\", not an integer >= 0"),
+      step("", "__metadata__ 'step' is \"\", not an integer >= 0"),
       Row{"no step count", edit_safetensors(optim, [](Safetensors& f) { f.header["__metadata__"].erase("step"); }),
           resume, optim + ": optimizer state has no step count"},
       Row{"an SGD state for Adam",
@@ -491,12 +491,13 @@ TEST_CASE("bad input: optimizer and training-state files") {
           }(), optim + ": optimizer state is for 'adam', not 'sgd'"},
       Row{"a state file that is not JSON", write_text(state, "{epoch"), resume, state + ": malformed JSON"},
       Row{"an empty state file", write_text(state, ""), resume, state + ": malformed JSON"},
-      state_row("epoch -1", [](json& s) { s["epoch"] = -1; }, "inconsistent training state"),
+      state_row("epoch -1", [](json& s) { s["epoch"] = -1; }, "training state field 'epoch' must be an integer >= 0, got -1"),
       state_row("batch beyond the epoch", [](json& s) { s["batch"] = s["batches_in_epoch"].get<int64_t>() + 1; },
-                "inconsistent training state"),
-      state_row("global_step -1", [](json& s) { s["global_step"] = -1; }, "inconsistent training state"),
+                "training state field 'batch' must be <= batches_in_epoch (4), got 5"),
+      state_row("global_step -1", [](json& s) { s["global_step"] = -1; },
+                "training state field 'global_step' must be an integer >= 0, got -1"),
       state_row("a one-word RNG state", [](json& s) { s["dropout_rng"] = {1}; },
-                "not a training state file (bad dropout_rng)"),
+                "training state field 'dropout_rng' must be 4 unsigned 64-bit integers, got [1]"),
   });
 }
 

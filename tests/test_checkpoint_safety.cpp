@@ -263,6 +263,9 @@ TEST_CASE("checkpoints: non-finite weights and a model larger than the file are 
   Rng init(1);
   auto model = nn::build_transformer({20, 20, 8, 8, 16, 1, 2, 32, 0.0f}, init);
   CHECK(nn::parameter_count(model->config()) == static_cast<double>(model->num_parameters()));
+  double floats = 0;
+  for (const auto& [name, t] : model->state_dict()) floats += static_cast<double>(t.numel());
+  CHECK(nn::state_dict_floats(model->config()) == floats);
   model->named_parameters()[3].second.data()[5] = INFINITY;
   std::string path = dir.file("bad.safetensors");
   nn::save_checkpoint(*model, path);
@@ -291,6 +294,7 @@ TEST_CASE("checkpoints: a tag caught between renames loads its .prev copy, never
   TrainingState state;
   state.batches_in_epoch = 10;
   state.batch = 4;
+  state.dropout_rng = {1, 2, 3, 4};
   store.save("01", *model, adam, state);
   const CheckpointFiles live = store.files("01"), prev = store.files("01", ".prev");
   std::string old_weights = read_file(live.weights);

@@ -276,13 +276,22 @@ TEST_CASE("train: a second signal ends the run at once; the previous checkpoint 
   for (auto [first, second] : {std::pair{SIGINT, SIGINT}, std::pair{SIGTERM, SIGINT}}) {
     CAPTURE(first);
     CAPTURE(second);
-    InterruptedRun cut;
-    pid_t pid = cut.start();
-    cut.wait_for_steps(2 * kStepsPerEpoch + 1, pid);  // epoch 1's last step is logged: validating
-    kill(pid, first);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // delivered, so not merged with the second
-    kill(pid, second);
-    CHECK(wait_exit(pid) == -second);
+    // Validation may finish before the second signal arrives on a fast
+    // machine (then the run exits 130 after saving epoch 1): try again.
+    std::unique_ptr<InterruptedRun> attempt;
+    int status = 0;
+    for (int tries = 0; tries < 5 && status != -second; ++tries) {
+      attempt = std::make_unique<InterruptedRun>();
+      pid_t pid = attempt->start();
+      attempt->wait_for_steps(2 * kStepsPerEpoch + 1, pid);  // epoch 1's last step is logged: validating
+      kill(pid, first);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // delivered, so not merged with the second
+      kill(pid, second);
+      status = wait_exit(pid);
+      CHECK((status == -second || status == 130));
+    }
+    REQUIRE(status == -second);
+    InterruptedRun& cut = *attempt;
     REQUIRE(cut.store.latest_epoch() == 0);
     CHECK(cut.latest_state().epoch_complete());
     Session session = Session::open(load_config(cut.config), std::nullopt);

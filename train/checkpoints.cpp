@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -27,22 +29,45 @@ nlohmann::json TrainingState::to_json() const {
 }
 
 TrainingState TrainingState::from_json(const json& j, const std::string& path) {
+  if (!j.is_object()) fail(path, ": not a training state file (expected a JSON object)");
+  auto field = [&](const char* key) -> const json& {
+    if (!j.contains(key)) fail(path, ": training state has no field '", key, "'");
+    return j[key];
+  };
+  auto bad = [&](const char* key, const auto&... what) {
+    std::string got = field(key).dump();
+    if (got.size() > 40) got = got.substr(0, 37) + "...";
+    fail(path, ": training state field '", key, "' ", what..., ", got ", got);
+  };
+  // Counters are JSON integers >= 0: not 2.5 (read as 2), not "5", not 2^64 - 1 (read as -1).
+  auto count = [&](const char* key) {
+    const json& v = field(key);
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX) ||
+        v.get<int64_t>() < 0)
+      bad(key, "must be an integer >= 0");
+    return v.get<int64_t>();
+  };
   TrainingState s;
-  try {
-    s.epoch = j.at("epoch").get<int64_t>();
-    s.global_step = j.at("global_step").get<int64_t>();
-    s.batch = j.at("batch").get<int64_t>();
-    s.batches_in_epoch = j.at("batches_in_epoch").get<int64_t>();
-    s.accum_pending = j.at("accum_pending").get<int64_t>();
-    s.best_bleu = j.at("best_bleu").get<double>();
-    const json& rng = j.at("dropout_rng");
-    if (!rng.is_array() || rng.size() != s.dropout_rng.size()) fail("bad dropout_rng");
-    for (size_t i = 0; i < s.dropout_rng.size(); ++i) s.dropout_rng[i] = rng[i].get<uint64_t>();
-  } catch (const std::exception& e) {
-    fail(path, ": not a training state file (", e.what(), ")");
-  }
-  if (s.epoch < 0 || s.batch < 0 || s.batch > s.batches_in_epoch || s.global_step < 0)
-    fail(path, ": inconsistent training state");
+  s.epoch = count("epoch");
+  s.global_step = count("global_step");
+  s.batch = count("batch");
+  s.batches_in_epoch = count("batches_in_epoch");
+  s.accum_pending = count("accum_pending");
+  if (s.batch > s.batches_in_epoch) bad("batch", "must be <= batches_in_epoch (", s.batches_in_epoch, ")");
+  // Accumulated batches belong to this epoch, and its last batch always steps.
+  if (s.accum_pending > s.batch) bad("accum_pending", "must be <= batch (", s.batch, ")");
+  if (s.epoch_complete() && s.accum_pending != 0) bad("accum_pending", "must be 0 when the epoch is complete");
+  const json& bleu = field("best_bleu");
+  if (!bleu.is_number() || !(bleu.get<double>() == -1.0 || (bleu.get<double>() >= 0 && bleu.get<double>() <= 100)))
+    bad("best_bleu", "must be -1 (none yet) or a BLEU score in [0, 100]");
+  s.best_bleu = bleu.get<double>();
+  const json& rng = field("dropout_rng");
+  if (!rng.is_array() || rng.size() != s.dropout_rng.size() ||
+      !std::all_of(rng.begin(), rng.end(), [](const json& w) { return w.is_number_unsigned(); }))
+    bad("dropout_rng", "must be ", s.dropout_rng.size(), " unsigned 64-bit integers");
+  for (size_t i = 0; i < s.dropout_rng.size(); ++i) s.dropout_rng[i] = rng[i].get<uint64_t>();
+  // xoshiro's state is never all zero: from there it would only yield zeros.
+  if (s.dropout_rng == Rng::State{}) bad("dropout_rng", "must not be all zero");
   return s;
 }
 

@@ -43,10 +43,10 @@ class ObjectReader {
     if (!v) return;
     if (!v->is_number_integer()) error(key, "expected an integer, got " + describe(*v));
     if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max))
-      error(key, "must be <= " + std::to_string(max) + ", got " + v->dump());
+      error(key, "must be <= " + std::to_string(max) + ", got " + text_of(*v));
     out = v->get<int64_t>();
-    if (out < min) error(key, "must be >= " + std::to_string(min) + ", got " + v->dump());
-    if (out > max) error(key, "must be <= " + std::to_string(max) + ", got " + v->dump());
+    if (out < min) error(key, "must be >= " + std::to_string(min) + ", got " + text_of(*v));
+    if (out > max) error(key, "must be <= " + std::to_string(max) + ", got " + text_of(*v));
   }
 
   // Numbers: any JSON number, integers included. `check` says what is wrong or "".
@@ -56,8 +56,8 @@ class ObjectReader {
     if (!v) return;
     if (!v->is_number()) error(key, "expected a number, got " + describe(*v));
     out = v->get<float>();
-    if (!std::isfinite(out)) error(key, "is beyond the range of a float, got " + v->dump());
-    if (std::string problem = check(out); !problem.empty()) error(key, problem + ", got " + v->dump());
+    if (!std::isfinite(out)) error(key, "is beyond the range of a float, got " + text_of(*v));
+    if (std::string problem = check(out); !problem.empty()) error(key, problem + ", got " + text_of(*v));
   }
 
   void boolean(const std::string& key, bool& out) {
@@ -85,8 +85,11 @@ class ObjectReader {
       if (!seen_.count(it.key())) error(it.key(), "unknown key");
   }
 
+  // The value as JSON text, invalid UTF-8 shown as U+FFFD.
+  static std::string text_of(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+
   static std::string describe(const json& v) {
-    std::string text = v.dump();
+    std::string text = text_of(v);
     if (text.size() > 40) text = text.substr(0, 37) + "...";
     return std::string(v.type_name()) + " " + text;
   }
@@ -135,7 +138,7 @@ void read_optimizer(ObjectReader& top, OptimizerConfig& o, const std::string& so
     o.beta1 = (*betas)[0].get<float>();
     o.beta2 = (*betas)[1].get<float>();
     if (!probability(o.beta1).empty() || !probability(o.beta2).empty())
-      r.error("betas", "each must be in [0, 1), got " + betas->dump());
+      r.error("betas", "each must be in [0, 1), got " + ObjectReader::text_of(*betas));
   }
   r.number("eps", o.eps, positive);
   r.number("weight_decay", o.weight_decay, non_negative);
@@ -222,6 +225,7 @@ void apply_override(json& root, const std::string& assignment, const std::string
   size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     fail(source, ": --set '", assignment, "': expected key=value");
+  if (!root.is_object()) fail(source, ": must be a JSON object");
   std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
   if (key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
     fail(source, ": --set '", assignment, "': the key has an empty part");
@@ -245,7 +249,7 @@ void apply_override(json& root, const std::string& assignment, const std::string
 
 std::string Config::tokenizer_path(const std::string& lang) const {
   std::string path = tokenizer_file;
-  for (size_t at; (at = path.find("{0}")) != std::string::npos;) path.replace(at, 3, lang);
+  for (size_t at = 0; (at = path.find("{0}", at)) != std::string::npos; at += lang.size()) path.replace(at, 3, lang);
   return path;
 }
 
@@ -264,6 +268,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   json root;
   try {
     root = json::parse(text);
+  } catch (const json::out_of_range& e) {  // e.g. 1e999, beyond a double
+    std::string what = e.what();  // "[json.exception.out_of_range.406] number overflow parsing '1e999'"
+    fail(path, ": ", what.substr(what.find(']') + 2));
   } catch (const json::parse_error& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
     std::string what = e.what();

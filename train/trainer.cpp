@@ -172,6 +172,10 @@ void Trainer::restore() {
     if (!fs::exists(*file)) fail(*file, ": missing, so the checkpoint is incomplete");
   optimizer_->load(files.optimizer);
   state_ = files.load_state();
+  if (optimizer_->steps() != state_.global_step)
+    fail(files.optimizer, ": ", optimizer_->steps(), " steps, but ", files.state, " says ", state_.global_step);
+  if (state_.accum_pending >= config_.grad_accum)
+    fail(files.state, ": ", state_.accum_pending, " batches pending, but grad_accum is ", config_.grad_accum);
   // Each file is sound on its own; now check that all three are from one save.
   if (std::string problem = files.problem(); !problem.empty()) fail(problem);
   if (state_.batch < state_.batches_in_epoch && state_.batches_in_epoch != train_set_->batches_per_epoch())
