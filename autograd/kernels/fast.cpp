@@ -183,12 +183,12 @@ float row_sum(const float* x, int64_t n) {
   return total;
 }
 
+// NaN if the row holds one (simd.h's max lets NaN through), as the reference.
 float row_max(const float* x, int64_t n) {
   int64_t i;
-  float best = reduce(n, Vec::set1(-INFINITY), [&](int64_t j) { return Vec::load(x + j); },
-                      [](Vec a, Vec b) { return max(a, b); }, i)
-                   .max();
-  for (; i < n; ++i) best = std::max(best, x[i]);
+  float best = simd::reduce_max(reduce(n, Vec::set1(-INFINITY), [&](int64_t j) { return Vec::load(x + j); },
+                                       [](Vec a, Vec b) { return max(a, b); }, i));
+  for (; i < n; ++i) best = simd::max(best, x[i]);
   return best;
 }
 
