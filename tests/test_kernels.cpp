@@ -608,7 +608,7 @@ TEST_CASE("kernels: edge values, hand-computed") {
     t->cross_entropy(logits.data(), &target, 1, 2, -100, 0.0f, loss.data(), counted.data(), log_probs.data());
     CHECK(loss[0] == doctest::Approx(1e4));
 
-    // dropout is x times the mask: a dropped NaN or infinity is NaN (threshold
+    // A dropped NaN or infinity is NaN, as PyTorch's x * mask (threshold
     // 2^32 - 1 drops everything).
     std::vector<float> kept(3), ones = {NAN, inf, 1.0f};
     t->dropout(ones.data(), kept.data(), 3, 2.0f, 1, 0xFFFFFFFFu);

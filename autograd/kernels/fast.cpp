@@ -498,7 +498,7 @@ void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, ui
     const float k = scale;
     const float* xb = x + b;
     float* yb = y + b;
-    for (uint32_t j = 0; j < count; ++j) yb[j] = xb[j] * (dropout_keeps(s, first + j, t) ? k : 0.0f);
+    for (uint32_t j = 0; j < count; ++j) yb[j] = dropout_keeps(s, first + j, t) ? xb[j] * k : xb[j] - xb[j];
   });
 }
 

@@ -176,8 +176,8 @@ struct KernelTable {
   // dx = y > 0 ? dy : 0, from relu's output y.
   void (*relu_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t n);
 
-  // y = x * mask, the mask 1 / (1 - p) = scale where dropout_keeps(seed, i,
-  // threshold), else 0 (so a dropped NaN or infinity gives NaN, as in PyTorch).
+  // y = x * scale (scale = 1 / (1 - p)) where dropout_keeps(seed, i, threshold),
+  // else +0, or NaN where x is NaN or infinite (as PyTorch's x * mask).
   void (*dropout)(Ptr<const float> x, Ptr<float> y, int64_t n, float scale, uint32_t seed,
                   uint32_t threshold);
 

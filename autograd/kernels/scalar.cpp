@@ -348,10 +348,11 @@ void relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-// x times the mask, as PyTorch: a dropped NaN or infinity gives NaN, not 0.
+// A dropped element is x - x: +0 (as the OpenCL kernel, bit for bit), but NaN
+// where x is NaN or infinite, as PyTorch's x * mask.
 void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
   for (int64_t i = 0; i < n; ++i)
-    y[i] = x[i] * (dropout_keeps(seed, static_cast<uint32_t>(i), threshold) ? scale : 0.0f);
+    y[i] = dropout_keeps(seed, static_cast<uint32_t>(i), threshold) ? x[i] * scale : x[i] - x[i];
 }
 
 double dot(const float* a, const float* b, int64_t n) {
