@@ -83,10 +83,12 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
-# The whole suite, then (except under the sanitizers, whose builds skip it) the
-# OpenCL variant's suite "opencl" on PoCL. tools/run-tests prints each suite's
-# report and, last, the summary line "tests: N passed, M failed[, K skipped]"
-# over both. PoCL caches the kernels it compiles in build/pocl-cache.
+# The whole suite, the kernel tests at every SIMD level (below), then (except
+# under the sanitizers, whose builds skip it) the OpenCL variant's suite
+# "opencl" on PoCL, then each fuzzer for FUZZ_SECONDS (below). tools/run-tests
+# prints each suite's report and, last, the summary line
+# "tests: N passed, M failed[, K skipped]" over all of them.
+# PoCL caches the kernels it compiles in build/pocl-cache.
 # Under ThreadSanitizer: the tests that run work on several threads (the pool,
 # the kernels, gradients, layers and a Transformer step on 1 and 2 threads).
 TSAN_TESTS := thread pool*,kernels*,grad*,engine*,nn*
@@ -94,10 +96,10 @@ test: $(TESTS)
 ifeq ($(SANITIZE),thread)
 	@SF_TEST_FILTER='$(TSAN_TESTS)' TSAN_OPTIONS=halt_on_error=1 tools/run-tests $(TESTS)
 else ifeq ($(SANITIZE)$(OPENCL),)
-	@tools/run-tests $(TESTS) --opencl "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 build/opencl/tests" \
+	@tools/run-tests $(TESTS) $(KERNEL_LEVEL_RUNS) --opencl "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 build/opencl/tests" \
 	  build/opencl/tests $(FUZZ_TESTS)
 else
-	@tools/run-tests $(TESTS)
+	@tools/run-tests $(TESTS) $(KERNEL_LEVEL_RUNS)
 endif
 
 # Fuzzing with clang's libFuzzer. `make fuzz` builds one fuzzer per kind of
@@ -148,6 +150,50 @@ fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
 	@mkdir -p $(FUZZ)/corpus/$* $(FUZZ)/crashes/$*
 	$(FUZZ)/fuzz-$* -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ)/crashes/$*/ $(FUZZ)/corpus/$* $(FUZZ)/seeds/$*
+
+# ---- The CPU kernels at every SIMD level --------------------------------------
+# simd.h fixes the vector width at compile time, so the build above runs the
+# kernels at one SIMD level only, this machine's (-march=native). The kernel
+# sources, which need nothing else of the library, and tests/test_kernels.cpp
+# are built again for each level the kernels are written for, into one small
+# doctest binary per level, $(KERNEL_LEVEL_DIR)/LEVEL/tests: seconds of
+# compiling, not a second library. tests/kernel_levels/cpu_check.cpp, built for
+# plain x86-64, makes a binary whose level this CPU cannot run report itself
+# skipped. `make test` runs them after the main suite; the OpenCL variant's
+# `make OPENCL=1 test` leaves them to the plain one.
+KERNEL_LEVEL_DIR := $(BUILD)/kernel-levels
+KERNEL_LEVEL_SRC := $(wildcard autograd/kernels/*.cpp) tests/test_kernels.cpp
+KERNEL_LEVEL_FLAGS := $(filter-out $(ARCH_FLAGS),$(ALL_FLAGS))
+
+# $(1): the level; $(2): its -march; $(3): floats per vector there (simd.h's
+# Vec::width, which the binary's test "built for the expected SIMD level" checks).
+define kernel_level
+$(KERNEL_LEVEL_DIR)/$(1)/obj/%.o: %.cpp | deps
+	@mkdir -p $$(dir $$@)
+	$$(CXX) $$(KERNEL_LEVEL_FLAGS) -march=$(2) -DSF_SIMD_WIDTH=$(3) -c $$< -o $$@
+$(KERNEL_LEVEL_DIR)/$(1)/cpu_check.o: tests/kernel_levels/cpu_check.cpp | deps
+	@mkdir -p $$(dir $$@)
+	$$(CXX) $$(KERNEL_LEVEL_FLAGS) -march=x86-64 -DSF_SIMD_LEVEL='"$(1)"' -c $$< -o $$@
+$(KERNEL_LEVEL_DIR)/$(1)/tests: $(KERNEL_LEVEL_DIR)/$(1)/cpu_check.o $(KERNEL_LEVEL_DIR)/main.o \
+                                $(patsubst %.cpp,$(KERNEL_LEVEL_DIR)/$(1)/obj/%.o,$(KERNEL_LEVEL_SRC))
+	$$(CXX) $$(KERNEL_LEVEL_FLAGS) $$^ -o $$@ $$(LDFLAGS)
+endef
+$(eval $(call kernel_level,avx512,x86-64-v4,16))
+$(eval $(call kernel_level,avx2,x86-64-v3,8))
+$(eval $(call kernel_level,portable,x86-64,1))
+
+# The doctest runner, shared by the levels (it runs no kernel code).
+$(KERNEL_LEVEL_DIR)/main.o: tests/main.cpp | deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(KERNEL_LEVEL_FLAGS) -march=x86-64 -c $< -o $@
+
+ifeq ($(OPENCL)$(filter thread,$(SANITIZE)),)
+  KERNEL_LEVEL_TESTS := $(foreach level,avx512 avx2 portable,$(KERNEL_LEVEL_DIR)/$(level)/tests)
+endif
+KERNEL_LEVEL_RUNS := $(KERNEL_LEVEL_TESTS:%=--kernel-level %)
+test: $(KERNEL_LEVEL_TESTS)
+-include $(shell find $(KERNEL_LEVEL_DIR) -name '*.d' 2>/dev/null)
+# ---- (end of the CPU kernels at every SIMD level) ------------------------------
 
 # The README's main job: train the default toy task (dates: English dates ->
 # ISO) from scratch, then translate a few sentences with the trained model.

@@ -1,13 +1,27 @@
 // Every fast kernel against the scalar reference, on awkward sizes (not
-// multiples of the vector width or the GEMM blocks), with 1 and 2 threads.
+// multiples of the vector width or the GEMM blocks), with 1 and 2 threads, and
+// on edge values: NaN, infinities, e^x overflowing and underflowing, very
+// negative logits, empty inputs. Where the fast table has no code of its own
+// (its entry, or the case at hand, runs the reference's code), both tables are
+// checked against values computed here instead, so that no case compares the
+// reference with itself.
+//
+// The vector width is fixed at compile time (simd.h), so this file is also
+// built with the kernel sources once per SIMD level, AVX-512, AVX2 + FMA and
+// portable, into test binaries of their own (the Makefile's "CPU kernels at
+// every SIMD level"); it uses nothing else of the library.
 #include <doctest/doctest.h>
 
+#include <cfloat>
 #include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "autograd/kernels/kernels.h"
+#include "autograd/kernels/simd.h"
 #include "autograd/kernels/thread_pool.h"
-#include "autograd/random.h"
 
 using namespace sf;
 using namespace sf::kernels;
@@ -16,22 +30,59 @@ namespace {
 
 const int64_t kSizes[] = {1, 7, 17, 63, 65, 129};
 
+// Uniform floats in [low, high) from a fixed seed (splitmix64).
 std::vector<float> random_vector(int64_t n, uint64_t seed, float low = -2.0f, float high = 2.0f) {
-  Rng rng(seed);
   std::vector<float> v(n);
-  for (float& x : v) x = rng.uniform(low, high);
+  for (float& x : v) {
+    uint64_t z = (seed += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    x = low + (high - low) * static_cast<float>(z >> 40) * 0x1.0p-24f;
+  }
   return v;
 }
 
-// Elementwise |fast - ref| <= atol + rtol |ref|; reports the first mismatch.
-void check_same(const std::vector<float>& fast, const std::vector<float>& ref, float rtol = 1e-5f,
+// Elementwise |got - want| <= atol + rtol |want|, or both the same infinity,
+// or both NaN; reports the first mismatch. `want` is the reference table's
+// result, or values computed in the test.
+void check_same(const std::vector<float>& got, const std::vector<float>& want, float rtol = 1e-5f,
                 float atol = 1e-6f) {
-  REQUIRE(fast.size() == ref.size());
-  for (size_t i = 0; i < ref.size(); ++i)
-    if (!(std::fabs(fast[i] - ref[i]) <= atol + rtol * std::fabs(ref[i]))) {
-      FAIL_CHECK("element ", i, ": fast ", double(fast[i]), " vs reference ", double(ref[i]), " (", fast[i] - ref[i], ")");
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))) continue;
+    if (!(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]))) {
+      FAIL_CHECK("element ", i, ": got ", double(got[i]), ", want ", double(want[i]), " (", got[i] - want[i], ")");
       return;
     }
+  }
+}
+
+// The values that trip vectorised code: NaN, infinities, arguments where e^x
+// overflows (> 88.72) or underflows to subnormals and to 0 (< -87.3, -103.97),
+// huge and subnormal magnitudes, signed zeros.
+const float kEdges[] = {NAN,    INFINITY, -INFINITY, 88.5f, 89.0f, -87.5f, -95.0f, -104.0f,
+                        200.0f, -200.0f,  1e30f,     -1e30f, 0.0f, -0.0f, 1e-40f};
+constexpr int kNumEdges = sizeof(kEdges) / sizeof(kEdges[0]);
+
+// A random vector with the edge values spread through it: at size 129 each
+// lands both in whole vectors and in scalar tails, at every vector width.
+std::vector<float> with_edges(int64_t n, uint64_t seed, float low = -2.0f, float high = 2.0f) {
+  std::vector<float> v = random_vector(n, seed, low, high);
+  for (int64_t i = 0; i < n; i += 5) v[i] = kEdges[(i / 5 + seed) % kNumEdges];
+  return v;
+}
+
+// A [rows, cols] matrix of random values where row r holds the edge value
+// r % (kNumEdges + 1) at column (3 r) % cols (the last of each cycle stays
+// clean): one per row, so that sums never mix two huge values, and a NaN or
+// infinity shows whether it leaks into other rows. Column 0 is also covered,
+// where a reference loop starts its maximum.
+std::vector<float> edge_rows(int64_t rows, int64_t cols, uint64_t seed) {
+  std::vector<float> x = random_vector(rows * cols, seed);
+  for (int64_t r = 0; r < rows; ++r)
+    if (r % (kNumEdges + 1) < kNumEdges) x[r * cols + (3 * r) % cols] = kEdges[r % (kNumEdges + 1)];
+  return x;
 }
 
 // Runs `body` once with 1 thread and once with 2.
@@ -62,6 +113,9 @@ struct GemmCheck {
   float alpha, beta;
   int64_t batch = 2, pad = 0;
   bool shared_b = false;
+  // Infinities and NaN sprinkled sparsely through A and B, so that some rows
+  // and columns of C are inf or NaN and the others stay finite.
+  bool edges = false;
 };
 
 void check_gemm(const GemmCheck& g) {
@@ -75,6 +129,11 @@ void check_gemm(const GemmCheck& g) {
   int64_t stride_b = g.shared_b ? 0 : size_b;
   std::vector<float> a = random_vector(size_a * g.batch, g.m + g.n),
                      b = random_vector(g.shared_b ? size_b : size_b * g.batch, g.k + 3);
+  if (g.edges) {
+    const float specials[] = {INFINITY, -INFINITY, NAN};
+    for (size_t i = 5; i < a.size(); i += 331) a[i] = specials[i % 3];
+    for (size_t i = 7; i < b.size(); i += 313) b[i] = specials[i % 3];
+  }
   std::vector<float> cf = random_vector(size_c * g.batch, 7), cs = cf;
   for (const HostTable* table : {&F, &S})
     table->gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a.data(), lda, size_a, b.data(), ldb, stride_b,
@@ -106,6 +165,19 @@ TEST_CASE("kernels: gemm with few rows (decoding's path), padded leading dimensi
   });
 }
 
+TEST_CASE("kernels: gemm with infinities and NaN in A and B") {
+  with_threads([] {
+    for (int64_t m : {3, 17, 65})
+      for (int64_t n : {7, 65, 129})
+        for (int64_t k : {17, 129})
+          for (int layout = 0; layout < 4; ++layout) {
+            GemmCheck g{m, n, k, bool(layout & 1), bool(layout & 2), 1.0f, 0.5f};
+            g.edges = true;
+            check_gemm(g);
+          }
+  });
+}
+
 TEST_CASE("kernels: gemm with beta 0 ignores NaN in C") {
   std::vector<float> a = random_vector(65 * 17, 1), b = random_vector(17 * 63, 2);
   std::vector<float> c(65 * 63, NAN);
@@ -121,16 +193,21 @@ TEST_CASE("kernels: binary ops and masked_fill with broadcasting") {
         CAPTURE(cols);
         int64_t shape[] = {rows, cols};
         std::vector<float> a = random_vector(rows * cols, 1), b = random_vector(rows * cols, 2, 0.5f, 2);
+        const std::vector<float> ea = edge_rows(rows, cols, 1), eb = with_edges(rows * cols, 2);
         // full-full, full-row (bias), column-full, full-scalar
         std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
             {{cols, 1}, {cols, 1}}, {{cols, 1}, {0, 1}}, {{1, 0}, {cols, 1}}, {{cols, 1}, {0, 0}}};
         for (auto& [sa, sb] : cases)
-          for (Binary op : {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div}) {
-            std::vector<float> of(rows * cols), os(rows * cols);
-            F.binary(op, {a.data(), sa.data()}, {b.data(), sb.data()}, of.data(), shape, 2);
-            S.binary(op, {a.data(), sa.data()}, {b.data(), sb.data()}, os.data(), shape, 2);
-            check_same(of, os, 0, 0);
-          }
+          for (Binary op : {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div})
+            for (bool edges : {false, true}) {
+              CAPTURE(edges);
+              const float* pa = edges ? ea.data() : a.data();
+              const float* pb = edges ? eb.data() : b.data();
+              std::vector<float> of(rows * cols), os(rows * cols);
+              F.binary(op, {pa, sa.data()}, {pb, sb.data()}, of.data(), shape, 2);
+              S.binary(op, {pa, sa.data()}, {pb, sb.data()}, os.data(), shape, 2);
+              check_same(of, os, 0, 0);
+            }
         std::vector<int32_t> mask(cols);
         for (int64_t c = 0; c < cols; ++c) mask[c] = c % 3 == 0;
         int64_t sx[] = {cols, 1}, sm[] = {0, 1};
@@ -142,24 +219,56 @@ TEST_CASE("kernels: binary ops and masked_fill with broadcasting") {
   });
 }
 
+// The unary ops the fast table vectorises (the others: the next test case).
+const Unary kVectorUnary[] = {Unary::Neg,       Unary::Exp,       Unary::Relu,       Unary::Sigmoid,
+                              Unary::AddScalar, Unary::MulScalar, Unary::RSubScalar, Unary::RDivScalar};
+
 TEST_CASE("kernels: unary ops") {
   with_threads([] {
     for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{129}, int64_t{40000}}) {
-      std::vector<float> x = random_vector(n, 3, 0.1f, 4.0f);
-      for (Unary op : {Unary::Neg, Unary::Exp, Unary::Log, Unary::Sqrt, Unary::Relu, Unary::Tanh,
-                       Unary::Sigmoid, Unary::AddScalar, Unary::MulScalar, Unary::PowScalar,
-                       Unary::RSubScalar, Unary::RDivScalar}) {
-        CAPTURE(static_cast<int>(op));
-        std::vector<float> yf(n), ys(n);
-        F.unary(op, x.data(), yf.data(), n, 1.5f);
-        S.unary(op, x.data(), ys.data(), n, 1.5f);
-        check_same(yf, ys, 2e-6f, 0);
+      CAPTURE(n);
+      // Results below FLT_MIN are subnormal, with fewer significant bits: they
+      // may differ by a unit in their last place.
+      for (const std::vector<float>& x : {random_vector(n, 3, 0.1f, 4.0f), with_edges(n, 3)})
+        for (Unary op : kVectorUnary) {
+          CAPTURE(static_cast<int>(op));
+          std::vector<float> yf(n), ys(n);
+          F.unary(op, x.data(), yf.data(), n, 1.5f);
+          S.unary(op, x.data(), ys.data(), n, 1.5f);
+          check_same(yf, ys, 2e-6f, FLT_MIN);
+        }
+    }
+  });
+}
+
+// log, sqrt, tanh and pow run the reference's loop in both tables (the fast one
+// in parallel pieces): both against the C library's functions, bit for bit.
+TEST_CASE("kernels: unary ops by library function, both tables") {
+  with_threads([] {
+    const int64_t n = 40000;
+    std::vector<float> x = with_edges(n, 4, -4.0f, 4.0f);
+    struct Case {
+      Unary op;
+      float (*f)(float);
+    };
+    for (Case c : {Case{Unary::Log, [](float v) { return std::log(v); }},
+                   Case{Unary::Sqrt, [](float v) { return std::sqrt(v); }},
+                   Case{Unary::Tanh, [](float v) { return std::tanh(v); }},
+                   Case{Unary::PowScalar, [](float v) { return std::pow(v, 1.5f); }}}) {
+      CAPTURE(static_cast<int>(c.op));
+      std::vector<float> want(n);
+      for (int64_t i = 0; i < n; ++i) want[i] = c.f(x[i]);
+      for (const HostTable* table : {&F, &S}) {
+        INFO("table: ", std::string(table->name));
+        std::vector<float> y(n);
+        table->unary(c.op, x.data(), y.data(), n, 1.5f);
+        check_same(y, want, 0, 0);
       }
     }
   });
 }
 
-TEST_CASE("kernels: reductions (sum_axis, max_axis, sum_to)") {
+TEST_CASE("kernels: reductions (sum_axis, max_axis)") {
   with_threads([] {
     for (int64_t outer : kSizes)
       for (int64_t n : kSizes)
@@ -167,28 +276,82 @@ TEST_CASE("kernels: reductions (sum_axis, max_axis, sum_to)") {
           CAPTURE(outer);
           CAPTURE(n);
           CAPTURE(inner);
-          std::vector<float> x = random_vector(outer * n * inner, 4);
-          std::vector<float> of(outer * inner), os(outer * inner);
-          F.sum_axis(x.data(), outer, n, inner, of.data());
-          S.sum_axis(x.data(), outer, n, inner, os.data());
-          check_same(of, os, 1e-5f, 1e-5f);
-          F.max_axis(x.data(), outer, n, inner, of.data(), nullptr);
-          S.max_axis(x.data(), outer, n, inner, os.data(), nullptr);
-          check_same(of, os, 0, 0);
+          for (const std::vector<float>& x :
+               {random_vector(outer * n * inner, 4), edge_rows(outer * inner, n, 4)}) {
+            std::vector<float> of(outer * inner), os(outer * inner);
+            F.sum_axis(x.data(), outer, n, inner, of.data());
+            S.sum_axis(x.data(), outer, n, inner, os.data());
+            check_same(of, os, 1e-5f, 1e-5f);
+            // The fast max_axis has code of its own only for inner == 1 and no
+            // argmax (the other cases: "max_axis, hand-computed").
+            if (inner != 1) continue;
+            F.max_axis(x.data(), outer, n, inner, of.data(), nullptr);
+            S.max_axis(x.data(), outer, n, inner, os.data(), nullptr);
+            check_same(of, os, 0, 0);
+          }
         }
+  });
+}
+
+// Shapes with a dimension of 1 collapse to one the fast sum_to hands to the
+// reference, so both tables are checked against sums computed here.
+TEST_CASE("kernels: sum_to, both tables against direct sums") {
+  with_threads([] {
     for (int64_t rows : kSizes)
       for (int64_t cols : kSizes) {
-        std::vector<float> x = random_vector(rows * cols, 5);
-        int64_t shape[] = {rows, cols}, to_cols[] = {0, 1}, to_rows[] = {1, 0};
-        for (const int64_t* strides : {to_cols, to_rows}) {
-          int64_t size = strides == to_cols ? cols : rows;
-          std::vector<float> of(size, 0.0f), os(size, 0.0f);
-          F.sum_to(x.data(), shape, 2, of.data(), strides);
-          S.sum_to(x.data(), shape, 2, os.data(), strides);
-          check_same(of, os, 1e-5f, 1e-5f);
+        CAPTURE(rows);
+        CAPTURE(cols);
+        for (const std::vector<float>& x : {random_vector(rows * cols, 5), edge_rows(rows, cols, 5)}) {
+          int64_t shape[] = {rows, cols}, to_cols[] = {0, 1}, to_rows[] = {1, 0};
+          std::vector<float> want_cols(cols, 0.0f), want_rows(rows, 0.0f);
+          for (int64_t c = 0; c < cols; ++c) {
+            double total = 0.0;
+            for (int64_t r = 0; r < rows; ++r) total += x[r * cols + c];
+            want_cols[c] = static_cast<float>(total);
+          }
+          for (int64_t r = 0; r < rows; ++r) {
+            double total = 0.0;
+            for (int64_t c = 0; c < cols; ++c) total += x[r * cols + c];
+            want_rows[r] = static_cast<float>(total);
+          }
+          for (const HostTable* table : {&F, &S}) {
+            INFO("table: ", std::string(table->name));
+            std::vector<float> out_cols(cols, 0.0f), out_rows(rows, 0.0f);
+            table->sum_to(x.data(), shape, 2, out_cols.data(), to_cols);
+            table->sum_to(x.data(), shape, 2, out_rows.data(), to_rows);
+            check_same(out_cols, want_cols, 1e-5f, 1e-5f);
+            check_same(out_rows, want_rows, 1e-5f, 1e-5f);
+          }
         }
       }
   });
+}
+
+// The fast table's max_axis runs the reference's code for an argmax or an
+// inner dimension: both tables against values worked out by hand. x is
+// [outer 2, n 4, inner 2]; the first maximum wins a tie, a NaN wins over all.
+TEST_CASE("kernels: max_axis with argmax and inner dims, hand-computed") {
+  const float inf = INFINITY;
+  const std::vector<float> x = {
+      1, -inf,  5, 2,  5, 2,   -3, 2,   // outer 0: columns {1, 5, 5, -3} and {-inf, 2, 2, 2}
+      0, NAN,   NAN, 7,  2, NAN, 9, -1,  // outer 1: columns {0, NAN, 2, 9} and {NAN, 7, NAN, -1}
+  };
+  const std::vector<float> want_max = {5, 2, NAN, NAN};
+  const std::vector<int32_t> want_arg = {1, 1, 1, 0};
+  for (const HostTable* table : {&F, &S}) {
+    INFO("table: ", std::string(table->name));
+    std::vector<float> out(4);
+    std::vector<int32_t> arg(4, -1);
+    table->max_axis(x.data(), 2, 4, 2, out.data(), arg.data());
+    check_same(out, want_max, 0, 0);
+    CHECK(arg == want_arg);
+    // inner == 1 with an argmax: the rows {1, -inf}, {5, 2}, ..., {9, -1}.
+    std::vector<float> row_max(8);
+    std::vector<int32_t> row_arg(8);
+    table->max_axis(x.data(), 8, 2, 1, row_max.data(), row_arg.data());
+    check_same(row_max, {1, 5, 5, 2, NAN, NAN, NAN, 9}, 0, 0);
+    CHECK(row_arg == std::vector<int32_t>{0, 0, 0, 1, 1, 0, 1, 0});
+  }
 }
 
 TEST_CASE("kernels: softmax family, masked softmax and cross-entropy") {
@@ -198,45 +361,64 @@ TEST_CASE("kernels: softmax family, masked softmax and cross-entropy") {
         CAPTURE(rows);
         CAPTURE(cols);
         int64_t size = rows * cols;
-        std::vector<float> x = random_vector(size, 6, -8, 8), dy = random_vector(size, 7);
-        std::vector<float> yf(size), ys(size), df(size), ds(size);
-        F.softmax(x.data(), yf.data(), rows, cols);
-        S.softmax(x.data(), ys.data(), rows, cols);
-        check_same(yf, ys, 1e-5f, 1e-7f);
-        F.softmax_backward(ys.data(), dy.data(), df.data(), rows, cols);
-        S.softmax_backward(ys.data(), dy.data(), ds.data(), rows, cols);
-        check_same(df, ds, 1e-4f, 1e-6f);
-        F.log_softmax(x.data(), yf.data(), rows, cols);
-        S.log_softmax(x.data(), ys.data(), rows, cols);
-        check_same(yf, ys, 1e-5f, 1e-5f);
-        F.log_softmax_backward(ys.data(), dy.data(), df.data(), rows, cols);
-        S.log_softmax_backward(ys.data(), dy.data(), ds.data(), rows, cols);
-        check_same(df, ds, 1e-4f, 1e-5f);
+        // Plain logits, the edge values, and very negative logits: near -1e4,
+        // where e^x underflows unless the row's max is subtracted first, and
+        // near -1e30, where x - max is still huge (one-hot rows). log_softmax's
+        // x - (max + log sum) rounds at the logits' magnitude: a few units in
+        // the last place of 1e4 for those near -1e4.
+        struct Logits {
+          std::vector<float> x;
+          float log_atol;
+        };
+        const Logits inputs[] = {{random_vector(size, 6, -8, 8), 1e-5f},
+                                 {edge_rows(rows, cols, 6), 1e-5f},
+                                 {random_vector(size, 6, -1e4f - 8, -1e4f + 8), 4e-3f},
+                                 {random_vector(size, 6, -3e30f, -1e30f), 1e-5f}};
+        for (int input = 0; input < 4; ++input) {
+          CAPTURE(input);
+          const auto& [x, log_atol] = inputs[input];
+          std::vector<float> dy = random_vector(size, 7);
+          std::vector<float> yf(size), ys(size), df(size), ds(size);
+          F.softmax(x.data(), yf.data(), rows, cols);
+          S.softmax(x.data(), ys.data(), rows, cols);
+          check_same(yf, ys, 1e-5f, 1e-7f);
+          F.softmax_backward(ys.data(), dy.data(), df.data(), rows, cols);
+          S.softmax_backward(ys.data(), dy.data(), ds.data(), rows, cols);
+          check_same(df, ds, 1e-4f, 1e-6f);
+          F.log_softmax(x.data(), yf.data(), rows, cols);
+          S.log_softmax(x.data(), ys.data(), rows, cols);
+          check_same(yf, ys, 1e-5f, log_atol);
+          F.log_softmax_backward(ys.data(), dy.data(), df.data(), rows, cols);
+          S.log_softmax_backward(ys.data(), dy.data(), ds.data(), rows, cols);
+          check_same(df, ds, 1e-4f, 1e-5f);
 
-        // Scores [2, rows, cols] with a key-padding mask [2, 1, cols].
-        int64_t shape[] = {2, rows, cols}, mstrides[] = {cols, 0, 1};
-        std::vector<float> s2 = random_vector(2 * size, 8, -4, 4), g2 = random_vector(2 * size, 9);
-        std::vector<int32_t> mask(2 * cols);
-        for (int64_t i = 0; i < 2 * cols; ++i) mask[i] = i % 5 != 2;
-        std::vector<float> mf(2 * size), ms(2 * size), gf(2 * size), gs(2 * size);
-        F.masked_softmax(s2.data(), {mask.data(), mstrides}, shape, 3, 0.3f, mf.data());
-        S.masked_softmax(s2.data(), {mask.data(), mstrides}, shape, 3, 0.3f, ms.data());
-        check_same(mf, ms, 1e-5f, 1e-7f);
-        F.masked_softmax_backward(ms.data(), g2.data(), {mask.data(), mstrides}, shape, 3, 0.3f, gf.data());
-        S.masked_softmax_backward(ms.data(), g2.data(), {mask.data(), mstrides}, shape, 3, 0.3f, gs.data());
-        check_same(gf, gs, 1e-4f, 1e-6f);
+          // Scores [2, rows, cols] (x, then x reversed) with a key-padding mask [2, 1, cols].
+          int64_t shape[] = {2, rows, cols}, mstrides[] = {cols, 0, 1};
+          std::vector<float> s2 = x, g2 = random_vector(2 * size, 9);
+          s2.insert(s2.end(), x.rbegin(), x.rend());
+          std::vector<int32_t> mask(2 * cols);
+          for (int64_t i = 0; i < 2 * cols; ++i) mask[i] = i % 5 != 2;
+          std::vector<float> mf(2 * size), ms(2 * size), gf(2 * size), gs(2 * size);
+          F.masked_softmax(s2.data(), {mask.data(), mstrides}, shape, 3, 0.3f, mf.data());
+          S.masked_softmax(s2.data(), {mask.data(), mstrides}, shape, 3, 0.3f, ms.data());
+          check_same(mf, ms, 1e-5f, 1e-7f);
+          F.masked_softmax_backward(ms.data(), g2.data(), {mask.data(), mstrides}, shape, 3, 0.3f, gf.data());
+          S.masked_softmax_backward(ms.data(), g2.data(), {mask.data(), mstrides}, shape, 3, 0.3f, gs.data());
+          check_same(gf, gs, 1e-4f, 1e-6f);
 
-        std::vector<int32_t> targets(rows);
-        for (int64_t r = 0; r < rows; ++r) targets[r] = r % 4 == 1 ? 1 : static_cast<int32_t>((r * 7) % cols);
-        std::vector<float> lf(rows), ls(rows), cf(rows), cs(rows), pf(size), ps(size);
-        F.cross_entropy(x.data(), targets.data(), rows, cols, 1, 0.1f, lf.data(), cf.data(), pf.data());
-        S.cross_entropy(x.data(), targets.data(), rows, cols, 1, 0.1f, ls.data(), cs.data(), ps.data());
-        check_same(lf, ls, 1e-5f, 1e-5f);
-        CHECK(cf == cs);
-        const float scale = 0.25f;
-        F.cross_entropy_backward(ps.data(), targets.data(), rows, cols, 1, 0.1f, &scale, df.data());
-        S.cross_entropy_backward(ps.data(), targets.data(), rows, cols, 1, 0.1f, &scale, ds.data());
-        check_same(df, ds, 1e-5f, 1e-7f);
+          std::vector<int32_t> targets(rows);
+          for (int64_t r = 0; r < rows; ++r) targets[r] = r % 4 == 1 ? 1 : static_cast<int32_t>((r * 7) % cols);
+          std::vector<float> lf(rows), ls(rows), cf(rows), cs(rows), pf(size), ps(size);
+          F.cross_entropy(x.data(), targets.data(), rows, cols, 1, 0.1f, lf.data(), cf.data(), pf.data());
+          S.cross_entropy(x.data(), targets.data(), rows, cols, 1, 0.1f, ls.data(), cs.data(), ps.data());
+          check_same(pf, ps, 1e-5f, log_atol);
+          check_same(lf, ls, 1e-5f, log_atol);
+          CHECK(cf == cs);
+          const float scale = 0.25f;
+          F.cross_entropy_backward(ps.data(), targets.data(), rows, cols, 1, 0.1f, &scale, df.data());
+          S.cross_entropy_backward(ps.data(), targets.data(), rows, cols, 1, 0.1f, &scale, ds.data());
+          check_same(df, ds, 1e-5f, 1e-7f);
+        }
       }
   });
 }
@@ -248,7 +430,8 @@ TEST_CASE("kernels: layer norm, bias+relu, relu backward, dropout") {
         CAPTURE(rows);
         CAPTURE(cols);
         int64_t size = rows * cols;
-        std::vector<float> x = random_vector(size, 10, -3, 3), dy = random_vector(size, 11);
+        for (const std::vector<float>& x : {random_vector(size, 10, -3, 3), edge_rows(rows, cols, 10)}) {
+        std::vector<float> dy = random_vector(size, 11);
         std::vector<float> alpha = random_vector(cols, 12, 0.5f, 1.5f), bias = random_vector(cols, 13);
         std::vector<float> yf(size), ys(size), mf(rows), ms(rows), sf_(rows), ss(rows);
         F.layer_norm(x.data(), alpha.data(), bias.data(), rows, cols, 1e-6f, yf.data(), mf.data(), sf_.data());
@@ -260,7 +443,15 @@ TEST_CASE("kernels: layer norm, bias+relu, relu backward, dropout") {
                               dxf.data(), daf.data(), dbf.data());
         S.layer_norm_backward(x.data(), alpha.data(), ms.data(), ss.data(), dy.data(), rows, cols, 1e-6f,
                               dxs.data(), das.data(), dbs.data());
-        check_same(dxf, dxs, 1e-4f, 1e-5f);
+        // dx is a difference of terms of size |dy alpha| / std, which cancel
+        // almost entirely in a row of two close values: each row at its scale.
+        for (int64_t r = 0; r < rows; ++r) {
+          CAPTURE(r);
+          auto row = [&](const std::vector<float>& v) {
+            return std::vector<float>(v.begin() + r * cols, v.begin() + (r + 1) * cols);
+          };
+          check_same(row(dxf), row(dxs), 1e-4f, 1e-5f / (ss[r] + 1e-6f));
+        }
         check_same(daf, das, 1e-4f, 1e-4f);
         check_same(dbf, dbs, 1e-4f, 1e-4f);
 
@@ -273,44 +464,88 @@ TEST_CASE("kernels: layer norm, bias+relu, relu backward, dropout") {
         F.dropout(x.data(), yf.data(), size, 1.25f, 99, 858993459u);
         S.dropout(x.data(), ys.data(), size, 1.25f, 99, 858993459u);
         check_same(yf, ys, 0, 0);
+        }
       }
   });
 }
 
-TEST_CASE("kernels: dot products and optimizer updates") {
+TEST_CASE("kernels: dot products and Adam") {
   with_threads([] {
     for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{1025}, int64_t{70001}}) {
       CAPTURE(n);
       std::vector<float> a = random_vector(n, 16), b = random_vector(n, 17);
       CHECK(F.dot(a.data(), b.data(), n) == doctest::Approx(S.dot(a.data(), b.data(), n)).epsilon(1e-5));
-      std::vector<float> g = random_vector(n, 18), pf = a, ps = a, mf(n, 0.1f), ms = mf, vf(n, 0.2f), vs = vf;
-      F.adam_step(pf.data(), g.data(), mf.data(), vf.data(), n, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, 0.01f, 0.001f);
-      S.adam_step(ps.data(), g.data(), ms.data(), vs.data(), n, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, 0.01f, 0.001f);
-      check_same(pf, ps, 1e-5f, 1e-6f);
-      check_same(mf, ms, 1e-5f, 1e-7f);  // m can cancel to near 0
-      check_same(vf, vs, 1e-5f, 1e-7f);
-      std::vector<float> bf(n, 0.3f), bs = bf;
-      pf = ps = a;
-      F.sgd_step(pf.data(), g.data(), bf.data(), n, 0.1f, 0.9f, 0.01f, true, false);
-      S.sgd_step(ps.data(), g.data(), bs.data(), n, 0.1f, 0.9f, 0.01f, true, false);
-      check_same(pf, ps, 0, 0);
-      check_same(bf, bs, 0, 0);
+      // One infinity, then also a NaN: the sum is infinite, then NaN.
+      for (float edge : {-INFINITY, NAN}) {
+        a[n / 2] = edge;
+        double fast = F.dot(a.data(), b.data(), n), ref = S.dot(a.data(), b.data(), n);
+        CHECK((fast == ref || (std::isnan(fast) && std::isnan(ref))));
+      }
+      for (const std::vector<float>& g : {random_vector(n, 18), with_edges(n, 18)}) {
+        std::vector<float> pf = b, ps = b, mf(n, 0.1f), ms = mf, vf(n, 0.2f), vs = vf;
+        F.adam_step(pf.data(), g.data(), mf.data(), vf.data(), n, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, 0.01f, 0.001f);
+        S.adam_step(ps.data(), g.data(), ms.data(), vs.data(), n, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, 0.01f, 0.001f);
+        check_same(pf, ps, 1e-5f, 1e-6f);
+        check_same(mf, ms, 1e-5f, 1e-7f);  // m can cancel to near 0
+        check_same(vf, vs, 1e-5f, 1e-7f);
+      }
     }
   });
 }
 
+// The fast sgd_step runs the reference's loop in parallel pieces: both tables
+// against torch.optim.SGD's update written out here (Nesterov momentum).
+TEST_CASE("kernels: sgd_step, both tables against the update written out") {
+  with_threads([] {
+    const int64_t n = 70001;
+    const float lr = 0.1f, momentum = 0.9f, l2 = 0.01f;
+    std::vector<float> p0 = random_vector(n, 16), g = with_edges(n, 18), want_p(n), want_buf(n);
+    for (int64_t i = 0; i < n; ++i) {
+      float grad = g[i] + l2 * p0[i];
+      want_buf[i] = momentum * 0.3f + grad;
+      want_p[i] = p0[i] - lr * (grad + momentum * want_buf[i]);
+    }
+    for (const HostTable* table : {&F, &S}) {
+      INFO("table: ", std::string(table->name));
+      std::vector<float> p = p0, buf(n, 0.3f);
+      table->sgd_step(p.data(), g.data(), buf.data(), n, lr, momentum, l2, /*nesterov=*/true, /*first=*/false);
+      // (The compiler may fuse a multiply and an add here or there: 1 ulp.)
+      check_same(p, want_p, 1e-6f, 1e-7f);
+      check_same(buf, want_buf, 1e-6f, 1e-7f);
+    }
+  });
+}
+
+// permute moving the last dim, and copy_rows (parallel pieces of the
+// reference's memcpy), run the reference's code in the fast table too: every
+// permute and copy is checked against indices worked out here.
 TEST_CASE("kernels: data movement (permute, copy_rows, gather, scatter-add)") {
   with_threads([] {
     for (int64_t a : {int64_t{1}, int64_t{7}, int64_t{17}})
       for (int64_t d : {int64_t{1}, int64_t{63}, int64_t{65}}) {
-        int64_t shape[] = {2, a, 3, d};
-        int64_t size = 2 * a * 3 * d;
+        CAPTURE(a);
+        CAPTURE(d);
+        const int64_t shape[] = {2, a, 3, d};
+        const int64_t size = 2 * a * 3 * d;
         std::vector<float> x = random_vector(size, 14);
         for (std::vector<int> perm : {std::vector<int>{0, 2, 1, 3}, std::vector<int>{3, 1, 0, 2}}) {
-          std::vector<float> yf(size), ys(size);
-          F.permute(x.data(), shape, perm.data(), 4, yf.data());
-          S.permute(x.data(), shape, perm.data(), 4, ys.data());
-          check_same(yf, ys, 0, 0);
+          CAPTURE(perm[0]);
+          // y[i0, i1, i2, i3] = x at index j with j[perm[k]] = i[k].
+          std::vector<float> want;
+          int64_t i[4], j[4];
+          for (i[0] = 0; i[0] < shape[perm[0]]; ++i[0])
+            for (i[1] = 0; i[1] < shape[perm[1]]; ++i[1])
+              for (i[2] = 0; i[2] < shape[perm[2]]; ++i[2])
+                for (i[3] = 0; i[3] < shape[perm[3]]; ++i[3]) {
+                  for (int k = 0; k < 4; ++k) j[perm[k]] = i[k];
+                  want.push_back(x[((j[0] * a + j[1]) * 3 + j[2]) * d + j[3]]);
+                }
+          for (const HostTable* table : {&F, &S}) {
+            INFO("table: ", std::string(table->name));
+            std::vector<float> y(size);
+            table->permute(x.data(), shape, perm.data(), 4, y.data());
+            check_same(y, want, 0, 0);
+          }
         }
         std::vector<int32_t> ids = {2, 0, 2, 5, 1, 2, 0};
         int64_t n = static_cast<int64_t>(ids.size());
@@ -322,10 +557,144 @@ TEST_CASE("kernels: data movement (permute, copy_rows, gather, scatter-add)") {
         F.scatter_add_rows(of.data(), ids.data(), n, d, tf.data());
         S.scatter_add_rows(of.data(), ids.data(), n, d, ts.data());
         check_same(tf, ts, 1e-6f, 0);
-        std::vector<float> cf(size, 0.0f), cs(size, 0.0f);
-        F.copy_rows(x.data(), d * 4 * 3, cf.data(), d * 4 * 3, 2 * a, d * 4 * 2);
-        S.copy_rows(x.data(), d * 4 * 3, cs.data(), d * 4 * 3, 2 * a, d * 4 * 2);
-        check_same(cf, cs, 0, 0);
+        // The first two of every three blocks of d floats (a slice [.., 0:2, :]).
+        std::vector<float> want(size, 0.0f);
+        for (int64_t r = 0; r < 2 * a; ++r)
+          for (int64_t c = 0; c < 2 * d; ++c) want[r * 3 * d + c] = x[r * 3 * d + c];
+        for (const HostTable* t : {&F, &S}) {
+          INFO("table: ", std::string(t->name));
+          std::vector<float> copy(size, 0.0f);
+          t->copy_rows(x.data(), d * 4 * 3, copy.data(), d * 4 * 3, 2 * a, d * 4 * 2);
+          check_same(copy, want, 0, 0);
+        }
       }
   });
 }
+
+// What the reference defines at the edges, worked out by hand (NaN propagates,
+// as in PyTorch), in both tables.
+TEST_CASE("kernels: edge values, hand-computed") {
+  const float inf = INFINITY;
+  for (const HostTable* t : {&F, &S}) {
+    INFO("table: ", std::string(t->name));
+    // 17 elements: a whole vector at widths 1, 8 and 16, then a tail.
+    std::vector<float> x = {NAN, inf, -inf, 89.0f, -104.0f, -95.0f, 0.0f, 1.0f, -1.0f,
+                            NAN, inf, -inf, 89.0f, -104.0f, -95.0f, 0.0f, 1.0f};
+    std::vector<float> y(17);
+    t->unary(Unary::Exp, x.data(), y.data(), 17, 0.0f);
+    const float e95 = std::exp(-95.0f);  // subnormal, about 5.5e-42
+    CHECK(e95 > 0.0f);
+    check_same(y, {NAN, inf, 0, inf, 0, e95, 1, std::exp(1.0f), std::exp(-1.0f),
+                   NAN, inf, 0, inf, 0, e95, 1, std::exp(1.0f)}, 1e-6f, 1e-44f);
+    t->unary(Unary::Relu, x.data(), y.data(), 17, 0.0f);
+    check_same(y, {NAN, inf, 0, 89, 0, 0, 0, 1, 0, NAN, inf, 0, 89, 0, 0, 0, 1}, 0, 0);
+    t->unary(Unary::Sigmoid, x.data(), y.data(), 17, 0.0f);
+    CHECK(std::isnan(y[0]));
+    CHECK(y[1] == 1.0f);
+    CHECK(y[2] == 0.0f);
+
+    // softmax: -inf is a probability of 0; a NaN or +inf anywhere makes the
+    // row NaN; logits near -1e4 as the same logits near 0.
+    std::vector<float> rows = {-inf, 0, -inf, 1, NAN, 1, inf, 1, -1e4f, -1e4f + std::log(3.0f)};
+    std::vector<float> p(10);
+    t->softmax(rows.data(), p.data(), 5, 2);
+    check_same(p, {0, 1, 0, 1, NAN, NAN, NAN, NAN, 0.25f, 0.75f}, 2e-3f, 0);
+    t->log_softmax(rows.data(), p.data(), 5, 2);
+    check_same(p, {-inf, 0, -inf, 0, NAN, NAN, NAN, NAN, -std::log(4.0f), std::log(0.75f)}, 0, 2e-3f);
+
+    // Cross-entropy of a very negative logit: -log p = 1e4, finite.
+    std::vector<float> logits = {0, -1e4f}, loss(1), counted(1), log_probs(2);
+    int32_t target = 1;
+    t->cross_entropy(logits.data(), &target, 1, 2, -100, 0.0f, loss.data(), counted.data(), log_probs.data());
+    CHECK(loss[0] == doctest::Approx(1e4));
+
+    // A dropped NaN or infinity is NaN, as PyTorch's x * mask (threshold
+    // 2^32 - 1 drops everything).
+    std::vector<float> kept(3), ones = {NAN, inf, 1.0f};
+    t->dropout(ones.data(), kept.data(), 3, 2.0f, 1, 0xFFFFFFFFu);
+    check_same(kept, {NAN, NAN, 0}, 0, 0);
+  }
+}
+
+// Every size may be 0: nothing is read (inputs are zero-length allocations, so
+// under the sanitizers a read is an error) and nothing is written (outputs hold
+// 42 where a kernel must not write).
+TEST_CASE("kernels: empty inputs (n = 0, zero rows, zero columns)") {
+  with_threads([] {
+    for (const HostTable* t : {&F, &S}) {
+      INFO("table: ", std::string(t->name));
+      std::vector<float> out(8, 42.0f);
+      const std::vector<float> untouched(8, 42.0f);
+      const std::unique_ptr<float[]> no_floats(new float[0]);
+      const std::unique_ptr<int32_t[]> no_ints(new int32_t[0]);
+      const float* none = no_floats.get();
+      const int32_t* no_ids = no_ints.get();
+      float* o = out.data();
+      const int64_t shape_rows0[] = {0, 5}, shape_cols0[] = {3, 0}, strides[] = {5, 1}, to_cols[] = {0, 1},
+                    to_rows[] = {1, 0};
+      for (const int64_t* shape : {shape_rows0, shape_cols0}) {
+        t->binary(Binary::Add, {none, strides}, {none, strides}, o, shape, 2);
+        t->masked_fill({none, strides}, {no_ids, to_cols}, 1.0f, o, shape, 2);
+      }
+      for (Unary op : kVectorUnary) t->unary(op, none, o, 0, 1.0f);
+      t->gemm(false, false, 0, 5, 3, 1.0f, none, 3, 0, none, 5, 0, 0.0f, o, 5, 0, 1);
+      t->gemm(false, true, 4, 0, 3, 1.0f, none, 3, 0, none, 3, 0, 0.0f, o, 1, 0, 1);
+      t->gemm(true, false, 4, 5, 3, 1.0f, none, 4, 0, none, 5, 0, 0.0f, o, 5, 0, 0);
+      t->softmax(none, o, 0, 5);
+      t->softmax(none, o, 3, 0);
+      t->log_softmax(none, o, 0, 5);
+      t->log_softmax(none, o, 3, 0);
+      t->softmax_backward(none, none, o, 3, 0);
+      t->log_softmax_backward(none, none, o, 0, 5);
+      const int64_t scores_cols0[] = {2, 3, 0}, scores_rows0[] = {2, 0, 4}, score_strides[] = {0, 0, 1};
+      for (const int64_t* shape : {scores_cols0, scores_rows0}) {
+        t->masked_softmax(none, {no_ids, score_strides}, shape, 3, 1.0f, o);
+        t->masked_softmax_backward(none, none, {no_ids, score_strides}, shape, 3, 1.0f, o);
+      }
+      t->layer_norm(none, none, none, 0, 4, 1e-6f, o, o, o);
+      t->bias_relu(none, none, 0, 4, o);
+      t->bias_relu(none, none, 3, 0, o);
+      t->relu_backward(none, none, o, 0);
+      t->dropout(none, o, 0, 2.0f, 1, 1u << 31);
+      CHECK(t->dot(none, none, 0) == 0.0);
+      t->adam_step(o, none, o, o, 0, 0.1f, 0.9f, 0.999f, 1e-8f, 1.0f, 0.0f, 0.0f);
+      t->sgd_step(o, none, o, 0, 0.1f, 0.9f, 0.0f, true, false);
+      t->copy_rows(none, 0, o, 0, 0, 16);
+      t->copy_rows(none, 0, o, 0, 3, 0);
+      const int64_t x_shape[] = {2, 0, 3};
+      const int perm[] = {1, 0, 2};
+      t->permute(none, x_shape, perm, 3, o);
+      t->gather_rows(none, no_ids, 0, 4, o);
+      t->scatter_add_rows(none, no_ids, 0, 4, o);
+      t->cross_entropy(none, no_ids, 0, 5, -100, 0.1f, o, o, o);
+      t->cross_entropy_backward(none, no_ids, 0, 5, -100, 0.1f, o, o);
+      t->max_axis(none, 0, 3, 1, o, nullptr);
+      CHECK(out == untouched);
+
+      // Outputs that do exist: sums over nothing are 0; layer norm over zero
+      // rows leaves its parameters' gradients 0.
+      t->sum_axis(none, 2, 0, 1, o);
+      t->sum_axis(none, 1, 0, 3, o + 2);
+      check_same(std::vector<float>(out.begin(), out.begin() + 5), {0, 0, 0, 0, 0}, 0, 0);
+      std::fill(out.begin(), out.end(), 0.0f);
+      t->sum_to(none, shape_rows0, 2, o, to_cols);
+      t->sum_to(none, shape_cols0, 2, o, to_rows);
+      CHECK(out == std::vector<float>(8, 0.0f));
+      std::vector<float> dalpha(4, 42.0f), dbias(4, 42.0f);
+      t->layer_norm_backward(none, none, none, none, none, 0, 4, 1e-6f, o, dalpha.data(), dbias.data());
+      check_same(dalpha, {0, 0, 0, 0}, 0, 0);
+      check_same(dbias, {0, 0, 0, 0}, 0, 0);
+      // Rows of zero classes: an ignored row counts 0, another has no target.
+      const int32_t targets[] = {-100, 0};
+      std::vector<float> loss(2), counted(2);
+      t->cross_entropy(none, targets, 2, 0, -100, 0.1f, loss.data(), counted.data(), o);
+      CHECK(loss[0] == 0.0f);
+      CHECK(std::isnan(loss[1]));
+      check_same(counted, {0, 1}, 0, 0);
+    }
+  });
+}
+
+#ifdef SF_SIMD_WIDTH  // set by the per-level builds (Makefile)
+TEST_CASE("kernels: built for the expected SIMD level") { CHECK(simd::Vec::width == SF_SIMD_WIDTH); }
+#endif

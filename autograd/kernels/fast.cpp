@@ -183,12 +183,12 @@ float row_sum(const float* x, int64_t n) {
   return total;
 }
 
+// NaN if the row holds one (simd.h's max lets NaN through), as the reference.
 float row_max(const float* x, int64_t n) {
   int64_t i;
-  float best = reduce(n, Vec::set1(-INFINITY), [&](int64_t j) { return Vec::load(x + j); },
-                      [](Vec a, Vec b) { return max(a, b); }, i)
-                   .max();
-  for (; i < n; ++i) best = std::max(best, x[i]);
+  float best = simd::reduce_max(reduce(n, Vec::set1(-INFINITY), [&](int64_t j) { return Vec::load(x + j); },
+                                       [](Vec a, Vec b) { return max(a, b); }, i));
+  for (; i < n; ++i) best = simd::max(best, x[i]);
   return best;
 }
 
@@ -498,7 +498,7 @@ void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, ui
     const float k = scale;
     const float* xb = x + b;
     float* yb = y + b;
-    for (uint32_t j = 0; j < count; ++j) yb[j] = xb[j] * (dropout_keeps(s, first + j, t) ? k : 0.0f);
+    for (uint32_t j = 0; j < count; ++j) yb[j] = dropout_keeps(s, first + j, t) ? xb[j] * k : xb[j] - xb[j];
   });
 }
 

@@ -16,7 +16,10 @@
 // Tests compare the fast host table, and every other device's table, against
 // the scalar one (tests/test_kernels.cpp, tests/test_backend.cpp).
 //
-// All arrays are contiguous row-major float32 (or int32 where named).
+// All arrays are contiguous row-major float32 (or int32 where named). Edge
+// values behave as in PyTorch, on every table: NaN propagates (through max,
+// relu and exp too), e^x overflows to inf and underflows to 0 as std::exp, and
+// every size may be 0 (nothing is read or written) unless a kernel says not.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -132,7 +135,8 @@ struct KernelTable {
 
   // x viewed as [outer, n, inner], reduced over n into out [outer, inner].
   void (*sum_axis)(Ptr<const float> x, int64_t outer, int64_t n, int64_t inner, Ptr<float> out);
-  // Max over n; `arg` (int32, may be null) receives the index of the first maximum.
+  // Max over n >= 1; `arg` (int32, may be null) receives the index of the first
+  // maximum. A NaN is the maximum (its first index in arg), as in torch.max.
   void (*max_axis)(Ptr<const float> x, int64_t outer, int64_t n, int64_t inner, Ptr<float> out,
                    Ptr<int32_t> arg);
 
@@ -172,7 +176,8 @@ struct KernelTable {
   // dx = y > 0 ? dy : 0, from relu's output y.
   void (*relu_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t n);
 
-  // y = x / (1 - p) where dropout_keeps(seed, i, threshold), else 0.
+  // y = x * scale (scale = 1 / (1 - p)) where dropout_keeps(seed, i, threshold),
+  // else +0, or NaN where x is NaN or infinite (as PyTorch's x * mask).
   void (*dropout)(Ptr<const float> x, Ptr<float> y, int64_t n, float scale, uint32_t seed,
                   uint32_t threshold);
 

@@ -97,7 +97,7 @@ void unary(Unary op, const float* x, float* y, int64_t n, float s) {
       case Unary::Exp: y[i] = std::exp(v); break;
       case Unary::Log: y[i] = std::log(v); break;
       case Unary::Sqrt: y[i] = std::sqrt(v); break;
-      case Unary::Relu: y[i] = v > 0.0f ? v : 0.0f; break;
+      case Unary::Relu: y[i] = v > 0.0f || std::isnan(v) ? v : 0.0f; break;  // NaN stays, as torch.relu
       case Unary::Tanh: y[i] = std::tanh(v); break;
       case Unary::Sigmoid: y[i] = 1.0f / (1.0f + std::exp(-v)); break;
       case Unary::AddScalar: y[i] = v + s; break;
@@ -125,19 +125,27 @@ void sum_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* ou
     }
 }
 
+// A NaN wins over every number (the first NaN, if several), as torch.max.
+bool beats(float candidate, float best) {
+  return candidate > best || (std::isnan(candidate) && !std::isnan(best));
+}
+
 void max_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* out, int32_t* arg) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < inner; ++j) {
       int64_t best = 0;
       for (int64_t i = 1; i < n; ++i)
-        if (x[(o * n + i) * inner + j] > x[(o * n + best) * inner + j]) best = i;
+        if (beats(x[(o * n + i) * inner + j], x[(o * n + best) * inner + j])) best = i;
       out[o * inner + j] = x[(o * n + best) * inner + j];
       if (arg) arg[o * inner + j] = static_cast<int32_t>(best);
     }
 }
 
-// Subtracting the row max keeps exp() from overflowing on large logits.
+// Subtracting the row max keeps exp() from overflowing on large logits. A NaN
+// anywhere in a row makes the whole row NaN (through x - max or the sum), as in
+// PyTorch; so does +inf (inf - inf), and so does a row of -inf only.
 void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
+  if (cols == 0) return;  // (max_element would read past an empty row)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
@@ -150,6 +158,7 @@ void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
 
 // log_softmax(x) = x - max - log(sum(exp(x - max))).
 void log_softmax(const float* x, float* y, int64_t rows, int64_t cols) {
+  if (cols == 0) return;
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     float mx = *std::max_element(xr, xr + cols);
@@ -339,9 +348,11 @@ void relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
+// A dropped element is x - x: +0 (as the OpenCL kernel, bit for bit), but NaN
+// where x is NaN or infinite, as PyTorch's x * mask.
 void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
   for (int64_t i = 0; i < n; ++i)
-    y[i] = dropout_keeps(seed, static_cast<uint32_t>(i), threshold) ? x[i] * scale : 0.0f;
+    y[i] = dropout_keeps(seed, static_cast<uint32_t>(i), threshold) ? x[i] * scale : x[i] - x[i];
 }
 
 double dot(const float* a, const float* b, int64_t n) {

@@ -19,6 +19,13 @@
 
 namespace sf::kernels::simd {
 
+// max and min, on floats and on every Vec below, let a NaN in either operand
+// through, as torch.maximum and torch.minimum do. (The x86 instructions return
+// their second operand when either is NaN, so a NaN would vanish or not
+// depending on operand order; std::max likewise.)
+inline float max(float a, float b) { return a > b || a != a ? a : b; }
+inline float min(float a, float b) { return a < b || a != a ? a : b; }
+
 #if defined(__AVX512F__)
 struct Vec {
   static constexpr int width = 16;
@@ -31,13 +38,13 @@ struct Vec {
   friend Vec operator*(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
   friend Vec operator/(Vec a, Vec b) { return {_mm512_div_ps(a.v, b.v)}; }
   friend Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
-  friend Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
-  friend Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
+  // The instructions return b where either lane is NaN; a's NaN lanes are put back.
+  friend Vec max(Vec a, Vec b) { return {_mm512_mask_mov_ps(_mm512_max_ps(a.v, b.v), nan_lanes(a), a.v)}; }
+  friend Vec min(Vec a, Vec b) { return {_mm512_mask_mov_ps(_mm512_min_ps(a.v, b.v), nan_lanes(a), a.v)}; }
+  static __mmask16 nan_lanes(Vec a) { return _mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q); }
   friend Vec round(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT)}; }
   friend Vec sqrt(Vec a) { return {_mm512_sqrt_ps(a.v)}; }
-  // a * 2^floor(n), saturating to 0 or infinity outside float's range.
-  friend Vec scalef(Vec a, Vec n) { return {_mm512_scalef_ps(a.v, n.v)}; }
-  // 2^n for integral-valued n, built in the exponent bits.
+  // 2^n for integral-valued n in [-126, 127], built in the exponent bits.
   friend Vec exp2_int(Vec n) {
     __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n.v),
                                                       _mm512_set1_epi32(127)), 23);
@@ -48,7 +55,6 @@ struct Vec {
     return {_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a.v, _mm512_setzero_ps(), _CMP_GT_OQ), b.v)};
   }
   float sum() const { return _mm512_reduce_add_ps(v); }
-  float max() const { return _mm512_reduce_max_ps(v); }
 };
 #elif defined(__AVX2__) && defined(__FMA__)
 struct Vec {
@@ -62,8 +68,10 @@ struct Vec {
   friend Vec operator*(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
   friend Vec operator/(Vec a, Vec b) { return {_mm256_div_ps(a.v, b.v)}; }
   friend Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
-  friend Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
-  friend Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
+  // As above: b where either lane is NaN, then a's NaN lanes put back.
+  friend Vec max(Vec a, Vec b) { return {_mm256_blendv_ps(_mm256_max_ps(a.v, b.v), a.v, nan_lanes(a))}; }
+  friend Vec min(Vec a, Vec b) { return {_mm256_blendv_ps(_mm256_min_ps(a.v, b.v), a.v, nan_lanes(a))}; }
+  static __m256 nan_lanes(Vec a) { return _mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q); }
   friend Vec round(Vec a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
   friend Vec sqrt(Vec a) { return {_mm256_sqrt_ps(a.v)}; }
   friend Vec exp2_int(Vec n) {
@@ -80,12 +88,6 @@ struct Vec {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
-  float max() const {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-  }
 };
 #else
 struct Vec {
@@ -99,21 +101,36 @@ struct Vec {
   friend Vec operator*(Vec a, Vec b) { return {a.v * b.v}; }
   friend Vec operator/(Vec a, Vec b) { return {a.v / b.v}; }
   friend Vec fma(Vec a, Vec b, Vec c) { return {a.v * b.v + c.v}; }
-  friend Vec max(Vec a, Vec b) { return {a.v > b.v ? a.v : b.v}; }
-  friend Vec min(Vec a, Vec b) { return {a.v < b.v ? a.v : b.v}; }
+  friend Vec max(Vec a, Vec b) { return {simd::max(a.v, b.v)}; }
+  friend Vec min(Vec a, Vec b) { return {simd::min(a.v, b.v)}; }
   friend Vec round(Vec a) { return {std::nearbyint(a.v)}; }
   friend Vec sqrt(Vec a) { return {std::sqrt(a.v)}; }
-  friend Vec exp2_int(Vec n) { return {std::ldexp(1.0f, static_cast<int>(n.v))}; }
+  friend Vec exp2_int(Vec n) { return {std::exp2(n.v)}; }  // exact; NaN stays NaN
   friend Vec select_positive(Vec a, Vec b) { return {a.v > 0.0f ? b.v : 0.0f}; }
   float sum() const { return v; }
-  float max() const { return v; }
 };
 #endif
 
-// e^x to about 2 ulp: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6
-// polynomial (Taylor coefficients), times 2^n.
-inline Vec exp_reduced(Vec x, Vec& n) {
-  n = round(x * Vec::set1(1.44269504f));
+// The largest lane; NaN if any lane is NaN. (Once per row: a plain loop.)
+inline float reduce_max(Vec v) {
+  float lanes[Vec::width];
+  v.store(lanes);
+  float best = lanes[0];
+  for (int i = 1; i < Vec::width; ++i) best = max(best, lanes[i]);
+  return best;
+}
+
+// e^x to about 2 ulp, with std::exp's edge values: NaN stays NaN, +inf and
+// x above ~88.72 give +inf, -inf and x below ~-103.97 give 0, and results
+// between are subnormal floats as they should be. x = n ln2 + r with
+// |r| <= ln2/2, e^r by a degree-6 polynomial (Taylor coefficients), times 2^n.
+// x is first clamped to [-120, 120] (NaN passes: see max and min), beyond
+// which e^x is 0 or infinity in float anyway, so |n| <= 174; 2^n is applied as
+// two factors 2^n1 2^n2 that are each a normal float, and only the last
+// multiply rounds, to infinity, a subnormal or 0 as the exact value would.
+inline Vec exp(Vec x) {
+  x = min(max(x, Vec::set1(-120.0f)), Vec::set1(120.0f));
+  Vec n = round(x * Vec::set1(1.44269504f));
   // ln2 split in two so n * ln2_hi is exact.
   Vec r = fma(n, Vec::set1(-0.693145752f), x);
   r = fma(n, Vec::set1(-1.42860677e-6f), r);
@@ -123,27 +140,9 @@ inline Vec exp_reduced(Vec x, Vec& n) {
   p = fma(p, r, Vec::set1(1.0f / 6));
   p = fma(p, r, Vec::set1(0.5f));
   p = fma(p, r, Vec::set1(1.0f));
-  return fma(p, r, Vec::set1(1.0f));
+  p = fma(p, r, Vec::set1(1.0f));
+  Vec n1 = round(n * Vec::set1(0.5f));
+  return p * exp2_int(n1) * exp2_int(n - n1);
 }
-
-#if defined(__AVX512F__)
-// scalef applies 2^n over the whole range: e^x underflows to exactly 0 (so
-// masked attention weights are exactly 0, as with std::exp) and overflows to
-// infinity, with no clamping.
-inline Vec exp(Vec x) {
-  Vec n;
-  Vec p = exp_reduced(x, n);
-  return scalef(p, n);
-}
-#else
-// 2^n is built in the exponent bits, valid for normal floats: inputs are
-// clamped to [-87.3, 88.3], and below -87.3 the result is forced to exactly 0.
-inline Vec exp(Vec x_in) {
-  Vec x = min(max(x_in, Vec::set1(-87.3f)), Vec::set1(88.3f));
-  Vec n;
-  Vec p = exp_reduced(x, n);
-  return select_positive(x_in + Vec::set1(87.3f), p * exp2_int(n));
-}
-#endif
 
 }  // namespace sf::kernels::simd
