@@ -204,10 +204,15 @@ TEST_CASE("optim: schedules: noam, cosine after a linear warmup, constant") {
 
 TEST_CASE("optim: gradient accumulation steps every k batches and at the epoch's end") {
   GradAccumulation acc(3);
-  CHECK(acc.loss_scale() == Approx(1.0f / 3));
   std::vector<bool> due;
-  for (int b = 0; b < 7; ++b) due.push_back(acc.step_due(b == 6));
-  CHECK(due == std::vector<bool>{false, false, true, false, false, true, true});
+  std::vector<float> scales;
+  for (int b = 0; b < 8; ++b) {  // 8 batches: steps of 3, 3 and 2
+    scales.push_back(acc.loss_scale(8 - b));
+    due.push_back(acc.step_due(b == 7));
+  }
+  CHECK(due == std::vector<bool>{false, false, true, false, false, true, false, true});
+  // The last step's two batches are each half of it: a mean, as large as the others.
+  CHECK(scales == std::vector<float>{1.0f / 3, 1.0f / 3, 1.0f / 3, 1.0f / 3, 1.0f / 3, 1.0f / 3, 0.5f, 0.5f});
   CHECK_THROWS_AS(GradAccumulation(0), Error);
 }
 
@@ -233,7 +238,7 @@ TEST_CASE("optim: 4 accumulated micro-batches of 2 sentences equal one batch of 
   for (size_t m = 0; m < 4; ++m) {
     auto pick = [&](const auto& rows) { return std::vector{rows[2 * m], rows[2 * m + 1]}; };
     Tensor loss = testing::batch_loss(*split, testing::make_batch(pick(sources), pick(targets), 7));
-    (loss * accumulation.loss_scale()).backward();
+    (loss * accumulation.loss_scale(/*batches_left=*/4 - static_cast<int64_t>(m))).backward();
     CHECK(accumulation.step_due(false) == (m == 3));
   }
   NamedTensors a = whole->named_parameters(), b = split->named_parameters();

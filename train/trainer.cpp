@@ -189,16 +189,16 @@ void Trainer::restore() {
                static_cast<long long>(state_.batches_in_epoch), static_cast<long long>(state_.global_step));
 }
 
-float Trainer::train_batch(const data::Batch& batch, bool last_of_epoch) {
+float Trainer::train_batch(const data::Batch& batch, int64_t batches_left) {
   Tensor memory = model_->encode(batch.encoder_input, batch.encoder_mask);
   Tensor features = model_->decode(memory, batch.encoder_mask, batch.decoder_input, batch.decoder_mask);
   Tensor loss = translation_loss(*model_, features, batch.label, config_.label_smoothing);
-  (loss * accumulation_.loss_scale()).backward();
+  (loss * accumulation_.loss_scale(batches_left)).backward();
   float batch_loss = loss.item();
   pending_loss_ += batch_loss;
   pending_batches_ += 1;
   pending_tokens_ += batch.label_tokens;
-  if (accumulation_.step_due(last_of_epoch)) {
+  if (accumulation_.step_due(/*last_batch_of_epoch=*/batches_left == 1)) {
     float norm = config_.clip_grad_norm ? optim::clip_grad_norm(optimizer_->params(), *config_.clip_grad_norm)
                                         : optim::grad_norm(optimizer_->params());
     float mean_loss = static_cast<float>(pending_loss_ / pending_batches_);
@@ -369,9 +369,10 @@ int Trainer::run() {
     double loss_sum = 0;
     int64_t epoch_tokens = 0;
     while (!batches.done()) {
+      int64_t batches_left = batches.size() - batches.position();
       data::Batch batch = batches.next();
       bool last = batches.done();
-      float loss = train_batch(batch, last);
+      float loss = train_batch(batch, batches_left);
       loss_sum += loss;
       state_.batch = batches.position();
       epoch_tokens += batch.label_tokens;

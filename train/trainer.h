@@ -48,8 +48,9 @@ class Trainer {
   void build_model_and_optimizer();
   void restore();
   // One batch: forward, loss, backward; an optimizer step when one is due.
-  // Returns the batch's (unscaled) loss.
-  float train_batch(const data::Batch& batch, bool last_of_epoch);
+  // `batches_left`: in the epoch, this one included. Returns the batch's
+  // (unscaled) loss.
+  float train_batch(const data::Batch& batch, int64_t batches_left);
   void end_of_epoch(int64_t epoch);
   void write_epoch_report(const ValidationResult& v);
   void skip_nonfinite_step(float loss, float grad_norm);
