@@ -20,4 +20,15 @@ template <class... Parts>
   throw Error(out.str());
 }
 
+// A library exception's message without its "[json.exception.type_error.302] "
+// style tag: what a user can read.
+inline std::string plain_message(const std::exception& e) {
+  std::string what = e.what();
+  if (what.starts_with('[')) {
+    size_t end = what.find("] ");
+    if (end != std::string::npos) what.erase(0, end + 2);
+  }
+  return what;
+}
+
 }  // namespace sf

@@ -112,7 +112,7 @@ Header read_header(std::ifstream& in, const std::string& path) {
   try {
     json = Json::parse(text);
   } catch (const Json::parse_error& e) {
-    fail(path, ": the header is not valid JSON: ", e.what());
+    fail(path, ": the header is not valid JSON: ", plain_message(e));
   }
   if (!json.is_object()) fail(path, ": the header is not a JSON object");
 

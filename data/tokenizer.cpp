@@ -79,10 +79,12 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& json, const std::string& so
   }
   return Tokenizer(std::move(tokens));
 } catch (const nlohmann::json::exception& e) {
-  fail(source, ": not a WordLevel tokenizer: ", e.what());
+  fail(source, ": not a WordLevel tokenizer: ", plain_message(e));
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, ": is a folder, not a tokenizer file");
   std::ifstream in(path);
   if (!in) fail(path, ": cannot open tokenizer file");
   nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);

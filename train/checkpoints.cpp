@@ -98,6 +98,8 @@ static std::string file_digest(const std::string& path) {
 }
 
 static std::optional<json> read_json(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return std::nullopt;
   std::ifstream in(path);
   if (!in) return std::nullopt;
   json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -130,6 +132,8 @@ std::string CheckpointFiles::problem() const {
 }
 
 TrainingState CheckpointFiles::load_state() const {
+  std::error_code ec;
+  if (fs::is_directory(state, ec)) fail(state, ": is a folder, not a training state file");
   std::ifstream in(state);
   if (!in) fail(state, ": cannot open the training state");
   json j = json::parse(in, nullptr, /*allow_exceptions=*/false);

@@ -62,10 +62,13 @@ Trainer::Trainer(Config config)
 
 Trainer::~Trainer() = default;
 
-// Every folder the run writes to, before an epoch of work depends on it.
+// What the run needs, checked before any data is read or written: memory for
+// the model, and every folder it writes to.
 void Trainer::check_outputs() {
   if (config_.preload && *config_.preload != "latest" && !fs::is_regular_file(*config_.preload))
     fail(config_.source, ": key 'preload': ", *config_.preload, ": no such file");
+  // The vocabularies are not known yet: without them, a lower bound.
+  check_fits_in_memory(training_bytes(model_config(0, 0), config_.batch_size), "training this model", config_.source);
   check_writable_folder(config_.model_folder, config_.source, "model_folder");
   check_writable_folder(config_.experiment_name, config_.source, "experiment_name");
   for (const std::string& lang : {config_.lang_src, config_.lang_tgt}) {
@@ -115,16 +118,21 @@ void Trainer::prepare_data() {
   valid_set_ = std::make_unique<data::BatchedDataset>(std::move(valid), batching);
 }
 
-void Trainer::build_model_and_optimizer() {
+nn::TransformerConfig Trainer::model_config(int64_t src_vocab_size, int64_t tgt_vocab_size) const {
   nn::TransformerConfig mc;
-  mc.src_vocab_size = src_tokenizer_->vocab_size();
-  mc.tgt_vocab_size = tgt_tokenizer_->vocab_size();
+  mc.src_vocab_size = src_vocab_size;
+  mc.tgt_vocab_size = tgt_vocab_size;
   mc.src_seq_len = mc.tgt_seq_len = config_.seq_len;
   mc.d_model = config_.d_model;
   mc.N = config_.N;
   mc.h = config_.h;
   mc.d_ff = config_.d_ff;
   mc.dropout = config_.dropout;
+  return mc;
+}
+
+void Trainer::build_model_and_optimizer() {
+  nn::TransformerConfig mc = model_config(src_tokenizer_->vocab_size(), tgt_tokenizer_->vocab_size());
   check_fits_in_memory(training_bytes(mc, config_.batch_size), "training this model", config_.source);
   Rng init(static_cast<uint64_t>(config_.seed));
   model_ = nn::build_transformer(mc, init);
@@ -358,6 +366,10 @@ int Trainer::run() {
   if (resumed_) {
     epoch = state_.epoch_complete() ? state_.epoch + 1 : state_.epoch;
     first_batch = state_.epoch_complete() ? 0 : state_.batch;
+    if (epoch >= config_.num_epochs)
+      std::fprintf(stderr, "nothing to train: the checkpoint has %lld epochs, num_epochs is %lld\n",
+                   static_cast<long long>(state_.epoch_complete() ? state_.epoch + 1 : state_.epoch),
+                   static_cast<long long>(config_.num_epochs));
   }
   for (; epoch < config_.num_epochs; ++epoch, first_batch = 0) {
     model_->train();

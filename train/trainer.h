@@ -43,6 +43,7 @@ class Trainer {
   ValidationResult validate();
 
  private:
+  nn::TransformerConfig model_config(int64_t src_vocab_size, int64_t tgt_vocab_size) const;
   void check_outputs();
   void prepare_data();
   void build_model_and_optimizer();
