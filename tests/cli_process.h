@@ -48,11 +48,12 @@ inline pid_t spawn(const std::vector<std::string>& args, const fs::path& log,
   return pid;
 }
 
-// The exit code, or 128 + the signal that ended the process.
+// The exit code of a process that exited, or minus the signal that ended it
+// (a shell's 128 + signal would not tell SIGINT from exit code 130).
 inline int wait_exit(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
 inline int run(const std::vector<std::string>& args, const fs::path& log,

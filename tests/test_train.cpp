@@ -3,67 +3,19 @@
 // a second signal and SIGKILL, the logged learning rate, and the command's
 // errors.
 #include <doctest/doctest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "autograd/engine.h"
+#include "cli_process.h"
 #include "nn/checkpoint.h"
-#include "train_helpers.h"
 
 using namespace sf;
 using namespace sf::train;
 using namespace sf::testing;
 namespace fs = std::filesystem;
-
-namespace {
-
-std::string binary() { return fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string(); }
-
-// Starts the command with `args` in the background, output to `log`.
-pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    FILE* out = std::fopen(log.c_str(), "w");
-    dup2(fileno(out), STDOUT_FILENO);
-    dup2(fileno(out), STDERR_FILENO);
-    std::vector<char*> argv;
-    std::string bin = binary();
-    argv.push_back(bin.data());
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(bin.c_str(), argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// The exit code of a process that exited, or minus the signal that ended it
-// (a shell's 128 + signal would not tell SIGINT from exit code 130).
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-}
-
-int run(const std::vector<std::string>& args, const fs::path& log) { return wait_exit(spawn(args, log)); }
-
-// Waits until `path` has at least `lines` lines (or the process ended).
-void wait_for_lines(const fs::path& path, size_t lines, pid_t pid) {
-  for (int i = 0; i < 6000; ++i) {
-    std::string text = read_file(path);
-    if (static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) >= lines) return;
-    if (waitpid(pid, nullptr, WNOHANG) != 0) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
-}  // namespace
 
 TEST_CASE("train: the reverse task reaches 90% exact match with a tiny model") {
   CHECK(train_toy_task(R"("data": {"task": "reverse", "size": 6000}, "lang_src": "words",
@@ -362,7 +314,7 @@ TEST_CASE("score: prints the unsmoothed teacher-forced NLL and the target length
     expect.push_back(nll);
   }
   std::ofstream(dir.path / "pairs.tsv") << "ka lo\tka lo\nmi\tlo ka mi\n";
-  std::string command = "cd '" + dir.path.string() + "' && '" + binary() + "' score --config config.json < pairs.tsv";
+  std::string command = "cd '" + dir.path.string() + "' && '" + scratchformer_binary() + "' score --config config.json < pairs.tsv";
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe);
   char buffer[256];
