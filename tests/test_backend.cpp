@@ -73,6 +73,14 @@ std::vector<float> random_floats(int64_t n, uint32_t seed, float low = -2.0f, fl
   return v;
 }
 
+// `v` with NaN, +inf and -inf in a few places: kernels must treat them as the
+// reference does (NaN propagates, as in PyTorch).
+std::vector<float> with_edge_values(std::vector<float> v) {
+  const float edges[] = {NAN, INFINITY, -INFINITY};
+  for (size_t i = 3; i < v.size(); i += 11) v[i] = edges[(i / 11) % 3];
+  return v;
+}
+
 // Small integers, so comparisons see equal values and maxima see ties.
 std::vector<float> random_small_ints(int64_t n, uint32_t seed, int high = 3) {
   std::mt19937 gen(seed);
@@ -114,7 +122,7 @@ double check_close(const std::vector<float>& got, const std::vector<float>& want
   REQUIRE(got.size() == want.size());
   double worst = 0.0;
   for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+    if ((std::isnan(want[i]) && std::isnan(got[i])) || got[i] == want[i]) continue;  // NaN, or the same infinity
     double error = std::fabs(double(got[i]) - want[i]) / std::max(1.0, std::fabs(double(want[i])));
     if (!(error <= tol)) {
       FAIL_CHECK("element ", i, ": opencl ", got[i], " vs scalar ", want[i]);
@@ -125,12 +133,13 @@ double check_close(const std::vector<float>& got, const std::vector<float>& want
   return worst;
 }
 
-// Bit for bit, for results that involve no rounding differences.
+// Bit for bit, for results that involve no rounding differences (any NaN
+// matches any NaN: their payloads are not specified).
 template <class T>
 void check_equal(const std::vector<T>& got, const std::vector<T>& want) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < want.size(); ++i)
-    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0 && !(std::isnan(double(got[i])) && std::isnan(double(want[i])))) {
       FAIL_CHECK("element ", i, ": opencl ", got[i], " vs scalar ", want[i]);
       return;
     }
@@ -280,7 +289,7 @@ TEST_CASE("opencl: unary, every op") {
   for (int64_t n : kSizes) {
     // Positive inputs for log, sqrt and pow.
     std::vector<float> x = random_floats(n, 21, 0.1f, 3.0f), y(n);
-    std::vector<float> signed_x = random_floats(n, 22);
+    std::vector<float> signed_x = with_edge_values(random_floats(n, 22));
     for (int u = 0; u <= static_cast<int>(Unary::RDivScalar); ++u) {
       auto op = static_cast<Unary>(u);
       CAPTURE(u);
@@ -314,7 +323,7 @@ TEST_CASE("opencl: sum_to, sum_axis and max_axis") {
         CAPTURE(outer);
         CAPTURE(n);
         CAPTURE(inner);
-        std::vector<float> x = random_small_ints(outer * n * inner, 33), out(outer * inner);
+        std::vector<float> x = with_edge_values(random_small_ints(outer * n * inner, 33)), out(outer * inner);
         std::vector<int32_t> arg(outer * inner);
         DeviceArray<float> dx(x), dout(out);
         DeviceArray<int32_t> darg(arg);
@@ -420,7 +429,8 @@ TEST_CASE("opencl: bias_relu, relu_backward and dropout (bit-exact masks)") {
   for (int64_t rows : {1, 7, 65})
     for (int64_t cols : {1, 17, 129}) {
       int64_t n = rows * cols;
-      std::vector<float> x = random_floats(n, 71), bias = random_floats(cols, 72), dy = random_floats(n, 73), y(n),
+      std::vector<float> x = with_edge_values(random_floats(n, 71)), bias = random_floats(cols, 72),
+                         dy = random_floats(n, 73), y(n),
                          dx(n);
       DeviceArray<float> dxin(x), db(bias), ddy(dy), dout(y), dgrad(dx);
       S.bias_relu(x.data(), bias.data(), rows, cols, y.data());

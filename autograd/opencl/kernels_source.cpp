@@ -267,7 +267,7 @@ __kernel void unary(int op, __global const float* x, long x_off, __global float*
     case 1: r = exp(v); break;
     case 2: r = log(v); break;
     case 3: r = sqrt(v); break;
-    case 4: r = select((float16)(0.0f), v, v > 0.0f); break;
+    case 4: r = select((float16)(0.0f), v, (v > 0.0f) | isnan(v)); break;  // NaN stays, as torch.relu
     case 5: r = tanh(v); break;
     case 6: r = 1.0f / (1.0f + exp(-v)); break;
     case 7: r = v + s; break;
@@ -279,7 +279,7 @@ __kernel void unary(int op, __global const float* x, long x_off, __global float*
   store16(r, y + y_off + i, 1, 0, count);
 }
 
-// y = max(x + bias[column], 0) over [rows, cols], in row pieces.
+// y = relu(x + bias[column]) over [rows, cols], in row pieces.
 __kernel void bias_relu(__global const float* x, long x_off, __global const float* bias, long bias_off,
                         int rows, int cols, __global float* y, long y_off) {
   int row, first, end;
@@ -287,8 +287,10 @@ __kernel void bias_relu(__global const float* x, long x_off, __global const floa
   x += x_off + (long)row * cols;
   y += y_off + (long)row * cols;
   bias += bias_off;
-  for (int c = first; c < end; c += 16)
-    store16(fmax(load16(x, 1, c, cols, 0.0f) + load16(bias, 1, c, cols, 0.0f), 0.0f), y, 1, c, cols);
+  for (int c = first; c < end; c += 16) {
+    float16 v = load16(x, 1, c, cols, 0.0f) + load16(bias, 1, c, cols, 0.0f);
+    store16(select((float16)(0.0f), v, (v > 0.0f) | isnan(v)), y, 1, c, cols);  // NaN stays
+  }
 }
 
 // dx = y > 0 ? dy : 0.
@@ -301,7 +303,8 @@ __kernel void relu_backward(__global const float* y, long y_off, __global const 
   store16(select((float16)(0.0f), g, v > 0.0f), dx + dx_off + i, 1, 0, count);
 }
 
-// y = keep ? x * scale : 0, keep = lowbias32(i * 0x9E3779B1 + seed) >= threshold:
+// y = keep ? x * scale : x - x (0, or NaN where x is NaN or infinite, as the
+// reference), keep = lowbias32(i * 0x9E3779B1 + seed) >= threshold:
 // the same hash as kernels::dropout_keeps, so the CPU and OpenCL masks agree.
 __kernel void dropout(__global const float* x, long x_off, __global float* y, long y_off, long n,
                       float scale, uint seed, uint threshold) {
@@ -315,7 +318,7 @@ __kernel void dropout(__global const float* x, long x_off, __global float* y, lo
   h *= 0x846ca68bu;
   h ^= h >> 16;
   float16 v = load16(x + x_off + i, 1, 0, count, 0.0f);
-  store16(select((float16)(0.0f), v * scale, h >= threshold), y + y_off + i, 1, 0, count);
+  store16(select(v - v, v * scale, h >= threshold), y + y_off + i, 1, 0, count);
 }
 
 // Partial sums of a . b: item g of `items` adds a[i] b[i] for i = g, g + items,
@@ -398,9 +401,10 @@ __kernel void max_axis(__global const float* x, long x_off, long outer, long n, 
   if (e >= outer * inner) return;
   long o = e / inner, j = e % inner;
   x += x_off + o * n * inner + j;
+  // The first maximum, or the first NaN (which is the maximum, as in PyTorch).
   long best = 0;
-  for (long i = 1; i < n; ++i)
-    if (x[i * inner] > x[best * inner]) best = i;
+  for (long i = 1; i < n && !isnan(x[best * inner]); ++i)
+    if (!(x[i * inner] <= x[best * inner])) best = i;
   out[out_off + e] = x[best * inner];
   if (has_arg) arg[arg_off + e] = (int)best;
 }
