@@ -121,7 +121,7 @@ TEST_CASE("checkpoints: SIGKILL at any moment of saving a new epoch leaves a che
   TempDir base;  // epoch 00 complete: the straight run's first epoch
   REQUIRE(run({"train", "--config", write_config(base.path, runs.body), "--set", "num_epochs=1"}, base.path / "log") == 0);
   REQUIRE(weights_of(base.path, "00") == weights_of(runs.straight.path, "00"));
-  kill_trials(runs, base.path, 12, {weights_of(base.path, "00"), weights_of(runs.straight.path, "01")});
+  kill_trials(runs, base.path, 10, {weights_of(base.path, "00"), weights_of(runs.straight.path, "01")});
 }
 
 TEST_CASE("checkpoints: SIGKILL while a stopped epoch's checkpoint is replaced keeps the old one loadable") {
@@ -136,7 +136,7 @@ TEST_CASE("checkpoints: SIGKILL while a stopped epoch's checkpoint is replaced k
   CheckpointStore store((base.path / "weights").string(), "tmodel_", 0);
   REQUIRE(store.latest_epoch() == 1);
   REQUIRE_FALSE(store.load_state("01").epoch_complete());
-  kill_trials(runs, base.path, 12, {weights_of(base.path, "01"), weights_of(runs.straight.path, "01")});
+  kill_trials(runs, base.path, 10, {weights_of(base.path, "01"), weights_of(runs.straight.path, "01")});
 }
 
 TEST_CASE("checkpoints: a full disk while saving leaves the previous checkpoint intact, with one clear error") {
