@@ -1,9 +1,9 @@
 #include "checkpoint.h"
 
-#include <charconv>
 #include <filesystem>
 
 #include "autograd/error.h"
+#include "autograd/parse_int.h"
 
 namespace sf::nn {
 
@@ -28,11 +28,10 @@ static int64_t metadata_int(const safetensors::Metadata& m, const std::string& k
   auto it = m.find(key);
   if (it == m.end()) fail(path, ": __metadata__ has no '", key, "'");
   const std::string& text = it->second;
-  int64_t value = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value <= 0)
+  std::optional<int64_t> value = parse_int64(text);
+  if (!value || *value <= 0)
     fail(path, ": __metadata__ '", key, "' is \"", text, "\", not a positive integer");
-  return value;
+  return *value;
 }
 
 TransformerConfig config_from_metadata(const safetensors::Metadata& m, const std::string& path) {

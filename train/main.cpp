@@ -1,7 +1,6 @@
 // The scratchformer command (SPEC §3): train, translate, eval, score.
 // Bad usage, config or input: one line "scratchformer: error: ..." and exit 2;
 // an internal error exits 1; an interrupted training run exits 130 after saving.
-#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "autograd/error.h"
+#include "autograd/parse_int.h"
 #include "autograd/kernels/thread_pool.h"
 #include "data/corpus.h"
 #include "data/unicode.h"
@@ -112,12 +112,11 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
       else if (arg == "--data") a.data = value;
       else if (arg == "--attention") a.attention = value;
       else if (arg == "--beam") {
-        int64_t beam = 0;
-        auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), beam);
-        if (error != std::errc() || end != value.data() + value.size() || beam < 1 || beam > kMaxBeam)
+        std::optional<int64_t> beam = parse_int64(value);
+        if (!beam || *beam < 1 || *beam > kMaxBeam)
           throw UsageError(command + ": --beam needs an integer in [1, " + std::to_string(kMaxBeam) + "], got '" +
                            value + "'");
-        a.beam = beam;
+        a.beam = *beam;
       }
       continue;
     }
