@@ -1,10 +1,10 @@
-// Multi-head scaled dot-product attention (Vaswani et al. 2017, §3.2.1-§3.2.2):
+// Multi-head scaled dot-product attention (SPEC §7):
 //   Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k), masked) V
 // for h heads of d_k = d_model / h features each, with projections w_q, w_k,
 // w_v in and w_o out.
 //
 // Masks are int32 and mean KEEP: 1 where a query may attend to a key, 0 where
-// it may not (see masks.h), or undefined for none.
+// it may not (as the seed builds them; see masks.h), or undefined for none.
 // They broadcast against the scores [B, h, queries, keys]; hidden scores are
 // set to -1e9 before the softmax, so hidden keys get weight exactly 0.
 #pragma once

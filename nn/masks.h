@@ -1,4 +1,4 @@
-// Attention masks: int32, 1 = the key may be attended
+// Attention masks as the seed builds them: int32, 1 = the key may be attended
 // to (keep), 0 = hidden. They broadcast against attention scores
 // [B, h, queries, keys].
 #pragma once
@@ -8,7 +8,7 @@
 
 namespace sf::nn {
 
-constexpr int32_t kPadId = 1;  // [PAD], the second of the tokenizer's special ids
+constexpr int32_t kPadId = 1;  // [PAD] (SPEC §5)
 
 // tokens [B, S] -> [B, 1, 1, S]: 1 where the token is not [PAD]. The encoder
 // mask, and the key-padding half of the decoder mask.
