@@ -9,10 +9,10 @@ Prints one JSON line on stdout:
   decode: {"decode_ms", "peak_rss_mib", "torch_threads", "blas_threads"}
 and {"error": ...} with exit status 3 when torch cannot be imported.
 
-The model is the seed's Transformer from tests/pytorch_parity.py, imported, not
-copied. The training step mirrors bench/train_step.cpp: random-token batches of
-the seed's framing, forward, label-smoothed cross-entropy, backward, Adam,
-zero_grad; the decode mirrors the seed's greedy_decode (no KV cache).
+The model is the reference Transformer of tests/pytorch_parity.py, imported,
+not copied. The training step mirrors bench/train_step.cpp: random-token
+batches framed as training frames them, forward, label-smoothed cross-entropy,
+backward, Adam, zero_grad; the decode is greedy without a KV cache.
 
 N threads is PyTorch's best use of N cores: PyTorch's own OpenMP threads or
 OpenBLAS's threads. Each split runs in a child process (OpenBLAS reads its
@@ -49,7 +49,7 @@ def splits(threads):
 
 
 def import_torch():
-    """torch and the seed's model module, or the error line and exit status 3."""
+    """torch and the reference model module, or the error line and exit status 3."""
     try:
         import torch
     except Exception as e:  # ImportError, or a broken install failing inside torch
@@ -61,7 +61,7 @@ def import_torch():
 
 
 def build_model(torch, seed, c):
-    """The seed's Transformer with the seed's Xavier initialisation."""
+    """The reference Transformer with Xavier-uniform initialisation of every 2-D+ parameter."""
     torch.manual_seed(42)
     model = seed.Transformer(c["vocab"], c["vocab"], c["seq_len"], c["seq_len"],
                              c["d_model"], c["N"], c["h"], c["d_ff"], dropout=0.1)
@@ -72,14 +72,14 @@ def build_model(torch, seed, c):
 
 
 def masks(seed, src, tgt):
-    """The seed's masks: [B, 1, 1, S] not-pad; [B, 1, T, T] not-pad & causal."""
+    """The masks (1 = keep): [B, 1, 1, S] not-pad; [B, 1, T, T] not-pad & causal."""
     src_mask = (src != PAD).unsqueeze(1).unsqueeze(1).int()
     tgt_mask = (tgt != PAD).unsqueeze(1).unsqueeze(1).int() & seed.causal_mask(tgt.shape[1]).unsqueeze(0)
     return src_mask, tgt_mask
 
 
 def random_batch(torch, seed, c, gen):
-    """Random tokens in the seed's framing, framed lengths uniform in [S/2, S-1]:
+    """Random tokens framed as in training, framed lengths uniform in [S/2, S-1]:
     encoder [SOS] x [EOS] [PAD]..., decoder [SOS] y [PAD]..., label y [EOS] [PAD]..."""
     b, s, vocab = c["batch"], c["seq_len"], c["vocab"]
     src = torch.full((b, s), PAD, dtype=torch.long)
@@ -120,13 +120,13 @@ def train_step_ms(torch, seed, c, warmup, steps):
 
 
 def decode_ms(torch, seed, warmup, steps):
-    """Median milliseconds of one greedy decode with the tiny model, the seed's
-    way: encode once, then re-run the decoder on the whole prefix per token."""
+    """Median milliseconds of one greedy decode with the tiny model, without a
+    cache: encode once, then re-run the decoder on the whole prefix per token."""
     c = MODELS["tiny"]
     model = build_model(torch, seed, c)
     model.eval()
     gen = torch.Generator().manual_seed(7)
-    # [SOS] x [EOS] padded to seq_len, as the seed's dataset frames a sentence.
+    # [SOS] x [EOS] padded to seq_len, as training frames a source sentence.
     src = torch.full((1, c["seq_len"]), PAD, dtype=torch.long)
     src[0, 0], src[0, DECODE_SOURCE_TOKENS + 1] = SOS, EOS
     src[0, 1:DECODE_SOURCE_TOKENS + 1] = torch.randint(4, c["vocab"], (DECODE_SOURCE_TOKENS,), generator=gen)

@@ -1,6 +1,6 @@
 // Parallel corpora: reading `source<TAB>target` TSV files and JSONL files of
-// Hugging Face translation rows (SPEC §4), and the train/valid split used when
-// no valid file is given.
+// Hugging Face datasets translation rows ({"translation": {"en": ..., "it": ...}}),
+// and the train/valid split used when no valid file is given.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,9 +32,10 @@ struct Split {
   std::vector<Pair> train, valid;
 };
 
-// The seed's random_split: train gets floor((1 - val_fraction) * n) pairs, valid
-// the rest, drawn by a permutation from Rng(seed). Each part keeps the input
-// order, so the result depends only on (pairs, val_fraction, seed).
+// A random split, as torch.utils.data.random_split(pairs, [floor((1 - f) n),
+// n - floor((1 - f) n)]) with f = val_fraction: train gets the first count,
+// valid the rest, drawn by a permutation from Rng(seed). Each part keeps the
+// input order, so the result depends only on (pairs, val_fraction, seed).
 Split split_pairs(std::vector<Pair> pairs, double val_fraction, uint64_t seed);
 
 }  // namespace sf::data

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes data/unicode_tables.cpp: the code point ranges that Python 3's `re`
-treats as \\w and as \\s when matching a str (SPEC §5 defines pre-tokenisation
-by that regex). The tables are taken from `re` itself, so they are exactly what
-Python answers, including '_' in \\w and the control separators in \\s.
+treats as \\w and as \\s when matching a str (pre-tokenisation splits by the
+regex \\w+|[^\\w\\s]+, as the Hugging Face `Whitespace` pre-tokenizer does).
+The tables are taken from `re` itself, so they are exactly what Python answers,
+including '_' in \\w and the control separators in \\s.
 
 Run from the repository root:  python3 data/gen_unicode_tables.py
 The output names the Python and Unicode versions it was generated with."""

@@ -1,6 +1,7 @@
-// The data steps of a training run, from the config's data options (SPEC §4):
-// read or generate the pairs, split off validation pairs when there is no
-// valid file, and load or build each language's tokenizer (SPEC §5). Then
+// The data steps of a training run, from the config's data options (the keys
+// are listed in docs/10-formats.md): read or generate the pairs, split off
+// validation pairs when there is no valid file, and load or build each
+// language's tokenizer (a Hugging Face tokenizers JSON file). Then
 // batching.h: encode_pairs, drop_long_examples (max_len_filter), BatchedDataset.
 #pragma once
 #include <cstdint>
@@ -31,7 +32,8 @@ Corpus load_corpus(const CorpusOptions& options);
 
 enum class Side { Source, Target };
 
-// A tokenizer trained on one side of `pairs` (the training pairs only, SPEC §5).
+// A tokenizer trained on one side of `pairs`. Callers pass the training pairs
+// only, so no validation sentence shapes the vocabulary.
 Tokenizer build_tokenizer(const std::vector<Pair>& pairs, Side side, int64_t min_frequency);
 
 struct TokenizerFile {
@@ -39,7 +41,7 @@ struct TokenizerFile {
   bool loaded;  // true: read from the existing file; false: built and saved there
 };
 
-// SPEC §5: if `path` exists the tokenizer is loaded from it, otherwise built
+// If `path` exists the tokenizer is loaded from it, otherwise built
 // from the training pairs and saved to it (creating its folder).
 TokenizerFile load_or_build_tokenizer(const std::string& path, const std::vector<Pair>& train,
                                       Side side, int64_t min_frequency);

@@ -1,4 +1,4 @@
-// UTF-8 decoding and the two character classes the pre-tokeniser needs (SPEC §5):
+// UTF-8 decoding and the two character classes the pre-tokeniser needs:
 // "word" and "space" exactly as Python 3's `re` defines \w and \s on a str.
 // The class tables are generated from Python itself (data/gen_unicode_tables.py).
 #pragma once

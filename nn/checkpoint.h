@@ -1,6 +1,6 @@
-// Model weights as safetensors files (SPEC §5): the state dict in its order
-// (SPEC §6 names), with the hyperparameters in __metadata__ as strings so the
-// file alone says what model to build:
+// Model weights as safetensors files (docs/10-formats.md): the state dict in
+// its order, under PyTorch's names, with the hyperparameters in __metadata__ as
+// strings so the file alone says what model to build:
 //   d_model, N, h, d_ff, seq_len (or src_seq_len and tgt_seq_len when they
 //   differ), src_vocab_size, tgt_vocab_size.
 // Dropout is not stored: it is a training setting, not part of the model's shape.

@@ -1,8 +1,9 @@
-// The Transformer's building blocks other than attention (SPEC §7), each a
-// Module with the parameter names of SPEC §6. Constructors take `init`, the
-// generator for the initial weights (PyTorch's defaults; build_transformer then
-// re-initialises every 2-D+ parameter with Xavier-uniform, as the seed does), and
-// `noise`, the model's dropout generator.
+// The Transformer's building blocks other than attention (Vaswani et al. 2017,
+// §3.3-§3.5; the maths is derived in docs/04-layers.md), each a Module whose
+// parameter names are the state_dict keys listed in docs/05-transformer.md.
+// Constructors take `init`, the generator for the initial weights (PyTorch's
+// defaults; build_transformer then re-initialises every 2-D+ parameter with
+// Xavier-uniform), and `noise`, the model's dropout generator.
 #pragma once
 #include <functional>
 
@@ -45,7 +46,7 @@ class InputEmbeddings : public Module {
 // Adds the sinusoidal encoding of positions start, start+1, ... to x [B, S, D]
 // and applies dropout. pe[0, pos, 2i] = sin(pos / 10000^(2i/D)),
 // pe[0, pos, 2i+1] = cos(pos / 10000^(2i/D)); a buffer [1, seq_len, D], saved
-// in the state dict as the seed's is.
+// in the state dict as a registered buffer is in PyTorch's.
 class PositionalEncoding : public Module {
  public:
   PositionalEncoding(int64_t d_model, int64_t seq_len, float dropout, Rng& noise);
@@ -56,8 +57,8 @@ class PositionalEncoding : public Module {
 };
 
 // alpha * (x - mean) / (std + eps) + bias over the last dim, std unbiased
-// (n - 1), as the seed computes it (not torch.nn.LayerNorm, which adds eps to
-// the biased variance).
+// (n - 1), eps added to the std (not torch.nn.LayerNorm, which adds eps to
+// the biased variance); docs/04-layers.md works one example by hand.
 class LayerNormalization : public Module {
  public:
   explicit LayerNormalization(int64_t features, float eps = 1e-6f);

@@ -3,7 +3,7 @@
 // hierarchically from the registration names, so a parameter registered as
 // "weight" in a child registered as "w_q" of a child "self_attention_block" of
 // "layers.0" of "encoder" is "encoder.layers.0.self_attention_block.w_q.weight"
-// (SPEC §6).
+// (the full list is in docs/05-transformer.md).
 //
 // A module registers its children by reference: modules are neither copied
 // nor moved (they are members of their parent or held by unique_ptr).

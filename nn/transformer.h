@@ -1,16 +1,18 @@
-// The encoder-decoder Transformer of "Attention Is All You Need", as the seed
-// PyTorch project builds it (SPEC §6 names, §7 maths): pre-norm residual blocks,
-// a final norm after each stack, projection to log-probabilities.
+// The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et
+// al. 2017, §3), with PyTorch-style state_dict names (docs/05-transformer.md):
+// pre-norm residual blocks, a final norm after each stack, projection to
+// log-probabilities.
 //
 //   encode(src, src_mask)                      -> memory   [B, S, d_model]
 //   decode(memory, src_mask, tgt, tgt_mask)    -> features [B, T, d_model]
 //   project(features)                          -> log p    [B, T, V_tgt]
 //   logits(features)                           -> z        [B, T, V_tgt], log p = log_softmax(z)
 //
-// Dropout sits in the four places of §7: after embedding + positional encoding,
-// on the attention weights, inside the feed-forward block and on each
-// sublayer's output; eval() turns all of it off. The model owns its one dropout
-// generator (dropout_rng()), which training saves and restores.
+// Dropout sits in four places (Vaswani et al. 2017, §5.4, names two of them):
+// after embedding + positional encoding, on the attention weights, inside the
+// feed-forward block and on each sublayer's output; eval() turns all of it off.
+// The model owns its one dropout generator (dropout_rng()), which training saves
+// and restores.
 //
 // Incremental decoding: start_decoding(memory) computes each layer's
 // cross-attention keys/values once; decode_next(cache, src_mask, tokens) then
@@ -118,7 +120,8 @@ class Transformer : public Module {
   Rng dropout_rng_;
 
  public:
-  // Registered in the seed's order, so state_dict() lists names as PyTorch's does.
+  // Registered in this order, so state_dict() lists names in the order a PyTorch
+  // module declaring these members in this order would.
   Encoder encoder;
   Decoder decoder;
   InputEmbeddings src_embed, tgt_embed;
@@ -126,7 +129,7 @@ class Transformer : public Module {
   ProjectionLayer projection_layer;
 };
 
-// The seed's build_transformer: the model, then Xavier-uniform init of every
+// build_transformer: the model, then Xavier-uniform init of every
 // parameter with 2+ dims. Linear biases keep PyTorch's default init, alpha 1,
 // bias 0. Same config and seed, same weights.
 std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, Rng& init);

@@ -1,4 +1,5 @@
-// Learning-rate schedules (SPEC §4), steps counted from 1.
+// Learning-rate schedules, steps counted from 1 (formulas in docs/06-optim.md;
+// noam is Vaswani et al. 2017, §5.3).
 #pragma once
 #include <cstdint>
 #include <string>

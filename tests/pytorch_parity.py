@@ -1,12 +1,13 @@
-"""PyTorch parity check for Scratchformer checkpoints (SPEC §5-§7).
+"""PyTorch parity check for Scratchformer checkpoints (docs/05-transformer.md).
 
 Usage: python3 pytorch_parity.py DIR
 
 DIR holds model.safetensors (our weights, hyperparameters in __metadata__) and
 batch.safetensors (src, tgt: int32 token ids; logprobs: our float32 output in
-eval mode). This script builds the seed's Transformer in PyTorch from SPEC §6/§7,
-loads our weights with load_state_dict(strict=True), recomputes the
-log-probabilities with the seed's masks and compares. Exit status 0 when they
+eval mode). This script builds the same Transformer in PyTorch (the maths of
+docs/04-layers.md, the state_dict names of docs/05-transformer.md), loads our
+weights with load_state_dict(strict=True), recomputes the log-probabilities
+with the same masks and compares. Exit status 0 when they
 agree to 1e-4, 1 otherwise.
 """
 import json
@@ -40,7 +41,7 @@ def read_safetensors(path):
     return tensors, metadata
 
 
-# --- the seed's model (SPEC §6 names, §7 maths) -----------------------------------
+# --- the reference model (docs/05-transformer.md names, docs/04-layers.md maths) ---
 
 class InputEmbeddings(nn.Module):
     def __init__(self, d_model, vocab_size):
@@ -214,7 +215,7 @@ def main():
     model.eval()
 
     src, tgt = batch["src"].long(), batch["tgt"].long()
-    # The seed's masks: [B, 1, 1, S] not-pad; [B, 1, T, T] not-pad & causal.
+    # The masks (1 = keep): [B, 1, 1, S] not-pad; [B, 1, T, T] not-pad & causal.
     src_mask = (src != PAD).unsqueeze(1).unsqueeze(1).int()
     tgt_mask = (tgt != PAD).unsqueeze(1).unsqueeze(1).int() & causal_mask(tgt.shape[1]).unsqueeze(0)
     with torch.no_grad():

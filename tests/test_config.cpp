@@ -38,7 +38,7 @@ std::string error_for(const std::string& text, const std::vector<std::string>& o
 
 }  // namespace
 
-TEST_CASE("config: an empty object gives the seed's defaults") {
+TEST_CASE("config: an empty object gives the documented defaults") {
   Config c = load_config(write_config("{}"));
   CHECK(c.batch_size == 8);
   CHECK(c.num_epochs == 20);

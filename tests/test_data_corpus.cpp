@@ -134,7 +134,7 @@ TEST_CASE("data: unknown format and missing file") {
 TEST_CASE("data: train/valid split is deterministic and a partition") {
   std::vector<Pair> pairs = numbered_pairs(1000);
   Split a = split_pairs(pairs, 0.1, 42), b = split_pairs(pairs, 0.1, 42);
-  CHECK(a.train.size() == 900);  // the seed's int(0.9 * n)
+  CHECK(a.train.size() == 900);  // floor(0.9 * n)
   CHECK(a.valid.size() == 100);
   auto sources = [](const std::vector<Pair>& part) {
     std::vector<std::string> out;

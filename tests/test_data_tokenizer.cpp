@@ -1,5 +1,5 @@
 // Pre-tokenisation as Python's re \w+|[^\w\s]+, the WordLevel tokenizer, and
-// its Hugging Face tokenizers JSON (SPEC §5).
+// its Hugging Face tokenizers JSON (docs/10-formats.md).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -97,7 +97,7 @@ TEST_CASE("data: tokenizer JSON equals a hand-written Hugging Face file for 5 se
   std::ifstream in(path);
   nlohmann::json saved = nlohmann::json::parse(in);
   CHECK(saved == expected);
-  // The key order of the file is SPEC §5's.
+  // The key order of the file is the one the Hugging Face tokenizers library writes.
   nlohmann::ordered_json written = tokenizer.to_json();
   std::vector<std::string> keys;
   for (const auto& [key, value] : written.items()) keys.push_back(key);

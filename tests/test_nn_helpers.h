@@ -43,7 +43,7 @@ inline Tensor pad_batch(const std::vector<std::vector<int32_t>>& rows, int64_t l
   return Tensor::from_ints(ids, {static_cast<int64_t>(rows.size()), length});
 }
 
-// Teacher forcing as the seed batches it: decoder input [SOS] w..., label w... [EOS].
+// Teacher forcing (Vaswani et al. 2017, §3): decoder input [SOS] w..., label w... [EOS].
 struct Batch {
   Tensor src, tgt, label;
 };
@@ -66,7 +66,8 @@ inline Tensor log_probs(nn::Transformer& model, const Tensor& src, const Tensor&
   return model.project(model.decode(memory, src_mask, tgt, nn::decoder_mask(tgt)));
 }
 
-// The seed's loss: label-smoothed cross-entropy ignoring [PAD] labels.
+// The training loss: label-smoothed cross-entropy ignoring [PAD] labels, as
+// torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=ε).
 inline Tensor batch_loss(nn::Transformer& model, const Batch& b, float smoothing = 0.1f) {
   return cross_entropy(log_probs(model, b.src, b.tgt), b.label, nn::kPadId, smoothing);
 }

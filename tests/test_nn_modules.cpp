@@ -65,7 +65,7 @@ static std::vector<std::string> expected_state_dict_names(int64_t N) {
   return names;
 }
 
-TEST_CASE("nn: state dict names, order and shapes are SPEC §6's (PyTorch's order)") {
+TEST_CASE("nn: state dict names, order and shapes are PyTorch's") {
   TransformerConfig c = testing::tiny_config();
   auto model = testing::tiny_model(c);
   NamedTensors state = model->state_dict();
@@ -109,7 +109,7 @@ TEST_CASE("nn: parameter count matches the formula") {
   CHECK(model->num_parameters() == expect);
 }
 
-TEST_CASE("nn: build_transformer initialises as the seed does, deterministically") {
+TEST_CASE("nn: build_transformer initialises Xavier-uniform, deterministically") {
   auto model = testing::tiny_model();
   for (const auto& [name, p] : model->named_parameters()) {
     CAPTURE(name);
@@ -176,7 +176,7 @@ TEST_CASE("nn: layer normalization of [1, 2, 3, 4] by hand") {
   CHECK(y.data()[3] == Approx(expect[3] + 1).epsilon(1e-6));
 }
 
-TEST_CASE("nn: masks are built as the seed builds them (1 = keep)") {
+TEST_CASE("nn: padding and decoder masks (1 = keep)") {
   Tensor tokens = Tensor::from_ints({2, 5, 6, 1, 1, 2, 7, 1, 1, 1}, {2, 5});
   Tensor enc = padding_mask(tokens);
   CHECK(enc.shape() == Shape{2, 1, 1, 5});

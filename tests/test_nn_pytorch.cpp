@@ -1,7 +1,7 @@
-// PyTorch parity: our checkpoint loads into the seed's model built in PyTorch
-// (tests/pytorch_parity.py, SPEC §6/§7) with strict=True, and PyTorch computes
-// the same log-probabilities for a fixed batch to 1e-4. Skipped, with a
-// message, when no python3 can import torch.
+// PyTorch parity: our checkpoint loads into the same model built in PyTorch
+// (tests/pytorch_parity.py, docs/05-transformer.md) with strict=True, and
+// PyTorch computes the same log-probabilities for a fixed batch to 1e-4.
+// Skipped, with a message, when no python3 can import torch.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

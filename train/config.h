@@ -1,6 +1,6 @@
-// The training configuration (SPEC §4): a JSON file with the seed project's
-// keys and defaults, overridden by `--set key=value` arguments, validated as a
-// whole before anything runs. Every problem is an sf::Error whose message
+// The training configuration: a JSON file whose keys and defaults are the
+// table of docs/10-formats.md, overridden by `--set key=value` arguments,
+// validated as a whole before anything runs. Every problem is an sf::Error whose message
 // starts with the file (and line, for malformed JSON) and names the key.
 #pragma once
 #include <cstdint>

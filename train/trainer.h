@@ -1,4 +1,4 @@
-// The training loop (SPEC §3, §4, §7): data, model, optimizer and schedule
+// The training loop (docs/07-training.md): data, model, optimizer and schedule
 // from the config; epochs of batches with gradient accumulation and clipping;
 // a metrics record per optimizer step; per epoch a validation pass and a
 // checkpoint. Resuming from a checkpoint continues exactly where it stopped:
