@@ -53,9 +53,9 @@ static std::vector<std::shared_ptr<Node>> topological_order(const std::shared_pt
 }
 
 void run_backward(const Tensor& root, const Tensor& grad) {
-  if (!root.requires_grad()) fail("backward() on a tensor that does not require grad");
+  if (!root.requires_grad()) internal_fail("backward() on a tensor that does not require grad");
   if (grad.shape() != root.shape())
-    fail("backward(): gradient of shape ", to_string(grad.shape()), " for a tensor of shape ",
+    internal_fail("backward(): gradient of shape ", to_string(grad.shape()), " for a tensor of shape ",
          to_string(root.shape()));
   NoGradGuard no_grad;
   if (root.is_leaf()) {
@@ -64,7 +64,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
   }
   Node* root_node = root.grad_fn().get();
   if (!root_node->backward)
-    fail("backward() through a graph that was already freed by an earlier backward()");
+    internal_fail("backward() through a graph that was already freed by an earlier backward()");
 
   std::unordered_map<Node*, Tensor> pending{{root_node, grad}};
   for (const std::shared_ptr<Node>& owned : topological_order(root.grad_fn())) {
@@ -77,13 +77,13 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     }
     Grads grads = node->backward(grad_output);
     if (grads.size() != node->inputs.size())
-      fail("internal: ", node->op, " backward returned ", grads.size(), " gradients for ",
+      internal_fail(node->op, " backward returned ", grads.size(), " gradients for ",
            node->inputs.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
       const Edge& input = node->inputs[i];
       if (!input.requires_grad() || !grads[i].defined()) continue;
       if (grads[i].shape() != input.shape)
-        fail("internal: ", node->op, " backward gave a gradient of shape ",
+        internal_fail(node->op, " backward gave a gradient of shape ",
              to_string(grads[i].shape()), " for an input of shape ", to_string(input.shape));
       if (input.leaf.defined()) {
         input.leaf.accumulate_grad(grads[i]);

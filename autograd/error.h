@@ -1,5 +1,21 @@
-// Errors the library reports to its user: bad shapes, bad indices, bad use.
-// One type so the command line can turn any of them into a one-line message.
+// The two kinds of failure, told apart by who can fix them.
+//
+// sf::Error, thrown by fail(): bad input. Anything a user of the command can
+// cause through its files, config, arguments or standard input, or through the
+// machine it runs on (a full disk, no OpenCL device): a corpus line without a
+// TAB, a tokenizer file that is not JSON, a config key out of range. The
+// message names the file, line or key to fix; the command exits 2.
+//
+// sf::InternalError, thrown by internal_fail(): a broken invariant of the
+// library or a misuse of its C++ API, which only a bug in the program can
+// cause: a shape mismatch inside an op, an index out of range, an impossible
+// state. The command exits 1. It is a std::logic_error ("errors that are a
+// consequence of faulty logic within the program", cppreference), deliberately
+// not an sf::Error, so that no handler for bad input can swallow it.
+//
+// When in doubt: if the condition is checked on input that the command reads,
+// validate it where it is read (with fail and the file's name), and let the op
+// underneath treat a violation as internal.
 #pragma once
 #include <sstream>
 #include <stdexcept>
@@ -12,13 +28,35 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Builds the message from its pieces: fail("matmul: ", a, " vs ", b).
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+namespace detail {
 template <class... Parts>
-[[noreturn]] void fail(const Parts&... parts) {
+std::string concat_message(const Parts&... parts) {
   std::ostringstream out;
   (out << ... << parts);
-  throw Error(out.str());
+  return out.str();
 }
+}  // namespace detail
+
+// Bad input; builds the message from its pieces: fail(path, ": line ", n, ": no TAB").
+template <class... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  throw Error(detail::concat_message(parts...));
+}
+
+// A bug: internal_fail("matmul: shapes ", a, " and ", b, " do not match").
+template <class... Parts>
+[[noreturn]] void internal_fail(const Parts&... parts) {
+  throw InternalError(detail::concat_message(parts...));
+}
+
+// The command's exit status for the exception that ends it (train/main.cpp):
+// 2 for bad input, 1 for anything else, which is a bug.
+inline int exit_status(const std::exception& e) { return dynamic_cast<const Error*>(&e) ? 2 : 1; }
 
 // A library exception's message without its "[json.exception.type_error.302] "
 // style tag: what a user can read.

@@ -1,6 +1,6 @@
 // Differentiable ops on tensors, and the no-grad helpers decoding needs.
 // Binary ops broadcast as NumPy and PyTorch do. Axis arguments may be negative
-// (counted from the end). Every op checks its arguments and throws sf::Error.
+// (counted from the end). Every op checks its arguments and throws sf::InternalError.
 #pragma once
 #include <utility>
 

@@ -10,7 +10,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1)
-      fail(op, ": shapes ", to_string(a), " and ", to_string(b), " do not broadcast (dim ", i,
+      internal_fail(op, ": shapes ", to_string(a), " and ", to_string(b), " do not broadcast (dim ", i,
            ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
@@ -28,18 +28,18 @@ Shape broadcast_strides(const Shape& shape, const Shape& target) {
 
 Device& common_device(const Tensor& a, const Tensor& b, const char* op) {
   if (&a.device() != &b.device())
-    fail(op, ": operands on different devices (", a.device().name(), " and ", b.device().name(),
+    internal_fail(op, ": operands on different devices (", a.device().name(), " and ", b.device().name(),
          "); move one with to()");
   return a.device();
 }
 
 int normalize_axis(int axis, int ndim, const char* op) {
-  if (axis < -ndim || axis >= ndim) fail(op, ": axis ", axis, " out of range for ", ndim, " dims");
+  if (axis < -ndim || axis >= ndim) internal_fail(op, ": axis ", axis, " out of range for ", ndim, " dims");
   return axis < 0 ? axis + ndim : axis;
 }
 
 void require_float(const Tensor& t, const char* op) {
-  if (t.dtype() != DType::F32) fail(op, ": expected a float32 tensor, got ", to_string(t.dtype()));
+  if (t.dtype() != DType::F32) internal_fail(op, ": expected a float32 tensor, got ", to_string(t.dtype()));
 }
 
 Shape reduced_shape(const Shape& shape, int axis, bool keepdim) {

@@ -142,7 +142,7 @@ Tensor sigmoid(const Tensor& x) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& host_mask, float value) {
   require_float(x, "masked_fill");
-  if (host_mask.dtype() != DType::I32) fail("masked_fill: the mask must be int32");
+  if (host_mask.dtype() != DType::I32) internal_fail("masked_fill: the mask must be int32");
   Tensor mask = beside(host_mask, x);
   Shape shape = broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
   Tensor out = empty_like_device(x, shape);

@@ -8,7 +8,7 @@ using kernels::Predicate;
 
 Tensor argmax(const Tensor& x) {
   require_float(x, "argmax");
-  if (x.ndim() == 0 || x.size(-1) == 0) fail("argmax: needs a non-empty last axis");
+  if (x.ndim() == 0 || x.size(-1) == 0) internal_fail("argmax: needs a non-empty last axis");
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   Tensor values = empty_like_device(x, out_shape),
          indices = empty_like_device(x, out_shape, DType::I32);
@@ -20,7 +20,7 @@ Tensor argmax(const Tensor& x) {
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k) {
   require_float(x, "topk");
   if (x.ndim() == 0 || k < 0 || k > x.size(-1))
-    fail("topk: k = ", k, " for shape ", to_string(x.shape()));
+    internal_fail("topk: k = ", k, " for shape ", to_string(x.shape()));
   Shape out_shape = x.shape();
   out_shape.back() = k;
   Tensor values = empty_like_device(x, out_shape),
@@ -33,7 +33,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k) {
 
 static Tensor compare(Predicate op, const Tensor& a, const Tensor& b, const char* name) {
   if (a.dtype() != b.dtype())
-    fail(name, ": operands are ", to_string(a.dtype()), " and ", to_string(b.dtype()));
+    internal_fail(name, ": operands are ", to_string(a.dtype()), " and ", to_string(b.dtype()));
   common_device(a, b, name);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty_like_device(a, shape, DType::I32);
@@ -63,14 +63,14 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 
 // Both are built on the host and then moved: small, and off the hot path.
 Tensor arange(int64_t end, Device& device) {
-  if (end < 0) fail("arange: negative end ", end);
+  if (end < 0) internal_fail("arange: negative end ", end);
   Tensor out = Tensor::empty({end}, DType::I32);
   for (int64_t i = 0; i < end; ++i) out.ints()[i] = static_cast<int32_t>(i);
   return out.to(device);
 }
 
 Tensor to_float(const Tensor& ints) {
-  if (ints.dtype() != DType::I32) fail("to_float: expected an int32 tensor");
+  if (ints.dtype() != DType::I32) internal_fail("to_float: expected an int32 tensor");
   std::vector<int32_t> values = ints.to_int_vector();
   return Tensor::from(std::vector<float>(values.begin(), values.end()), ints.shape())
       .to(ints.device());

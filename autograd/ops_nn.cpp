@@ -12,7 +12,7 @@ static int64_t rows_of(const Tensor& x) { return x.ndim() == 0 ? 1 : x.numel() /
 
 static void require_rows(const Tensor& x, const char* op) {
   require_float(x, op);
-  if (x.ndim() == 0) fail(op, ": needs at least one dim");
+  if (x.ndim() == 0) internal_fail(op, ": needs at least one dim");
 }
 
 // softmax(x)_i = exp(x_i) / sum_j exp(x_j); dx = y * (dy - sum(dy * y)).
@@ -44,10 +44,10 @@ Tensor masked_softmax(const Tensor& x, const Tensor& host_mask, float scale) {
   Shape mask_strides(x.ndim(), 0);
   Tensor mask;
   if (host_mask.defined()) {
-    if (host_mask.dtype() != DType::I32) fail("masked_softmax: the mask must be int32");
+    if (host_mask.dtype() != DType::I32) internal_fail("masked_softmax: the mask must be int32");
     mask = beside(host_mask, x);
     if (broadcast_shapes(x.shape(), mask.shape(), "masked_softmax") != x.shape())
-      fail("masked_softmax: mask ", to_string(mask.shape()), " does not broadcast to scores ",
+      internal_fail("masked_softmax: mask ", to_string(mask.shape()), " does not broadcast to scores ",
            to_string(x.shape()));
     mask_strides = broadcast_strides(mask.shape(), x.shape());
   }
@@ -70,7 +70,7 @@ static void require_feature_vector(const Tensor& v, const Tensor& x, const char*
                                    const char* what) {
   require_float(v, op);
   if (v.shape() != Shape{x.size(-1)})
-    fail(op, ": ", what, " of shape ", to_string(v.shape()), " for inputs of shape ",
+    internal_fail(op, ": ", what, " of shape ", to_string(v.shape()), " for inputs of shape ",
          to_string(x.shape()), " (expected [", x.size(-1), "])");
 }
 
@@ -79,7 +79,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& alpha, const Tensor& bias, floa
   require_feature_vector(alpha, x, "layer_norm", "alpha");
   require_feature_vector(bias, x, "layer_norm", "bias");
   int64_t rows = rows_of(x), cols = x.size(-1);
-  if (cols < 2) fail("layer_norm: the unbiased std needs 2 or more features");
+  if (cols < 2) internal_fail("layer_norm: the unbiased std needs 2 or more features");
   common_device(x, alpha, "layer_norm");
   common_device(x, bias, "layer_norm");
   Tensor y = empty_like_device(x, x.shape()), mean = empty_like_device(x, {rows}),
@@ -121,7 +121,7 @@ static void check_indices(const Tensor& ids, int64_t limit, std::optional<int32_
   const int32_t* id = ids.ints();
   for (int64_t i = 0, n = ids.numel(); i < n; ++i)
     if (id[i] != ignore_index && (id[i] < 0 || id[i] >= limit))
-      fail(op, ": ", what, " ", id[i], " out of range for ", range_before, limit, range_after);
+      internal_fail(op, ": ", what, " ", id[i], " out of range for ", range_before, limit, range_after);
 }
 
 // loss = (1/R) sum over the R rows whose target is not ignored of
@@ -129,13 +129,13 @@ static void check_indices(const Tensor& ids, int64_t limit, std::optional<int32_
 Tensor cross_entropy(const Tensor& logits, const Tensor& host_targets, int32_t ignore_index,
                      float label_smoothing) {
   require_rows(logits, "cross_entropy");
-  if (host_targets.dtype() != DType::I32) fail("cross_entropy: targets must be int32");
+  if (host_targets.dtype() != DType::I32) internal_fail("cross_entropy: targets must be int32");
   Shape expect(logits.shape().begin(), logits.shape().end() - 1);
   if (host_targets.shape() != expect)
-    fail("cross_entropy: targets of shape ", to_string(host_targets.shape()),
+    internal_fail("cross_entropy: targets of shape ", to_string(host_targets.shape()),
          " for logits of shape ", to_string(logits.shape()), " (expected ", to_string(expect), ")");
   if (label_smoothing < 0.0f || label_smoothing > 1.0f)
-    fail("cross_entropy: label_smoothing ", label_smoothing, " is outside [0, 1]");
+    internal_fail("cross_entropy: label_smoothing ", label_smoothing, " is outside [0, 1]");
   int64_t rows = rows_of(logits), cols = logits.size(-1);
   check_indices(host_targets, cols, ignore_index, "cross_entropy", "target", "", " classes");
   Tensor targets = beside(host_targets, logits);
@@ -159,8 +159,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& host_targets, int32_t i
 
 Tensor embedding(const Tensor& weight, const Tensor& host_ids) {
   require_float(weight, "embedding");
-  if (weight.ndim() != 2) fail("embedding: the table must be 2-d, got ", to_string(weight.shape()));
-  if (host_ids.dtype() != DType::I32) fail("embedding: ids must be int32");
+  if (weight.ndim() != 2) internal_fail("embedding: the table must be 2-d, got ", to_string(weight.shape()));
+  if (host_ids.dtype() != DType::I32) internal_fail("embedding: ids must be int32");
   int64_t rows = weight.size(0), dim = weight.size(1);
   check_indices(host_ids, rows, std::nullopt, "embedding", "index", "a table of ", " rows");
   Tensor ids = beside(host_ids, weight);
@@ -177,8 +177,8 @@ Tensor embedding(const Tensor& weight, const Tensor& host_ids) {
 }
 
 Tensor index_select(const Tensor& x, const Tensor& rows) {
-  if (x.ndim() < 1) fail("index_select: needs a tensor with a first axis, got a scalar");
-  if (rows.ndim() != 1) fail("index_select: rows must be 1-d, got ", to_string(rows.shape()));
+  if (x.ndim() < 1) internal_fail("index_select: needs a tensor with a first axis, got a scalar");
+  if (rows.ndim() != 1) internal_fail("index_select: rows must be 1-d, got ", to_string(rows.shape()));
   // The rows of x, flattened, are an embedding table.
   Shape shape = x.shape();
   shape[0] = rows.size(0);
@@ -188,7 +188,7 @@ Tensor index_select(const Tensor& x, const Tensor& rows) {
 
 Tensor dropout(const Tensor& x, float p, Rng& rng) {
   require_float(x, "dropout");
-  if (p < 0.0f || p >= 1.0f) fail("dropout: p = ", p, " is outside [0, 1)");
+  if (p < 0.0f || p >= 1.0f) internal_fail("dropout: p = ", p, " is outside [0, 1)");
   if (p == 0.0f) return x;
   // Inverted dropout: survivors are scaled by 1/(1-p) so the expectation is x.
   // One draw from rng seeds a stateless per-element hash (kernels.h); the

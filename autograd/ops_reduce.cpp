@@ -8,7 +8,7 @@ using namespace detail;
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   if (broadcast_shapes(shape, x.shape(), "sum_to") != x.shape())
-    fail("sum_to: cannot sum ", to_string(x.shape()), " down to ", to_string(shape));
+    internal_fail("sum_to: cannot sum ", to_string(x.shape()), " down to ", to_string(shape));
   Tensor out = Tensor::zeros(shape, DType::F32, x.device());
   Shape strides = broadcast_strides(shape, x.shape());
   kernels_of(x).sum_to(x.mem(), x.shape().data(), x.ndim(), out.mem(), strides.data());
@@ -22,7 +22,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   if (broadcast_shapes(x.shape(), shape, "broadcast_to") != shape)
-    fail("broadcast_to: cannot broadcast ", to_string(x.shape()), " to ", to_string(shape));
+    internal_fail("broadcast_to: cannot broadcast ", to_string(x.shape()), " to ", to_string(shape));
   return x + Tensor::zeros(shape, DType::F32, x.device());
 }
 
@@ -50,7 +50,7 @@ Tensor mean(const Tensor& x, int axis, bool keepdim) {
 Tensor max(const Tensor& x, int axis, bool keepdim) {
   require_float(x, "max");
   axis = normalize_axis(axis, x.ndim(), "max");
-  if (x.size(axis) == 0) fail("max: empty axis ", axis, " in ", to_string(x.shape()));
+  if (x.size(axis) == 0) internal_fail("max: empty axis ", axis, " in ", to_string(x.shape()));
   AxisView v = axis_view(x.shape(), axis);
   Shape kept = reduced_shape(x.shape(), axis, true);
   Tensor out = empty_like_device(x, reduced_shape(x.shape(), axis, keepdim));
@@ -68,7 +68,7 @@ Tensor max(const Tensor& x, int axis, bool keepdim) {
 // var = sum((x - mean)^2) / (n - 1), composed from differentiable ops.
 Tensor var(const Tensor& x, int axis, bool keepdim) {
   int64_t n = x.size(axis);
-  if (n < 2) fail("var: the unbiased variance needs 2 or more values along axis ", axis);
+  if (n < 2) internal_fail("var: the unbiased variance needs 2 or more values along axis ", axis);
   Tensor centered = x - mean(x, axis, true);
   return sum(centered * centered, axis, keepdim) / static_cast<float>(n - 1);
 }

@@ -13,17 +13,17 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   int64_t known = 1, inferred = -1;
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] == -1) {
-      if (inferred >= 0) fail("reshape: more than one -1 in ", to_string(shape));
+      if (inferred >= 0) internal_fail("reshape: more than one -1 in ", to_string(shape));
       inferred = static_cast<int64_t>(i);
     } else if (target[i] < 0) {
-      fail("reshape: negative size in ", to_string(shape));
+      internal_fail("reshape: negative size in ", to_string(shape));
     } else {
       known *= target[i];
     }
   }
   if (inferred >= 0 && known != 0 && x.numel() % known == 0) target[inferred] = x.numel() / known;
   if (numel(target) != x.numel() || (inferred >= 0 && target[inferred] < 0))
-    fail("reshape: cannot view ", to_string(x.shape()), " (", x.numel(), " elements) as ",
+    internal_fail("reshape: cannot view ", to_string(x.shape()), " (", x.numel(), " elements) as ",
          to_string(shape));
   Tensor out = x.alias(target);
   return record(out, "reshape", {x}, [sx = x.shape()](const Tensor& g) -> Grads {
@@ -43,10 +43,10 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
   int n = x.ndim();
   std::vector<int> perm(dims.size());
   std::vector<bool> seen(n, false);
-  if (static_cast<int>(dims.size()) != n) fail("permute: ", dims.size(), " dims for a ", n, "-d tensor");
+  if (static_cast<int>(dims.size()) != n) internal_fail("permute: ", dims.size(), " dims for a ", n, "-d tensor");
   for (int i = 0; i < n; ++i) {
     perm[i] = normalize_axis(dims[i], n, "permute");
-    if (seen[perm[i]]) fail("permute: dim ", dims[i], " repeated");
+    if (seen[perm[i]]) internal_fail("permute: dim ", dims[i], " repeated");
     seen[perm[i]] = true;
   }
   Shape out_shape(n);
@@ -71,7 +71,7 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
 // Seen as [outer, n, inner] around the axis, each input is `outer` rows of
 // n_i * inner elements, placed side by side in the output's rows.
 Tensor concat(const std::vector<Tensor>& xs, int axis) {
-  if (xs.empty()) fail("concat: no tensors");
+  if (xs.empty()) internal_fail("concat: no tensors");
   const Tensor& first = xs[0];
   axis = normalize_axis(axis, first.ndim(), "concat");
   Shape out_shape = first.shape();
@@ -80,7 +80,7 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
     Shape expect = first.shape();
     if (x.ndim() == first.ndim()) expect[axis] = x.size(axis);
     if (x.shape() != expect || x.dtype() != first.dtype())
-      fail("concat: ", to_string(x.shape()), " (", to_string(x.dtype()), ") does not match ",
+      internal_fail("concat: ", to_string(x.shape()), " (", to_string(x.dtype()), ") does not match ",
            to_string(first.shape()), " (", to_string(first.dtype()), ") outside axis ", axis);
     out_shape[axis] += x.size(axis);
   }
@@ -111,7 +111,7 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end) {
   axis = normalize_axis(axis, x.ndim(), "slice");
   int64_t n = x.size(axis);
   if (start < 0 || end > n || start > end)
-    fail("slice: [", start, ", ", end, ") out of range for size ", n, " on axis ", axis);
+    internal_fail("slice: [", start, ", ", end, ") out of range for size ", n, " on axis ", axis);
   Shape out_shape = x.shape();
   out_shape[axis] = end - start;
   Tensor out = empty_like_device(x, out_shape, x.dtype());

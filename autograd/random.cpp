@@ -45,7 +45,7 @@ float Rng::normal() {
 }
 
 uint64_t Rng::below(uint64_t n) {
-  if (n == 0) fail("Rng::below(0)");
+  if (n == 0) internal_fail("Rng::below(0)");
   // Rejection sampling removes the modulo bias.
   uint64_t limit = UINT64_MAX - UINT64_MAX % n;
   uint64_t r;
@@ -69,7 +69,7 @@ Tensor normal(const Shape& shape, float mean, float stddev, Rng& rng) {
 }
 
 Tensor xavier_uniform(const Shape& shape, Rng& rng) {
-  if (shape.size() < 2) fail("xavier_uniform needs 2 or more dims, got ", to_string(shape));
+  if (shape.size() < 2) internal_fail("xavier_uniform needs 2 or more dims, got ", to_string(shape));
   int64_t receptive = numel(shape) / (shape[0] * shape[1]);
   float fan_in = static_cast<float>(shape[1] * receptive);
   float fan_out = static_cast<float>(shape[0] * receptive);

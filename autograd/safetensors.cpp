@@ -153,8 +153,8 @@ void save(const std::string& path, const NamedTensors& tensors, const Metadata& 
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__" || header.contains(name))
-      fail(path, ": cannot save tensor '", name, "': the name is reserved or repeated");
-    if (!t.defined()) fail(path, ": cannot save tensor '", name, "': it is undefined");
+      internal_fail(path, ": cannot save tensor '", name, "': the name is reserved or repeated");
+    if (!t.defined()) internal_fail(path, ": cannot save tensor '", name, "': it is undefined");
     uint64_t bytes = static_cast<uint64_t>(t.numel() * kElementBytes);
     header[name] = {{"dtype", dtype_name(t.dtype())},
                     {"shape", t.shape()},

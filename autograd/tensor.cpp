@@ -34,7 +34,7 @@ const char* to_string(DType dtype) { return dtype == DType::F32 ? "float32" : "i
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device& device) {
   for (int64_t d : shape)
-    if (d < 0) fail("tensor shape ", to_string(shape), " has a negative size");
+    if (d < 0) internal_fail("tensor shape ", to_string(shape), " has a negative size");
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->dtype = dtype;
@@ -56,7 +56,7 @@ Tensor Tensor::full(const Shape& shape, float value, Device& device) {
 
 Tensor Tensor::from(const std::vector<float>& values, const Shape& shape) {
   if (static_cast<int64_t>(values.size()) != sf::numel(shape))
-    fail("Tensor::from: ", values.size(), " values for shape ", to_string(shape));
+    internal_fail("Tensor::from: ", values.size(), " values for shape ", to_string(shape));
   Tensor t = empty(shape);
   std::copy(values.begin(), values.end(), t.data());
   return t;
@@ -64,14 +64,14 @@ Tensor Tensor::from(const std::vector<float>& values, const Shape& shape) {
 
 Tensor Tensor::from_ints(const std::vector<int32_t>& values, const Shape& shape) {
   if (static_cast<int64_t>(values.size()) != sf::numel(shape))
-    fail("Tensor::from_ints: ", values.size(), " values for shape ", to_string(shape));
+    internal_fail("Tensor::from_ints: ", values.size(), " values for shape ", to_string(shape));
   Tensor t = empty(shape, DType::I32);
   std::copy(values.begin(), values.end(), t.ints());
   return t;
 }
 
 TensorImpl& Tensor::impl() const {
-  if (!impl_) fail("use of an undefined tensor");
+  if (!impl_) internal_fail("use of an undefined tensor");
   return *impl_;
 }
 
@@ -81,41 +81,41 @@ Device& Tensor::device() const { return impl().storage->device(); }
 
 int64_t Tensor::size(int dim) const {
   int n = ndim();
-  if (dim < -n || dim >= n) fail("dimension ", dim, " out of range for shape ", to_string(shape()));
+  if (dim < -n || dim >= n) internal_fail("dimension ", dim, " out of range for shape ", to_string(shape()));
   return shape()[dim < 0 ? dim + n : dim];
 }
 
 void* Tensor::raw() const {
   if (!device().host_addressable())
-    fail("data(): the tensor lives on ", device().name(),
+    internal_fail("data(): the tensor lives on ", device().name(),
          "; read it with to_vector() or move it with to(cpu())");
   return impl().storage->buffer();
 }
 
 float* Tensor::data() const {
-  if (dtype() != DType::F32) fail("data(): tensor is ", to_string(dtype()), ", not float32");
+  if (dtype() != DType::F32) internal_fail("data(): tensor is ", to_string(dtype()), ", not float32");
   return static_cast<float*>(raw());
 }
 
 int32_t* Tensor::ints() const {
-  if (dtype() != DType::I32) fail("ints(): tensor is ", to_string(dtype()), ", not int32");
+  if (dtype() != DType::I32) internal_fail("ints(): tensor is ", to_string(dtype()), ", not int32");
   return static_cast<int32_t*>(raw());
 }
 
 Mem<void> Tensor::raw_mem() const { return {impl().storage->buffer(), 0}; }
 
 Mem<float> Tensor::mem() const {
-  if (dtype() != DType::F32) fail("tensor is ", to_string(dtype()), ", not float32");
+  if (dtype() != DType::F32) internal_fail("tensor is ", to_string(dtype()), ", not float32");
   return {impl().storage->buffer(), 0};
 }
 
 Mem<int32_t> Tensor::int_mem() const {
-  if (dtype() != DType::I32) fail("tensor is ", to_string(dtype()), ", not int32");
+  if (dtype() != DType::I32) internal_fail("tensor is ", to_string(dtype()), ", not int32");
   return {impl().storage->buffer(), 0};
 }
 
 float Tensor::item() const {
-  if (numel() != 1) fail("item(): tensor of shape ", to_string(shape()), " is not one element");
+  if (numel() != 1) internal_fail("item(): tensor of shape ", to_string(shape()), " is not one element");
   return to_vector()[0];
 }
 
@@ -149,7 +149,7 @@ void Tensor::move_to(Device& target) {
 // Between two devices the bytes cross the host unless one side is the host.
 void Tensor::copy_from(const Tensor& src) const {
   if (src.shape() != shape() || src.dtype() != dtype())
-    fail("copy_from: ", to_string(src.shape()), " ", to_string(src.dtype()), " into ",
+    internal_fail("copy_from: ", to_string(src.shape()), " ", to_string(src.dtype()), " into ",
          to_string(shape()), " ", to_string(dtype()));
   size_t bytes = impl().storage->bytes();
   Device &from = src.device(), &into = device();
@@ -169,8 +169,8 @@ void Tensor::copy_from(const Tensor& src) const {
 bool Tensor::requires_grad() const { return impl().requires_grad; }
 
 Tensor& Tensor::set_requires_grad(bool value) {
-  if (value && dtype() != DType::F32) fail("only float32 tensors can require grad");
-  if (!is_leaf()) fail("set_requires_grad on a tensor computed by an op (detach it first)");
+  if (value && dtype() != DType::F32) internal_fail("only float32 tensors can require grad");
+  if (!is_leaf()) internal_fail("set_requires_grad on a tensor computed by an op (detach it first)");
   impl().requires_grad = value;
   return *this;
 }
@@ -181,7 +181,7 @@ void Tensor::zero_grad() { impl().grad = Tensor(); }
 
 void Tensor::backward() const {
   if (numel() != 1)
-    fail("backward() on a tensor of shape ", to_string(shape()),
+    internal_fail("backward() on a tensor of shape ", to_string(shape()),
          " needs a gradient argument: only one-element tensors get the implicit gradient 1");
   backward(Tensor::full(shape(), 1.0f, device()));
 }
@@ -225,7 +225,7 @@ void Tensor::accumulate_grad(const Tensor& grad) const {
   }
   Shape strides = contiguous_strides(shape());
   if (&grad.device() != &device())
-    fail("gradient on ", grad.device().name(), " for a tensor on ", device().name());
+    internal_fail("gradient on ", grad.device().name(), " for a tensor on ", device().name());
   device().kernels().binary(kernels::Binary::Add, {slot.mem(), strides.data()},
                             {grad.mem(), strides.data()}, slot.mem(), shape().data(), ndim());
 }

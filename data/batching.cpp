@@ -50,7 +50,7 @@ int64_t drop_long_examples(std::vector<Example>& examples, int64_t seq_len) {
 
 BatchedDataset::BatchedDataset(std::vector<Example> examples, BatchOptions options)
     : examples_(std::move(examples)), options_(options) {
-  if (options_.batch_size <= 0) fail("batch_size must be positive, got ", options_.batch_size);
+  if (options_.batch_size <= 0) internal_fail("batch_size must be positive, got ", options_.batch_size);
   // The seed's limits: the encoder adds [SOS] and [EOS], the decoder one token.
   for (const Example& e : examples_) {
     if (static_cast<int64_t>(e.src.size()) > options_.seq_len - 2)
@@ -90,7 +90,7 @@ std::vector<std::vector<size_t>> BatchedDataset::epoch_plan(int64_t epoch) const
 }
 
 Batch BatchedDataset::make_batch(const std::vector<size_t>& indices) const {
-  if (indices.empty()) fail("make_batch: no examples");
+  if (indices.empty()) internal_fail("make_batch: no examples");
   int64_t S = options_.seq_len, T = options_.seq_len;
   if (options_.bucket) {
     S = T = 0;
@@ -134,7 +134,7 @@ EpochBatches::EpochBatches(const BatchedDataset& dataset, int64_t epoch, int64_t
 }
 
 Batch EpochBatches::next() {
-  if (done()) fail("EpochBatches::next: the epoch is over");
+  if (done()) internal_fail("EpochBatches::next: the epoch is over");
   return dataset_.make_batch(plan_[position_++]);
 }
 

@@ -100,7 +100,7 @@ ReadResult read_pairs(const std::string& path, const std::string& format,
 
 Split split_pairs(std::vector<Pair> pairs, double val_fraction, uint64_t seed) {
   if (!(val_fraction >= 0 && val_fraction < 1))
-    fail("val_fraction must be in [0, 1), got ", val_fraction);
+    internal_fail("val_fraction must be in [0, 1), got ", val_fraction);
   size_t n = pairs.size();
   size_t n_train = static_cast<size_t>(std::floor((1 - val_fraction) * static_cast<double>(n)));
   // The first n_train indices of a random permutation are the training pairs.

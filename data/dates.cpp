@@ -64,7 +64,7 @@ std::string english(const Date& d, Style style) {
     case Style::DayMonthYear:
       return day + " " + month + " " + year;
   }
-  fail("dates: unknown style");
+  internal_fail("dates: unknown style");
 }
 
 std::string iso(const Date& d) {

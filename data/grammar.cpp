@@ -150,7 +150,7 @@ template <class T, size_t N>
 const T& find(const T (&table)[N], std::string_view en, const char* kind) {
   for (const T& entry : table)
     if (en == entry.en) return entry;
-  fail("grammar: unknown ", kind, " \"", en, "\"");
+  internal_fail("grammar: unknown ", kind, " \"", en, "\"");
 }
 
 const Verb& find_verb(std::string_view en) { return en == kBe.en ? kBe : find(kVerbs, en, "verb"); }
@@ -209,7 +209,7 @@ struct Rendered {
 
 Rendered render_np(const NounPhrase& np) {
   const Noun& noun = find(kNouns, np.noun, "noun");
-  if (np.plural && !*noun.en_plural) fail("grammar: \"", np.noun, "\" is only used in the singular");
+  if (np.plural && !*noun.en_plural) internal_fail("grammar: \"", np.noun, "\" is only used in the singular");
   Rendered out;
   out.gender = noun.gender;
   out.plural = np.plural;
@@ -228,7 +228,7 @@ Rendered render_np(const NounPhrase& np) {
     out.en.push_back("the");
     out.article = definite_article(noun.gender, np.plural, it_noun);
   } else if (np.determiner == "a") {
-    if (np.plural) fail("grammar: \"a\" with the plural \"", en_noun, "\"");
+    if (np.plural) internal_fail("grammar: \"a\" with the plural \"", en_noun, "\"");
     out.en.push_back(std::string_view("aeiou").find(en_next[0]) != std::string_view::npos ? "an" : "a");
     out.it.push_back(indefinite_article(noun.gender, it_noun));
   } else if (np.determiner == "this") {
@@ -244,7 +244,7 @@ Rendered render_np(const NounPhrase& np) {
     out.article = definite_article(noun.gender, np.plural, mine);
     out.it.push_back(mine);
   } else {
-    fail("grammar: unknown determiner \"", np.determiner, "\"");
+    internal_fail("grammar: unknown determiner \"", np.determiner, "\"");
   }
   if (!en_adjective.empty()) out.en.push_back(en_adjective);
   out.en.push_back(en_noun);
@@ -337,7 +337,7 @@ Pair render(const Sentence& s) {
     static const char* const kEnglishBe[] = {"am", "are", "is", "are", "are", "are"};
     en.push_back(kEnglishBe[person]);
     it.push_back(verb.it[person]);
-    if (!gender) fail("grammar: \"be\" needs a subject of known gender, not \"", s.pronoun, "\"");
+    if (!gender) internal_fail("grammar: \"be\" needs a subject of known gender, not \"", s.pronoun, "\"");
     const Adjective& adjective = find(kAdjectives, s.adjective, "adjective");
     en.push_back(adjective.en);
     it.push_back(adjective.it[(plural ? 2 : 0) + (*gender == F ? 1 : 0)]);
@@ -345,7 +345,7 @@ Pair render(const Sentence& s) {
     en.push_back(person == kThirdSingular ? verb.en_3sg : verb.en);
     it.push_back(verb.it[person]);
     if (verb.transitive != s.object.has_value())
-      fail("grammar: \"", s.verb, verb.transitive ? "\" needs an object" : "\" takes no object");
+      internal_fail("grammar: \"", s.verb, verb.transitive ? "\" needs an object" : "\" takes no object");
     if (s.object) {
       Rendered object = render_np(*s.object);
       append(en, object.en);

@@ -41,7 +41,7 @@ struct Sentence {
   NounPhrase place;                  // the object of the preposition
 };
 
-// Both sides of the sentence. Throws sf::Error for a word not in the lexicon or
+// Both sides of the sentence. Throws sf::InternalError for a word not in the lexicon or
 // a sentence the grammar does not cover (e.g. "a" with a plural, "be" with a
 // subject of unknown gender such as "I").
 Pair render(const Sentence& sentence);

@@ -31,7 +31,7 @@ std::string below_thousand(int n) {  // 1..999
 }  // namespace
 
 std::string words(int value) {
-  if (value < 0 || value > 999999) fail("numbers: ", value, " outside 0..999999");
+  if (value < 0 || value > 999999) internal_fail("numbers: ", value, " outside 0..999999");
   if (value == 0) return "zero";
   int thousands = value / 1000, rest = value % 1000;
   if (!thousands) return below_thousand(rest);

@@ -13,7 +13,7 @@ Corpus load_corpus(const CorpusOptions& options) {
   if (!options.task.empty()) {
     all = generate_toy_task(options.task, options.size, options.seed);
   } else {
-    if (options.train.empty()) fail("data: neither a task nor a train file");
+    if (options.train.empty()) internal_fail("data: neither a task nor a train file");
     ReadResult train = read_pairs(options.train, options.format, options.lang_src, options.lang_tgt);
     corpus.blank_lines = train.blank_lines;
     if (!options.valid.empty()) {

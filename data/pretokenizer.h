@@ -11,7 +11,7 @@ namespace sf::data {
 
 // The words of `text`, as views into it: maximal runs of word characters and
 // maximal runs of other non-space characters; spaces only separate.
-// Throws sf::Error on invalid UTF-8.
+// Throws sf::InternalError on invalid UTF-8 (callers validate input first).
 std::vector<std::string_view> pre_tokenize(std::string_view text);
 
 // The words joined by single spaces: how metrics see a sentence (BLEU, chrF,

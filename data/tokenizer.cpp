@@ -161,7 +161,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 }
 
 const std::string& Tokenizer::id_to_token(int32_t id) const {
-  if (id < 0 || id >= vocab_size()) fail("token id ", id, " outside the vocabulary of ", vocab_size());
+  if (id < 0 || id >= vocab_size()) internal_fail("token id ", id, " outside the vocabulary of ", vocab_size());
   return tokens_[id];
 }
 

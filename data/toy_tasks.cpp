@@ -54,11 +54,11 @@ const std::vector<ToyTaskInfo>& toy_tasks() {
 const ToyTaskInfo& toy_task(const std::string& name) {
   for (const ToyTaskInfo& task : toy_tasks())
     if (task.name == name) return task;
-  fail("unknown toy task \"", name, "\" (copy | reverse | dates | numbers | grammar)");
+  internal_fail("unknown toy task \"", name, "\" (copy | reverse | dates | numbers | grammar)");
 }
 
 std::vector<Pair> generate_toy_task(const std::string& name, int64_t size, uint64_t seed) {
-  if (size <= 0) fail("toy task \"", name, "\": size must be positive, got ", size);
+  if (size <= 0) internal_fail("toy task \"", name, "\": size must be positive, got ", size);
   const ToyTaskInfo& task = toy_task(name);
   Rng rng(seed);
   std::vector<Pair> pairs;

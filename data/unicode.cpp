@@ -47,7 +47,7 @@ bool in_table(char32_t cp, const detail::CodePointRange* table, size_t size) {
 
 char32_t next_code_point(std::string_view text, size_t& pos) {
   char32_t cp;
-  if (!try_decode(text, pos, cp)) fail("invalid UTF-8 at byte ", pos);
+  if (!try_decode(text, pos, cp)) internal_fail("invalid UTF-8 at byte ", pos);
   return cp;
 }
 

@@ -11,7 +11,8 @@ namespace sf::data {
 
 // Decodes the code point starting at text[pos] and advances pos past it.
 // Strict UTF-8 (RFC 3629): overlong forms, surrogates, code points above
-// U+10FFFF and truncated sequences are errors (sf::Error naming the byte offset).
+// U+10FFFF and truncated sequences are errors: sf::InternalError naming the
+// byte offset, since input is checked with find_invalid_utf8 where it is read.
 char32_t next_code_point(std::string_view text, size_t& pos);
 
 // The byte offset of the first invalid UTF-8 sequence, or npos when valid.

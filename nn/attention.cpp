@@ -16,7 +16,7 @@ MultiHeadAttentionBlock::MultiHeadAttentionBlock(int64_t d_model, int64_t h, flo
       d_model_(d_model),
       h_(h),
       d_k_(h > 0 ? d_model / h : 0) {
-  if (h <= 0 || d_model % h != 0) fail("attention: d_model ", d_model, " is not divisible by h ", h);
+  if (h <= 0 || d_model % h != 0) internal_fail("attention: d_model ", d_model, " is not divisible by h ", h);
   register_module("w_q", w_q);
   register_module("w_k", w_k);
   register_module("w_v", w_v);

@@ -56,7 +56,7 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, int64_t seq_len, float p
 Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
   int64_t length = x.size(1), seq_len = pe.size(1);
   if (start + length > seq_len)
-    fail("positional encoding: positions ", start, "..", start + length - 1,
+    internal_fail("positional encoding: positions ", start, "..", start + length - 1,
          " are beyond seq_len ", seq_len);
   return dropout.forward(x + slice(pe, 1, start, start + length));
 }

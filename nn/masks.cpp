@@ -7,14 +7,14 @@ namespace sf::nn {
 
 Tensor padding_mask(const Tensor& tokens, int32_t pad_id) {
   if (tokens.ndim() != 2 || tokens.dtype() != DType::I32)
-    fail("padding_mask: tokens must be int32 [B, S], got ", to_string(tokens.dtype()), " ",
+    internal_fail("padding_mask: tokens must be int32 [B, S], got ", to_string(tokens.dtype()), " ",
          to_string(tokens.shape()));
   Tensor keep = ne(tokens, Tensor::from_ints({pad_id}, {}));
   return reshape(keep, {tokens.size(0), 1, 1, tokens.size(1)});
 }
 
 Tensor causal_mask(int64_t queries, int64_t keys) {
-  if (queries > keys) fail("causal_mask: ", queries, " queries for ", keys, " keys");
+  if (queries > keys) internal_fail("causal_mask: ", queries, " queries for ", keys, " keys");
   // Query i is position i + offset; it sees keys j with j <= i + offset.
   int64_t offset = keys - queries;
   Tensor mask = Tensor::empty({1, 1, queries, keys}, DType::I32);

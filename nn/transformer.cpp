@@ -95,7 +95,7 @@ Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const Tensor& src
 
 Tensor Decoder::forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask) {
   if (cache.layers.size() != layers.size())
-    fail("decoder: the cache has ", cache.layers.size(), " layers, the decoder ", layers.size());
+    internal_fail("decoder: the cache has ", cache.layers.size(), " layers, the decoder ", layers.size());
   int64_t n = x.size(1);
   // One new position sees every cached one: no mask needed. Several new ones
   // must not see each other's future.
@@ -153,7 +153,7 @@ Tensor Transformer::decode_next(DecoderCache& cache, const Tensor& src_mask, con
 std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, Rng& init) {
   if (config.src_vocab_size <= 0 || config.tgt_vocab_size <= 0 || config.d_model <= 0 ||
       config.N <= 0 || config.d_ff <= 0 || config.src_seq_len <= 0 || config.tgt_seq_len <= 0)
-    fail("build_transformer: sizes must be positive (vocab ", config.src_vocab_size, "/",
+    internal_fail("build_transformer: sizes must be positive (vocab ", config.src_vocab_size, "/",
          config.tgt_vocab_size, ", seq_len ", config.src_seq_len, "/", config.tgt_seq_len,
          ", d_model ", config.d_model, ", N ", config.N, ", d_ff ", config.d_ff, ")");
   auto model = std::make_unique<Transformer>(config, init);

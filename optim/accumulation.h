@@ -16,7 +16,7 @@ namespace sf::optim {
 class GradAccumulation {
  public:
   explicit GradAccumulation(int64_t every) : every_(every) {
-    if (every < 1) fail("grad_accum must be >= 1, got ", every);
+    if (every < 1) internal_fail("grad_accum must be >= 1, got ", every);
   }
   // For the next batch, with `batches_left` batches in the epoch counting it.
   float loss_scale(int64_t batches_left) const {

@@ -13,7 +13,7 @@ namespace sf::optim {
 Optimizer::Optimizer(NamedTensors params, float lr)
     : params_(std::move(params)), lr_(lr), state_(params_.size()) {
   for (const auto& [name, p] : params_)
-    if (!p.requires_grad()) fail("optimizer: parameter ", name, " does not require grad");
+    if (!p.requires_grad()) internal_fail("optimizer: parameter ", name, " does not require grad");
 }
 
 void Optimizer::step() {

@@ -12,11 +12,11 @@ Schedule parse_schedule(const std::string& name) {
   if (name == "constant") return Schedule::Constant;
   if (name == "noam") return Schedule::Noam;
   if (name == "cosine") return Schedule::Cosine;
-  fail("unknown schedule '", name, "' (expected constant, noam or cosine)");
+  internal_fail("unknown schedule '", name, "' (expected constant, noam or cosine)");
 }
 
 float learning_rate(const ScheduleOptions& o, int64_t step) {
-  if (step < 1) fail("learning_rate: steps count from 1, got ", step);
+  if (step < 1) internal_fail("learning_rate: steps count from 1, got ", step);
   double s = static_cast<double>(step), warmup = static_cast<double>(std::max<int64_t>(o.warmup_steps, 1));
   switch (o.kind) {
     case Schedule::Constant:

@@ -153,7 +153,7 @@ TEST_CASE("data: train/valid split is deterministic and a partition") {
   // 7 pairs: train gets floor(0.9 * 7) = 6.
   CHECK(split_pairs(numbered_pairs(7), 0.1, 1).valid.size() == 1);
   CHECK(split_pairs(numbered_pairs(7), 0.0, 1).valid.empty());
-  CHECK_THROWS_AS(split_pairs(pairs, 1.0, 1), Error);
+  CHECK_THROWS_AS(split_pairs(pairs, 1.0, 1), InternalError);
 }
 
 TEST_CASE("data: load_corpus uses the valid file or splits; tokenizer file is built then loaded") {

@@ -65,7 +65,7 @@ TEST_CASE("data: invalid UTF-8 is an error") {
   for (std::string bad : {"abc\xC3", "\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "a\x80"}) {
     CAPTURE(bad);
     CHECK(find_invalid_utf8(bad) != std::string::npos);
-    CHECK_THROWS_AS(pre_tokenize(bad), Error);
+    CHECK_THROWS_AS(pre_tokenize(bad), InternalError);
   }
   CHECK(find_invalid_utf8("ok \xC3\xA8 \xF0\x9F\x98\x80") == std::string::npos);
   CHECK(decode_utf8("è😀") == std::u32string{0xE8, 0x1F600});
@@ -124,7 +124,7 @@ TEST_CASE("data: encode/decode round trip") {
   CHECK(unknown == std::vector<int32_t>{tokenizer.token_to_id("Il"), kUnkId});
   std::vector<int32_t> framed = {kSosId, tokenizer.token_to_id("cane"), kUnkId, kEosId, kPadId};
   CHECK(tokenizer.decode(framed) == "cane [UNK]");
-  CHECK_THROWS_AS(tokenizer.decode({999}), Error);
+  CHECK_THROWS_AS(tokenizer.decode({999}), InternalError);
   // As in HF, special tokens written in the text are recognised as such.
   CHECK(tokenizer.encode("cane[PAD] [EOS]x") ==
         std::vector<int32_t>{tokenizer.token_to_id("cane"), kPadId, kEosId, kUnkId});

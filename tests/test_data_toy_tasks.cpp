@@ -36,7 +36,7 @@ TEST_CASE("data: toy tasks are deterministic in (size, seed) with distinct sourc
   }
   CHECK_THROWS_WITH_AS(generate_toy_task("poetry", 10, 1),
                        "unknown toy task \"poetry\" (copy | reverse | dates | numbers | grammar)",
-                       Error);
+                       InternalError);
 }
 
 TEST_CASE("data: copy and reverse") {
@@ -95,7 +95,7 @@ TEST_CASE("data: numbers, hand-checked") {
         "nine hundred and ninety - nine thousand nine hundred and ninety - nine");
   CHECK(numbers::digits(342) == "3 4 2");
   CHECK(numbers::digits(0) == "0");
-  CHECK_THROWS_AS(numbers::words(1000000), Error);
+  CHECK_THROWS_AS(numbers::words(1000000), InternalError);
 }
 
 namespace {
@@ -169,11 +169,11 @@ TEST_CASE("data: grammar, hand-checked English -> Italian") {
   CHECK(pre_tokenize("io vedo l'amico") == std::vector<std::string_view>{"io", "vedo", "l", "'", "amico"});
 
   // Sentences outside the grammar are errors, not wrong translations.
-  CHECK_THROWS_AS(grammar::render(subject({"a", "", "cat", true}).verb("sleep").s), Error);
-  CHECK_THROWS_AS(grammar::render(pronoun("I").is("tired").s), Error);
-  CHECK_THROWS_AS(grammar::render(subject({"the", "", "fish", true}).verb("sleep").s), Error);
-  CHECK_THROWS_AS(grammar::render(subject({"the", "", "unicorn"}).verb("sleep").s), Error);
-  CHECK_THROWS_AS(grammar::render(subject({"the", "", "cat"}).verb("eat").s), Error);
+  CHECK_THROWS_AS(grammar::render(subject({"a", "", "cat", true}).verb("sleep").s), InternalError);
+  CHECK_THROWS_AS(grammar::render(pronoun("I").is("tired").s), InternalError);
+  CHECK_THROWS_AS(grammar::render(subject({"the", "", "fish", true}).verb("sleep").s), InternalError);
+  CHECK_THROWS_AS(grammar::render(subject({"the", "", "unicorn"}).verb("sleep").s), InternalError);
+  CHECK_THROWS_AS(grammar::render(subject({"the", "", "cat"}).verb("eat").s), InternalError);
 }
 
 TEST_CASE("data: grammar lexicon >= 80 words and >= 50k distinct pairs") {

@@ -32,3 +32,18 @@ TEST_CASE("examples: xor learns XOR with every optimizer") {
   CHECK(status == 2);
   CHECK(output.find("unknown optimizer 'momentum'") != std::string::npos);
 }
+
+TEST_CASE("examples: train_toy learns to reverse and decodes held-out pairs") {
+  auto [status, output] = run(std::string(SF_BUILD_DIR) + "/examples/train_toy");
+  CAPTURE(output);
+  CHECK(status == 0);
+  size_t last = output.rfind("final loss ");
+  REQUIRE(last != std::string::npos);
+  float loss = 0.0f;
+  int exact = 0, total = 0;
+  REQUIRE(std::sscanf(output.c_str() + last, "final loss %f, %d of %d held-out pairs exact", &loss, &exact,
+                      &total) == 3);
+  CHECK(loss < 0.1f);  // from about 3.7 (log of the vocabulary size) at the start
+  CHECK(total == 4);
+  CHECK(exact >= 1);  // greedy decoding turns the trained model into whole reversals
+}

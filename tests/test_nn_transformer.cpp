@@ -106,5 +106,5 @@ TEST_CASE("nn: decoding past tgt_seq_len is an error") {
   DecoderCache cache = model->start_decoding(model->encode(src, padding_mask(src)));
   model->decode_next(cache, padding_mask(src), Tensor::from_ints({2, 4, 5}, {1, 3}));
   CHECK_THROWS_WITH_AS(model->decode_next(cache, padding_mask(src), Tensor::from_ints({6}, {1, 1})),
-                       doctest::Contains("beyond seq_len 3"), Error);
+                       doctest::Contains("beyond seq_len 3"), InternalError);
 }

@@ -226,8 +226,8 @@ TEST_SUITE("opencl") {
     SF_NEED_OPENCL();
     Device* device = opencl_device();
     Tensor a = random_tensor({3}, 31), b = a.to(*device);
-    CHECK_THROWS_WITH_AS(a + b, doctest::Contains("different devices"), Error);
-    CHECK_THROWS_WITH_AS(b.data(), doctest::Contains("lives on opencl"), Error);
+    CHECK_THROWS_WITH_AS(a + b, doctest::Contains("different devices"), InternalError);
+    CHECK_THROWS_WITH_AS(b.data(), doctest::Contains("lives on opencl"), InternalError);
   }
 }
 #endif  // SF_OPENCL

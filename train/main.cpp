@@ -230,13 +230,10 @@ int main(int argc, char** argv) {
     if (command == "eval") return eval_command(argc, argv);
     if (command == "score") return score_command(argc, argv);
     throw UsageError(command.empty() ? "no subcommand (try --help)" : "unknown subcommand '" + command + "' (try --help)");
-  } catch (const Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "scratchformer: error: %s\n", e.what());
-    return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "scratchformer: internal error: %s\n", e.what());
-    return 1;
+    int status = exit_status(e);  // 2: bad input (sf::Error), 1: a bug (autograd/error.h)
+    std::fprintf(stderr, "scratchformer: %s: %s\n", status == 2 ? "error" : "internal error", e.what());
+    return status;
   }
 }

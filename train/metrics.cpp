@@ -12,7 +12,7 @@ namespace {
 
 void require_same_size(size_t hypotheses, size_t references, const char* metric) {
   if (hypotheses != references)
-    fail(metric, ": ", hypotheses, " hypotheses for ", references, " references");
+    internal_fail(metric, ": ", hypotheses, " hypotheses for ", references, " references");
 }
 
 // Counts of the n-grams of `items`.

@@ -10,7 +10,7 @@ namespace {
 constexpr int kMaxDims = 8;
 
 cl_int8 pack(const std::vector<int64_t>& values, int64_t padding) {
-  if (values.size() > kMaxDims) fail("opencl: ", values.size(), " dims after merging; kernels take at most 8");
+  if (values.size() > kMaxDims) internal_fail("opencl: ", values.size(), " dims after merging; kernels take at most 8");
   cl_int8 packed;
   for (int d = 0; d < kMaxDims; ++d) {
     int64_t v = d < static_cast<int>(values.size()) ? values[d] : padding;

@@ -18,7 +18,7 @@ std::string name_of(cl_kernel kernel) {
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
   cl_int status = clSetKernelArg(kernel, index, size, value);
   if (status != CL_SUCCESS)
-    fail("opencl: clSetKernelArg failed for argument ", index, " of ", name_of(kernel), ": ",
+    internal_fail("opencl: clSetKernelArg failed for argument ", index, " of ", name_of(kernel), ": ",
          error_name(status));
 }
 

@@ -129,7 +129,7 @@ cl_kernel Runtime::kernel(const Source& source, const char* name) {
   if (!program) program = build(source);
   cl_int status = CL_SUCCESS;
   cl_kernel kernel = clCreateKernel(program, name, &status);
-  if (status != CL_SUCCESS) fail("opencl: clCreateKernel(", name, ") failed: ", error_name(status));
+  if (status != CL_SUCCESS) internal_fail("opencl: clCreateKernel(", name, ") failed: ", error_name(status));
   return kernels_[key] = kernel;
 }
 
