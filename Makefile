@@ -106,9 +106,10 @@ endif
 # command they show runs (or, for make targets, dry-runs), every link resolves;
 # and its self-test, whose broken fixture docs (tests/docs_check/) must fail.
 # tools/docs-check explains the rules; `make test` counts each as one test.
+# The docs run build/tests and build/scratchformer, so those are built first.
 DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" tools/docs-check \
   --command "docs-check --self-test: broken docs fail" "tools/docs-check --self-test"
-docs-check: $(CLI) $(EXAMPLES)
+docs-check: $(TESTS) $(CLI) $(EXAMPLES)
 	@tools/docs-check --self-test
 	@tools/docs-check
 
