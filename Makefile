@@ -54,7 +54,7 @@ EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.
 
 obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all test bench demo report-check deps bench-deps clean fuzz fuzz-deps
+.PHONY: all test docs-check bench demo report-check deps bench-deps clean fuzz fuzz-deps
 .SECONDARY:
 CLI := $(BUILD)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
@@ -85,7 +85,7 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)
 
 # The whole suite, the kernel tests at every SIMD level (below), then (except
 # under the sanitizers, whose builds skip it) the OpenCL variant's suite
-# "opencl" on PoCL, then each fuzzer for FUZZ_SECONDS (below). tools/run-tests
+# "opencl" on PoCL, then the docs check (below), then each fuzzer for FUZZ_SECONDS (below). tools/run-tests
 # prints each suite's report and, last, the summary line
 # "tests: N passed, M failed[, K skipped]" over all of them.
 # PoCL caches the kernels it compiles in build/pocl-cache.
@@ -97,10 +97,21 @@ ifeq ($(SANITIZE),thread)
 	@SF_TEST_FILTER='$(TSAN_TESTS)' TSAN_OPTIONS=halt_on_error=1 tools/run-tests $(TESTS)
 else ifeq ($(SANITIZE)$(OPENCL),)
 	@tools/run-tests $(TESTS) $(KERNEL_LEVEL_RUNS) --opencl "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 build/opencl/tests" \
-	  build/opencl/tests $(FUZZ_TESTS)
+	  build/opencl/tests $(DOCS_TESTS) $(FUZZ_TESTS)
 else
 	@tools/run-tests $(TESTS) $(KERNEL_LEVEL_RUNS)
 endif
+
+# The docs check: every excerpt README.md and docs/ quote is in the tree, every
+# command they show runs (or, for make targets, dry-runs), every link resolves;
+# and its self-test, whose broken fixture docs (tests/docs_check/) must fail.
+# tools/docs-check explains the rules; `make test` counts each as one test.
+# The docs run build/tests and build/scratchformer, so those are built first.
+DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" tools/docs-check \
+  --command "docs-check --self-test: broken docs fail" "tools/docs-check --self-test"
+docs-check: $(TESTS) $(CLI) $(EXAMPLES)
+	@tools/docs-check --self-test
+	@tools/docs-check
 
 # Fuzzing with clang's libFuzzer. `make fuzz` builds one fuzzer per kind of
 # input (fuzz/targets.h) in build/fuzz/, under ASan and UBSan, and their seed

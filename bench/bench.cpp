@@ -126,7 +126,7 @@ void bench_memory(int threads) {
 }  // namespace
 
 // Usage: bench [OUT.json [PART...]]: every part by default, else the parts
-// named (gemm, memory, train, profile, opencl_gemm).
+// named (gemm, memory, train, profile, gemm_steps, opencl_gemm).
 int main(int argc, char** argv) {
   // OpenBLAS's idle workers spin for 2^28 cycles (~0.1 s) after each call
   // before they sleep, so in interleaved trials they would hold the second
@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
   }
   if (wanted("train")) bench_train_steps();
   if (wanted("profile")) bench_step_profile();
+  if (wanted("gemm_steps")) bench_gemm_steps();
 #ifdef SF_OPENCL
   if (wanted("opencl_gemm")) bench_opencl_gemm();
 #endif

@@ -110,6 +110,7 @@ double fma_peak_gflops(int threads);  // fma_peak.cpp
 void bench_train_steps();  // train_step.cpp
 int measure(int argc, char** argv);  // train_step.cpp: `bench --measure ...`
 void bench_step_profile();  // step_profile.cpp
+void bench_gemm_steps();  // gemm_steps.cpp: the steps of docs/03-kernels.md
 void bench_opencl_gemm();  // opencl_gemm.cpp (OPENCL=1 builds)
 
 }  // namespace sf::bench
