@@ -34,7 +34,7 @@ Session Session::open(const Config& config, const std::optional<std::string>& ch
          model_config.src_seq_len == model_config.tgt_seq_len
              ? std::to_string(model_config.src_seq_len)
              : std::to_string(model_config.src_seq_len) + "/" + std::to_string(model_config.tgt_seq_len));
-  check_fits_in_memory(inference_bytes(model_config, std::max<int64_t>(config.batch_size, 32), config.beam),
+  check_fits_in_memory(inference_bytes(model_config, inference_batch_size(config), config.beam),
                        "this checkpoint's model", s.checkpoint);
   if (model_config.src_vocab_size != s.src_tokenizer.vocab_size() ||
       model_config.tgt_vocab_size != s.tgt_tokenizer.vocab_size())
@@ -47,6 +47,12 @@ Session Session::open(const Config& config, const std::optional<std::string>& ch
   s.model->to(device_named(config.device));
   s.model->eval();
   return s;
+}
+
+int64_t inference_batch_size(const Config& config) { return std::max<int64_t>(config.batch_size, 32); }
+
+DecodeOptions DecodeOptions::from_config(const Config& config, std::optional<int64_t> beam) {
+  return {beam.value_or(config.beam), config.length_penalty, config.seq_len, inference_batch_size(config)};
 }
 
 Tensor encoder_inputs(const std::vector<std::vector<int32_t>>& sources) {

@@ -29,11 +29,19 @@ struct Session {
 // longest + 2.
 Tensor encoder_inputs(const std::vector<std::vector<int32_t>>& sources);
 
+// Sentences per inference batch: the training batch size, but at least 32, as
+// decoding a few sentences at a time leaves the machine idle.
+int64_t inference_batch_size(const Config& config);
+
 struct DecodeOptions {
-  int64_t beam = 1;  // 1: greedy
-  float length_penalty = 0.6f;
-  int64_t max_len = 350;  // decoder positions (seq_len)
-  int64_t batch_size = 32;
+  int64_t beam;  // 1: greedy
+  float length_penalty;
+  int64_t max_len;  // decoder positions (seq_len)
+  int64_t batch_size;
+
+  // The config's beam (or `beam`, e.g. --beam), length_penalty and seq_len,
+  // batches of inference_batch_size.
+  static DecodeOptions from_config(const Config& config, std::optional<int64_t> beam = std::nullopt);
 };
 
 // Translates every source (token ids), batched by similar lengths; the results

@@ -127,11 +127,6 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
   return a;
 }
 
-DecodeOptions decode_options(const Session& s, const Arguments& a) {
-  return {a.beam.value_or(s.config.beam), s.config.length_penalty, s.config.seq_len,
-          std::max<int64_t>(s.config.batch_size, 32)};
-}
-
 int train_command(int argc, char** argv) {
   Arguments a = parse("train", argc, argv, {"--config", "--set"}, false);
   if (a.help) return std::fputs(kTrainHelp, stdout), 0;
@@ -160,7 +155,7 @@ int translate_command(int argc, char** argv) {
   if (a.attention && sentences.size() != 1)
     throw UsageError("translate: --attention draws one sentence's heatmaps; got " +
                      std::to_string(sentences.size()) + " sentences");
-  std::vector<std::string> lines = translate_lines(session, sentences, decode_options(session, a));
+  std::vector<std::string> lines = translate_lines(session, sentences, DecodeOptions::from_config(session.config, a.beam));
   for (const std::string& line : lines) std::printf("%s\n", line.c_str());
   if (a.attention) {
     std::vector<AttentionMap> maps =
@@ -185,7 +180,7 @@ int eval_command(int argc, char** argv) {
     sources.push_back(p.src);
     references.push_back(p.tgt);
   }
-  Scores s = score_translations(translate_lines(session, sources, decode_options(session, a)), references);
+  Scores s = score_translations(translate_lines(session, sources, DecodeOptions::from_config(session.config, a.beam)), references);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::ordered_json out = {{"bleu", s.bleu}, {"chrf", s.chrf}, {"cer", s.cer}, {"wer", s.wer},
                         {"sentences", sources.size()}, {"seconds", seconds}};
@@ -211,7 +206,7 @@ int score_command(int argc, char** argv) {
     examples.push_back({session.src_tokenizer.encode(pair.src), session.tgt_tokenizer.encode(pair.tgt), pair});
   }
   const Config& c = session.config;
-  for (const PairNll& r : score_pairs(*session.model, std::move(examples), c.seq_len, std::max<int64_t>(c.batch_size, 32)))
+  for (const PairNll& r : score_pairs(*session.model, std::move(examples), c.seq_len, inference_batch_size(c)))
     std::printf("%.6f\t%lld\n", r.nll, static_cast<long long>(r.tokens));
   return 0;
 }

@@ -286,8 +286,7 @@ ValidationResult Trainer::validate() {
     result.loss = count > 0 ? total / count : 0.0;
     std::vector<std::vector<int32_t>> sources;
     for (const data::Example& e : examples) sources.push_back(e.src);
-    DecodeOptions options{config_.beam, config_.length_penalty, config_.seq_len, std::max<int64_t>(config_.batch_size, 32)};
-    for (const TokenIds& ids : translate_ids(*model_, sources, options))
+    for (const TokenIds& ids : translate_ids(*model_, sources, DecodeOptions::from_config(config_)))
       result.predictions.push_back(tgt_tokenizer_->decode(ids));
     for (const data::Example& e : examples) {
       result.sources.push_back(e.text.src);
