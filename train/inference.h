@@ -1,5 +1,5 @@
-// Using a trained model: what `translate`, `eval` and `score` do (SPEC §3), and
-// what validation reuses. A Session holds the config, both tokenizers and the
+// Using a trained model: what the `translate`, `eval` and `score` commands do,
+// and what validation reuses. A Session holds the config, both tokenizers and the
 // model loaded from a checkpoint; it never needs the training data.
 #pragma once
 #include <memory>
