@@ -6,11 +6,9 @@
 
 #include "autograd/engine.h"
 #include "autograd/error.h"
-#include "data/pretokenizer.h"
 #include "data/unicode.h"
 #include "nn/checkpoint.h"
 #include "train/checkpoints.h"
-#include "train/metrics.h"
 #include "train/resources.h"
 
 namespace sf::train {
@@ -127,33 +125,6 @@ std::vector<std::string> translate_lines(Session& session, const std::vector<std
   for (const TokenIds& ids : translate_ids(*session.model, sources, options))
     lines.push_back(session.tgt_tokenizer.decode(ids));
   return lines;
-}
-
-Scores score_translations(const std::vector<std::string>& hypotheses,
-                          const std::vector<std::string>& references) {
-  std::vector<Words> hyp_words, ref_words;
-  std::vector<std::u32string> hyp_chars, ref_chars;
-  int64_t exact = 0;
-  for (size_t i = 0; i < hypotheses.size(); ++i) {
-    std::string h = data::pre_tokenized_text(hypotheses[i]), r = data::pre_tokenized_text(references[i]);
-    exact += h == r;
-    auto words = [](const std::string& text) {
-      Words out;
-      for (std::string_view w : data::pre_tokenize(text)) out.emplace_back(w);
-      return out;
-    };
-    hyp_words.push_back(words(h));
-    ref_words.push_back(words(r));
-    hyp_chars.push_back(data::decode_utf8(h));
-    ref_chars.push_back(data::decode_utf8(r));
-  }
-  Scores s;
-  s.bleu = corpus_bleu(hyp_words, ref_words);
-  s.chrf = corpus_chrf(hyp_chars, ref_chars);
-  s.cer = corpus_cer(hyp_chars, ref_chars);
-  s.wer = corpus_wer(hyp_words, ref_words);
-  s.exact_match = hypotheses.empty() ? 0.0 : double(exact) / double(hypotheses.size());
-  return s;
 }
 
 std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Example> examples,

@@ -59,15 +59,6 @@ std::vector<int32_t> encode_source(const Session& session, const std::string& te
 std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
                                          const DecodeOptions& options);
 
-struct Scores {
-  double bleu = 0, chrf = 0, cer = 0, wer = 0;
-  double exact_match = 0;  // fraction of hypotheses equal to their reference
-};
-
-// SPEC §8: each hypothesis against its raw reference, both pre-tokenised.
-Scores score_translations(const std::vector<std::string>& hypotheses,
-                          const std::vector<std::string>& references);
-
 struct PairNll {
   double nll;      // -sum log p of the target tokens and [EOS]
   int64_t tokens;  // target tokens + 1

@@ -18,6 +18,7 @@
 #include "train/attention_maps.h"
 #include "autograd/atomic_file.h"
 #include "train/inference.h"
+#include "train/metrics.h"
 #include "train/trainer.h"
 
 using namespace sf;
@@ -65,7 +66,8 @@ const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=va
                           --data FILE.tsv [--beam N]
 
 Translates the sources of FILE.tsv (source<TAB>target lines) as translate does
-and prints one JSON object: {"bleu", "chrf", "cer", "wer", "sentences", "seconds"}.
+and prints one JSON object: a key per metric ("bleu", "chrf", "cer", "wer", ...,
+as validation logs them), then "sentences" and "seconds".
 )";
 
 const char* kScoreHelp = R"(usage: scratchformer score --config FILE [--set key=value ...] [--checkpoint PATH]
@@ -180,10 +182,13 @@ int eval_command(int argc, char** argv) {
     sources.push_back(p.src);
     references.push_back(p.tgt);
   }
-  Scores s = score_translations(translate_lines(session, sources, DecodeOptions::from_config(session.config, a.beam)), references);
+  Scores scores = score_translations(
+      translate_lines(session, sources, DecodeOptions::from_config(session.config, a.beam)), references);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  nlohmann::ordered_json out = {{"bleu", s.bleu}, {"chrf", s.chrf}, {"cer", s.cer}, {"wer", s.wer},
-                        {"sentences", sources.size()}, {"seconds", seconds}};
+  nlohmann::ordered_json out;
+  add_scores(out, scores);
+  out["sentences"] = sources.size();
+  out["seconds"] = seconds;
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
