@@ -157,15 +157,15 @@ static double exact_match(const PreTokenizedPairs& p) {
 
 // The table: a metric is a function above and a row here.
 static const std::vector<Metric> kMetrics = {
-    {"bleu", "BLEU", true, "BLEU and chrF", "%.2f",
+    {"bleu", "BLEU", Better::higher, "BLEU and chrF", "%.2f",
      [](const PreTokenizedPairs& p) { return corpus_bleu(p.hyp_words, p.ref_words); }},
-    {"chrf", "chrF", true, "BLEU and chrF", "%.2f",
+    {"chrf", "chrF", Better::higher, "BLEU and chrF", "%.2f",
      [](const PreTokenizedPairs& p) { return corpus_chrf(p.hyp_chars, p.ref_chars); }},
-    {"cer", "CER", false, "error and exact-match rates", "%.4f",
+    {"cer", "CER", Better::lower, "error and exact-match rates", "%.4f",
      [](const PreTokenizedPairs& p) { return corpus_cer(p.hyp_chars, p.ref_chars); }},
-    {"wer", "WER", false, "error and exact-match rates", "%.4f",
+    {"wer", "WER", Better::lower, "error and exact-match rates", "%.4f",
      [](const PreTokenizedPairs& p) { return corpus_wer(p.hyp_words, p.ref_words); }},
-    {"exact_match", "exact match", true, "error and exact-match rates", "%.3f", exact_match},
+    {"exact_match", "exact match", Better::higher, "error and exact-match rates", "%.3f", exact_match},
 };
 
 const std::vector<Metric>& metrics() { return kMetrics; }

@@ -44,10 +44,14 @@ struct PreTokenizedPairs {
   std::vector<std::u32string> hyp_chars, ref_chars;  // the words joined by single spaces
 };
 
+// Which way a metric improves: up, down, or towards an ideal value (a ratio
+// whose best is 1).
+enum class Better { higher, lower, neither };
+
 struct Metric {
   const char* name;   // its key in metrics.jsonl and eval's JSON, and in the log line
   const char* label;  // its name in the report's table and chart legends
-  bool higher_is_better;
+  Better better;
   const char* chart;   // the report chart it is drawn in: metrics on one scale share one
   const char* format;  // printf format of its value in the log line
   double (*compute)(const PreTokenizedPairs& pairs);

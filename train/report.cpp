@@ -149,7 +149,9 @@ void write_report(const std::string& path, const ReportContent& c) {
        << line_chart("validation loss", "epoch", {{"loss", "#1f77b4", valid_loss}}) << metric_charts(valid_rows)
        << "</div>\n<table><tr><th>epoch</th><th>step</th><th>loss</th>";
   // The table's metric columns, each marked with the direction that is better.
-  for (const Metric& m : metrics()) html << "<th>" << escape_xml(m.label) << (m.higher_is_better ? " ↑" : " ↓") << "</th>";
+  for (const Metric& m : metrics())
+    html << "<th>" << escape_xml(m.label)
+         << (m.better == Better::higher ? " ↑" : m.better == Better::lower ? " ↓" : "") << "</th>";
   html << "</tr>\n";
   for (const nlohmann::json& r : valid_rows) {
     html << "<tr><td>" << number(field(r, "epoch")) << "</td><td>" << number(field(r, "step")) << "</td><td>"
