@@ -96,3 +96,11 @@ TEST_CASE("metrics: score_translations compares pre-tokenised text") {
   CHECK(s.at("exact_match") == Approx(0.5));  // the first pair only
   CHECK(score_translations({}, {}).at("exact_match") == 0.0);
 }
+
+TEST_CASE("metrics: length ratio, total hypothesis words over total reference words") {
+  // 3 of 6 words, then 4 ("Hello , world !": punctuation is a word) of 2:
+  // (3 + 4) / (6 + 2), not the mean of the sentence ratios (1/2 + 2) / 2.
+  Scores s = score_translations({"the cat sat", "Hello, world!"}, {"the cat sat on the mat", "hello world"});
+  CHECK(s.at("length_ratio") == Approx(7.0 / 8));
+  CHECK(score_translations({"a b"}, {"a b"}).at("length_ratio") == Approx(1.0));
+}

@@ -155,6 +155,18 @@ static double exact_match(const PreTokenizedPairs& p) {
   return p.hyp_words.empty() ? 0.0 : double(exact) / double(p.hyp_words.size());
 }
 
+// Total hypothesis words over total reference words: sacreBLEU's BLEU "ratio"
+// (Post 2018), the c/r of BLEU's brevity penalty exp(1 - r/c). Below 1 the model
+// stops too early, above 1 too late; BLEU alone does not say which.
+static double length_ratio(const PreTokenizedPairs& p) {
+  int64_t hyp = 0, ref = 0;
+  for (size_t s = 0; s < p.hyp_words.size(); ++s) {
+    hyp += static_cast<int64_t>(p.hyp_words[s].size());
+    ref += static_cast<int64_t>(p.ref_words[s].size());
+  }
+  return ref == 0 ? (hyp == 0 ? 1.0 : INFINITY) : double(hyp) / double(ref);
+}
+
 // The table: a metric is a function above and a row here.
 static const std::vector<Metric> kMetrics = {
     {"bleu", "BLEU", Better::higher, "BLEU and chrF", "%.2f",
@@ -166,6 +178,7 @@ static const std::vector<Metric> kMetrics = {
     {"wer", "WER", Better::lower, "error and exact-match rates", "%.4f",
      [](const PreTokenizedPairs& p) { return corpus_wer(p.hyp_words, p.ref_words); }},
     {"exact_match", "exact match", Better::higher, "error and exact-match rates", "%.3f", exact_match},
+    {"length_ratio", "length ratio", Better::neither, "length ratio (hypothesis / reference)", "%.3f", length_ratio},
 };
 
 const std::vector<Metric>& metrics() { return kMetrics; }
