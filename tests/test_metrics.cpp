@@ -94,6 +94,7 @@ TEST_CASE("metrics: score_translations compares pre-tokenised text") {
   CHECK(s.at("wer") == Approx(1.0 / 6));
   CHECK(s.at("cer") == Approx(3.0 / 20));
   CHECK(s.at("exact_match") == Approx(0.5));  // the first pair only
+  CHECK(score_translations({"the dog", "a b"}, {"the cat", "a b"}).at("exact_match") == Approx(0.5));  // word for word
   CHECK(score_translations({}, {}).at("exact_match") == 0.0);
 }
 
