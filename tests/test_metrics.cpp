@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <set>
+#include <stdexcept>
 
 #include "train/metrics.h"
 
@@ -70,4 +72,36 @@ TEST_CASE("metrics: an empty hypothesis") {
   CHECK(corpus_chrf({U""}, {U"the cat"}) == 0.0);
   CHECK(corpus_cer({U""}, {U"the cat"}) == Approx(1.0));
   CHECK(corpus_wer(hyp, ref) == Approx(1.0));
+}
+
+TEST_CASE("metrics: the table's names are unique keys, and at() finds each value") {
+  std::set<std::string> names;
+  for (const Metric& m : metrics()) CHECK(names.insert(m.name).second);
+  for (const char* kept : {"bleu", "chrf", "cer", "wer"}) CHECK(names.count(kept) == 1);  // eval's and metrics.jsonl's keys
+  Scores s = score_translations({"a b"}, {"a b"});
+  REQUIRE(s.values.size() == metrics().size());
+  for (size_t i = 0; i < metrics().size(); ++i) CHECK(s.at(metrics()[i].name) == s.values[i]);
+  CHECK_THROWS_AS(s.at("no such metric"), std::out_of_range);
+}
+
+TEST_CASE("metrics: score_translations compares pre-tokenised text") {
+  // "cat,sat" and "cat , sat" are the same words: cat , sat.
+  Scores s = score_translations({"the cat,sat", "a dog"}, {"the  cat , sat", "the dog"});
+  CHECK(s.at("bleu") == Approx(corpus_bleu({words("the cat , sat"), words("a dog")},
+                                           {words("the cat , sat"), words("the dog")})));
+  CHECK(s.at("chrf") == Approx(corpus_chrf({U"the cat , sat", U"a dog"}, {U"the cat , sat", U"the dog"})));
+  // One substitution: 1 of 4 + 2 words, "a" vs "the": 3 of 13 + 7 characters.
+  CHECK(s.at("wer") == Approx(1.0 / 6));
+  CHECK(s.at("cer") == Approx(3.0 / 20));
+  CHECK(s.at("exact_match") == Approx(0.5));  // the first pair only
+  CHECK(score_translations({"the dog", "a b"}, {"the cat", "a b"}).at("exact_match") == Approx(0.5));  // word for word
+  CHECK(score_translations({}, {}).at("exact_match") == 0.0);
+}
+
+TEST_CASE("metrics: length ratio, total hypothesis words over total reference words") {
+  // 3 of 6 words, then 4 ("Hello , world !": punctuation is a word) of 2:
+  // (3 + 4) / (6 + 2), not the mean of the sentence ratios (1/2 + 2) / 2.
+  Scores s = score_translations({"the cat sat", "Hello, world!"}, {"the cat sat on the mat", "hello world"});
+  CHECK(s.at("length_ratio") == Approx(7.0 / 8));
+  CHECK(score_translations({"a b"}, {"a b"}).at("length_ratio") == Approx(1.0));
 }

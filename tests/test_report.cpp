@@ -2,12 +2,14 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "test_nn_helpers.h"
 #include "data/toy_tasks.h"
 #include "train/attention_maps.h"
 #include "train/inference.h"
+#include "train/metrics.h"
 #include "train/report.h"
 #include "train/trainer.h"
 
@@ -45,26 +47,40 @@ std::string capture(const std::string& command) {
 
 TEST_CASE("report: a self-contained page with the curves, metrics table, samples and heatmaps") {
   testing::TempDir dir;
-  fs::path metrics = dir.path / "metrics.jsonl";
+  fs::path metrics_file = dir.path / "metrics.jsonl";
   {
-    std::ofstream out(metrics);
+    std::ofstream out(metrics_file);
     for (int step = 1; step <= 30; ++step)
       out << R"({"kind": "step", "epoch": 0, "step": )" << step << R"(, "loss": )" << 5.0 / step
           << R"(, "lr": 0.001, "grad_norm": 1, "tokens_per_s": 100, "time": 1})" << "\n";
-    out << R"({"kind": "valid", "epoch": 0, "step": 30, "loss": 1.5, "bleu": 20.5, "chrf": 40, "cer": 0.5, "wer": 0.6})" << "\n";
-    out << R"({"kind": "valid", "epoch": 1, "step": 60, "loss": 1.2, "bleu": 31.25, "chrf": 50, "cer": 0.4, "wer": 0.5})" << "\n";
+    // Validation records with every metric: metric i is i + 0.25 at epoch 0, i + 10.25 at epoch 1.
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      nlohmann::ordered_json valid = {{"kind", "valid"}, {"epoch", epoch}, {"step", 30 * (epoch + 1)}, {"loss", 1.5 - epoch}};
+      for (size_t i = 0; i < metrics().size(); ++i) valid[metrics()[i].name] = double(i) + 10 * epoch + 0.25;
+      out << valid.dump() << "\n";
+    }
     out << R"({"kind": "step", "ep)" << "\n";  // a line cut short by a kill is skipped
   }
   AttentionMap map{"encoder layer 0 self-attention, head 0", {"a", "<b>"}, {"a", "<b>"}, {0.25f, 0.75f, 1.0f, 0.0f}};
-  ReportContent content{"run <1>", metrics.string(), {{"a < b", "ref & co", "pred"}}, {{map, map}}, 2};
+  ReportContent content{"run <1>", metrics_file.string(), {{"a < b", "ref & co", "pred"}}, {{map, map}}, 2};
   write_report((dir.path / "report.html").string(), content);
   std::string html = slurp(dir.path / "report.html");
-  CHECK(count(html, "<svg") == 5 + 1);                   // five charts, one heatmap figure
-  CHECK(count(html, "<polyline class=\"series\"") == 7);  // loss, lr, valid loss, BLEU, chrF, CER, WER
+  std::set<std::string> metric_charts;
+  for (const Metric& m : metrics()) metric_charts.insert(m.chart);
+  // Training loss, learning rate, validation loss, the metrics' charts; one heatmap figure.
+  CHECK(count(html, "<svg") == 3 + metric_charts.size() + 1);
+  CHECK(count(html, "<polyline class=\"series\"") == 3 + metrics().size());  // a curve per metric
+  for (const std::string& title : metric_charts) CHECK(html.find(">" + title + "</text>") != std::string::npos);
+  // The table: a column per metric, its last row the epoch-1 values.
+  CHECK(count(html, "<th>") == 3 + metrics().size() + 3);  // + the samples table's 3
+  CHECK(html.find("<th>BLEU ↑</th>") != std::string::npos);
+  CHECK(html.find("<th>CER ↓</th>") != std::string::npos);
+  std::string last_row = "<tr><td>1</td><td>60</td><td>0.5</td>";
+  for (size_t i = 0; i < metrics().size(); ++i) last_row += "<td>" + std::to_string(10 + i) + ".25</td>";
+  CHECK(html.find(last_row + "</tr>") != std::string::npos);
   CHECK(count(html, "<g class=\"heatmap\">") == 2);
   CHECK(count(html, "<rect ") == 8);
   CHECK(html.find("fill-opacity=\"0.750\"") != std::string::npos);
-  CHECK(html.find("<td>31.25</td>") != std::string::npos);
   CHECK(html.find("a &lt; b") != std::string::npos);  // text is escaped
   CHECK(html.find("&lt;b&gt;") != std::string::npos);
   CHECK(html.find("src=") == std::string::npos);     // nothing loaded from elsewhere
@@ -113,6 +129,18 @@ TEST_CASE("eval: equals the metrics recomputed from translate's printed lines") 
     "experiment_name": ")" + d + R"(/run", "tokenizer_file": ")" + d + R"(/tok_{0}.json"})";
   REQUIRE(Trainer(load_config((dir.path / "config.json").string())).run() == 0);
   CHECK(fs::exists(dir.path / "run/report.html"));
+  {
+    // The validation record holds every metric by name.
+    std::ifstream in(dir.path / "run/metrics.jsonl");
+    int valid_records = 0;
+    for (std::string line; std::getline(in, line);) {
+      auto r = nlohmann::json::parse(line);
+      if (r["kind"] != "valid") continue;
+      ++valid_records;
+      for (const Metric& m : metrics()) CHECK_MESSAGE(r[m.name].is_number(), m.name);
+    }
+    CHECK(valid_records == 1);
+  }
   std::vector<data::Pair> pairs = data::generate_toy_task("dates", 20, 99);
   std::string sources, references;
   {
@@ -125,18 +153,24 @@ TEST_CASE("eval: equals the metrics recomputed from translate's printed lines") 
   std::ofstream(dir.path / "sources.txt") << sources;
   std::string bin = fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string();
   std::string prefix = "cd '" + d + "' && '" + bin + "' ";
-  auto result = nlohmann::json::parse(capture(prefix + "eval --config config.json --data valid.tsv --beam 2"));
+  auto result = nlohmann::ordered_json::parse(capture(prefix + "eval --config config.json --data valid.tsv --beam 2"));
   std::istringstream lines(capture(prefix + "translate --config config.json --beam 2 < sources.txt"));
   std::vector<std::string> hypotheses, refs;
   for (std::string line; std::getline(lines, line);) hypotheses.push_back(line);
   for (const data::Pair& p : pairs) refs.push_back(p.tgt);
   REQUIRE(hypotheses.size() == pairs.size());
   Scores s = score_translations(hypotheses, refs);
+  // Every metric of the table, in its order, then the sentences and the time.
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : result.items()) keys.push_back(key);
+  REQUIRE(keys.size() == metrics().size() + 2);
+  for (size_t i = 0; i < metrics().size(); ++i) {
+    CAPTURE(keys[i]);
+    CHECK(keys[i] == metrics()[i].name);
+    CHECK(result[keys[i]].get<double>() == doctest::Approx(s.values[i]));
+  }
+  for (const char* key : {"bleu", "chrf", "cer", "wer"}) CHECK(result.contains(key));
   CHECK(result["sentences"] == 20);
-  CHECK(result["bleu"].get<double>() == doctest::Approx(s.bleu));
-  CHECK(result["chrf"].get<double>() == doctest::Approx(s.chrf));
-  CHECK(result["cer"].get<double>() == doctest::Approx(s.cer));
-  CHECK(result["wer"].get<double>() == doctest::Approx(s.wer));
   CHECK(result["seconds"].get<double>() > 0);
   // --attention writes one sentence's heatmaps.
   capture(prefix + "translate --config config.json --attention att.svg '" + pairs[0].src + "'");

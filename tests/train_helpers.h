@@ -44,7 +44,7 @@ inline const char* kSmall = R"("batch_size": 32, "lr": 0.005, "schedule": "cosin
 inline double exact_match(const std::string& config_path, std::vector<std::string> sets = {}) {
   sets.insert(sets.end(), {"num_epochs=0", "preload=latest"});
   train::Trainer trainer(train::load_config(config_path, sets));
-  return trainer.validate().scores.exact_match;
+  return trainer.validate().scores.at("exact_match");
 }
 
 // The loss of every record of `kind` in a metrics file ("step", or "valid"

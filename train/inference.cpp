@@ -6,11 +6,9 @@
 
 #include "autograd/engine.h"
 #include "autograd/error.h"
-#include "data/pretokenizer.h"
 #include "data/unicode.h"
 #include "nn/checkpoint.h"
 #include "train/checkpoints.h"
-#include "train/metrics.h"
 #include "train/resources.h"
 
 namespace sf::train {
@@ -34,7 +32,7 @@ Session Session::open(const Config& config, const std::optional<std::string>& ch
          model_config.src_seq_len == model_config.tgt_seq_len
              ? std::to_string(model_config.src_seq_len)
              : std::to_string(model_config.src_seq_len) + "/" + std::to_string(model_config.tgt_seq_len));
-  check_fits_in_memory(inference_bytes(model_config, std::max<int64_t>(config.batch_size, 32), config.beam),
+  check_fits_in_memory(inference_bytes(model_config, inference_batch_size(config), config.beam),
                        "this checkpoint's model", s.checkpoint);
   if (model_config.src_vocab_size != s.src_tokenizer.vocab_size() ||
       model_config.tgt_vocab_size != s.tgt_tokenizer.vocab_size())
@@ -47,6 +45,12 @@ Session Session::open(const Config& config, const std::optional<std::string>& ch
   s.model->to(device_named(config.device));
   s.model->eval();
   return s;
+}
+
+int64_t inference_batch_size(const Config& config) { return std::max<int64_t>(config.batch_size, 32); }
+
+DecodeOptions DecodeOptions::from_config(const Config& config, std::optional<int64_t> beam) {
+  return {beam.value_or(config.beam), config.length_penalty, config.seq_len, inference_batch_size(config)};
 }
 
 Tensor encoder_inputs(const std::vector<std::vector<int32_t>>& sources) {
@@ -121,33 +125,6 @@ std::vector<std::string> translate_lines(Session& session, const std::vector<std
   for (const TokenIds& ids : translate_ids(*session.model, sources, options))
     lines.push_back(session.tgt_tokenizer.decode(ids));
   return lines;
-}
-
-Scores score_translations(const std::vector<std::string>& hypotheses,
-                          const std::vector<std::string>& references) {
-  std::vector<Words> hyp_words, ref_words;
-  std::vector<std::u32string> hyp_chars, ref_chars;
-  int64_t exact = 0;
-  for (size_t i = 0; i < hypotheses.size(); ++i) {
-    std::string h = data::pre_tokenized_text(hypotheses[i]), r = data::pre_tokenized_text(references[i]);
-    exact += h == r;
-    auto words = [](const std::string& text) {
-      Words out;
-      for (std::string_view w : data::pre_tokenize(text)) out.emplace_back(w);
-      return out;
-    };
-    hyp_words.push_back(words(h));
-    ref_words.push_back(words(r));
-    hyp_chars.push_back(data::decode_utf8(h));
-    ref_chars.push_back(data::decode_utf8(r));
-  }
-  Scores s;
-  s.bleu = corpus_bleu(hyp_words, ref_words);
-  s.chrf = corpus_chrf(hyp_chars, ref_chars);
-  s.cer = corpus_cer(hyp_chars, ref_chars);
-  s.wer = corpus_wer(hyp_words, ref_words);
-  s.exact_match = hypotheses.empty() ? 0.0 : double(exact) / double(hypotheses.size());
-  return s;
 }
 
 std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Example> examples,

@@ -1,5 +1,5 @@
-// Using a trained model: what `translate`, `eval` and `score` do (SPEC §3), and
-// what validation reuses. A Session holds the config, both tokenizers and the
+// Using a trained model: what the `translate`, `eval` and `score` commands do,
+// and what validation reuses. A Session holds the config, both tokenizers and the
 // model loaded from a checkpoint; it never needs the training data.
 #pragma once
 #include <memory>
@@ -29,11 +29,19 @@ struct Session {
 // longest + 2.
 Tensor encoder_inputs(const std::vector<std::vector<int32_t>>& sources);
 
+// Sentences per inference batch: the training batch size, but at least 32, as
+// decoding a few sentences at a time leaves the machine idle.
+int64_t inference_batch_size(const Config& config);
+
 struct DecodeOptions {
-  int64_t beam = 1;  // 1: greedy
-  float length_penalty = 0.6f;
-  int64_t max_len = 350;  // decoder positions (seq_len)
-  int64_t batch_size = 32;
+  int64_t beam;  // 1: greedy
+  float length_penalty;
+  int64_t max_len;  // decoder positions (seq_len)
+  int64_t batch_size;
+
+  // The config's beam (or `beam`, e.g. --beam), length_penalty and seq_len,
+  // batches of inference_batch_size.
+  static DecodeOptions from_config(const Config& config, std::optional<int64_t> beam = std::nullopt);
 };
 
 // Translates every source (token ids), batched by similar lengths; the results
@@ -50,15 +58,6 @@ std::vector<int32_t> encode_source(const Session& session, const std::string& te
 // The translate command's lines for `sentences`.
 std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
                                          const DecodeOptions& options);
-
-struct Scores {
-  double bleu = 0, chrf = 0, cer = 0, wer = 0;
-  double exact_match = 0;  // fraction of hypotheses equal to their reference
-};
-
-// SPEC §8: each hypothesis against its raw reference, both pre-tokenised.
-Scores score_translations(const std::vector<std::string>& hypotheses,
-                          const std::vector<std::string>& references);
 
 struct PairNll {
   double nll;      // -sum log p of the target tokens and [EOS]

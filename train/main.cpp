@@ -1,4 +1,4 @@
-// The scratchformer command (SPEC §3): train, translate, eval, score.
+// The scratchformer command: train, translate, eval, score.
 // Bad usage, config or input: one line "scratchformer: error: ..." and exit 2;
 // an internal error exits 1; an interrupted training run exits 130 after saving.
 #include <csignal>
@@ -18,6 +18,7 @@
 #include "train/attention_maps.h"
 #include "autograd/atomic_file.h"
 #include "train/inference.h"
+#include "train/metrics.h"
 #include "train/trainer.h"
 
 using namespace sf;
@@ -40,7 +41,7 @@ Run "scratchformer SUBCOMMAND --help" for a subcommand's options.
 
 const char* kTrainHelp = R"(usage: scratchformer train --config FILE [--set key=value ...]
 
-Trains the model the config describes (keys: SPEC.md section 4). Each --set
+Trains the model the config describes (keys: docs/10-formats.md). Each --set
 overrides one key: dotted keys reach nested objects (--set optimizer.name=sgd);
 the value is JSON when it parses as JSON, otherwise a string. Shows progress,
 validates each epoch, writes checkpoints to model_folder and metrics to
@@ -65,7 +66,8 @@ const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=va
                           --data FILE.tsv [--beam N]
 
 Translates the sources of FILE.tsv (source<TAB>target lines) as translate does
-and prints one JSON object: {"bleu", "chrf", "cer", "wer", "sentences", "seconds"}.
+and prints one JSON object: a key per metric ("bleu", "chrf", "cer", "wer", ...,
+as validation logs them), then "sentences" and "seconds".
 )";
 
 const char* kScoreHelp = R"(usage: scratchformer score --config FILE [--set key=value ...] [--checkpoint PATH]
@@ -127,11 +129,6 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
   return a;
 }
 
-DecodeOptions decode_options(const Session& s, const Arguments& a) {
-  return {a.beam.value_or(s.config.beam), s.config.length_penalty, s.config.seq_len,
-          std::max<int64_t>(s.config.batch_size, 32)};
-}
-
 int train_command(int argc, char** argv) {
   Arguments a = parse("train", argc, argv, {"--config", "--set"}, false);
   if (a.help) return std::fputs(kTrainHelp, stdout), 0;
@@ -160,7 +157,7 @@ int translate_command(int argc, char** argv) {
   if (a.attention && sentences.size() != 1)
     throw UsageError("translate: --attention draws one sentence's heatmaps; got " +
                      std::to_string(sentences.size()) + " sentences");
-  std::vector<std::string> lines = translate_lines(session, sentences, decode_options(session, a));
+  std::vector<std::string> lines = translate_lines(session, sentences, DecodeOptions::from_config(session.config, a.beam));
   for (const std::string& line : lines) std::printf("%s\n", line.c_str());
   if (a.attention) {
     std::vector<AttentionMap> maps =
@@ -185,10 +182,13 @@ int eval_command(int argc, char** argv) {
     sources.push_back(p.src);
     references.push_back(p.tgt);
   }
-  Scores s = score_translations(translate_lines(session, sources, decode_options(session, a)), references);
+  Scores scores = score_translations(
+      translate_lines(session, sources, DecodeOptions::from_config(session.config, a.beam)), references);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  nlohmann::ordered_json out = {{"bleu", s.bleu}, {"chrf", s.chrf}, {"cer", s.cer}, {"wer", s.wer},
-                        {"sentences", sources.size()}, {"seconds", seconds}};
+  nlohmann::ordered_json out;
+  add_scores(out, scores);
+  out["sentences"] = sources.size();
+  out["seconds"] = seconds;
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
@@ -211,7 +211,7 @@ int score_command(int argc, char** argv) {
     examples.push_back({session.src_tokenizer.encode(pair.src), session.tgt_tokenizer.encode(pair.tgt), pair});
   }
   const Config& c = session.config;
-  for (const PairNll& r : score_pairs(*session.model, std::move(examples), c.seq_len, std::max<int64_t>(c.batch_size, 32)))
+  for (const PairNll& r : score_pairs(*session.model, std::move(examples), c.seq_len, inference_batch_size(c)))
     std::printf("%.6f\t%lld\n", r.nll, static_cast<long long>(r.tokens));
   return 0;
 }

@@ -2,9 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "autograd/error.h"
+#include "data/pretokenizer.h"
+#include "data/unicode.h"
 
 namespace sf::train {
 
@@ -140,6 +146,80 @@ double corpus_cer(const std::vector<std::u32string>& hypotheses,
 
 double corpus_wer(const std::vector<Words>& hypotheses, const std::vector<Words>& references) {
   return error_rate(hypotheses, references, "wer");
+}
+
+// The share of hypotheses equal to their reference, word for word.
+static double exact_match(const PreTokenizedPairs& p) {
+  int64_t exact = 0;
+  for (size_t s = 0; s < p.hyp_words.size(); ++s) exact += p.hyp_words[s] == p.ref_words[s];
+  return p.hyp_words.empty() ? 0.0 : double(exact) / double(p.hyp_words.size());
+}
+
+// Total hypothesis words over total reference words: sacreBLEU's BLEU "ratio"
+// (Post 2018), the c/r of BLEU's brevity penalty exp(1 - r/c). Below 1 the model
+// stops too early, above 1 too late; BLEU alone does not say which.
+static double length_ratio(const PreTokenizedPairs& p) {
+  int64_t hyp = 0, ref = 0;
+  for (size_t s = 0; s < p.hyp_words.size(); ++s) {
+    hyp += static_cast<int64_t>(p.hyp_words[s].size());
+    ref += static_cast<int64_t>(p.ref_words[s].size());
+  }
+  return ref == 0 ? (hyp == 0 ? 1.0 : INFINITY) : double(hyp) / double(ref);
+}
+
+// The table: a metric is a function above and a row here.
+static const std::vector<Metric> kMetrics = {
+    {"bleu", "BLEU", Better::higher, "BLEU and chrF", "%.2f",
+     [](const PreTokenizedPairs& p) { return corpus_bleu(p.hyp_words, p.ref_words); }},
+    {"chrf", "chrF", Better::higher, "BLEU and chrF", "%.2f",
+     [](const PreTokenizedPairs& p) { return corpus_chrf(p.hyp_chars, p.ref_chars); }},
+    {"cer", "CER", Better::lower, "error and exact-match rates", "%.4f",
+     [](const PreTokenizedPairs& p) { return corpus_cer(p.hyp_chars, p.ref_chars); }},
+    {"wer", "WER", Better::lower, "error and exact-match rates", "%.4f",
+     [](const PreTokenizedPairs& p) { return corpus_wer(p.hyp_words, p.ref_words); }},
+    {"exact_match", "exact match", Better::higher, "error and exact-match rates", "%.3f", exact_match},
+    {"length_ratio", "length ratio", Better::neither, "length ratio (hypothesis / reference)", "%.3f", length_ratio},
+};
+
+const std::vector<Metric>& metrics() { return kMetrics; }
+
+double Scores::at(std::string_view name) const {
+  for (size_t i = 0; i < kMetrics.size(); ++i)
+    if (kMetrics[i].name == name) return values.at(i);
+  throw std::out_of_range("no metric named '" + std::string(name) + "'");  // a caller's bug, as std::map::at
+}
+
+Scores score_translations(const std::vector<std::string>& hypotheses,
+                          const std::vector<std::string>& references) {
+  require_same_size(hypotheses.size(), references.size(), "score_translations");
+  PreTokenizedPairs pairs;
+  auto add = [](const std::string& line, std::vector<Words>& words, std::vector<std::u32string>& chars) {
+    std::string text = data::pre_tokenized_text(line);
+    Words& w = words.emplace_back();
+    for (std::string_view word : data::pre_tokenize(text)) w.emplace_back(word);
+    chars.push_back(data::decode_utf8(text));
+  };
+  for (size_t s = 0; s < hypotheses.size(); ++s) {
+    add(hypotheses[s], pairs.hyp_words, pairs.hyp_chars);
+    add(references[s], pairs.ref_words, pairs.ref_chars);
+  }
+  Scores scores;
+  for (const Metric& m : kMetrics) scores.values.push_back(m.compute(pairs));
+  return scores;
+}
+
+void add_scores(nlohmann::ordered_json& record, const Scores& scores) {
+  for (size_t i = 0; i < kMetrics.size(); ++i) record[kMetrics[i].name] = scores.values.at(i);
+}
+
+std::string format_scores(const Scores& scores) {
+  std::string out;
+  for (size_t i = 0; i < kMetrics.size(); ++i) {
+    char value[64];
+    std::snprintf(value, sizeof value, kMetrics[i].format, scores.values.at(i));
+    out += (i == 0 ? "" : "  ") + std::string(kMetrics[i].name) + " " + value;
+  }
+  return out;
 }
 
 }  // namespace sf::train

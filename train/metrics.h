@@ -1,10 +1,17 @@
-// Translation quality metrics (SPEC §8), corpus-level, as the reference tools
-// compute them. Inputs are hypothesis/reference pairs already put through the
-// tokenizer's pre-tokenisation: words, or for the character metrics those
+// Translation quality metrics, corpus-level, as the reference tools compute
+// them, and the one table of metrics that validation, `eval`, metrics.jsonl and
+// the report all read. Adding a metric: its function and its row of kMetrics
+// in metrics.cpp, and its test in tests/test_metrics.cpp.
+//
+// Every metric compares each hypothesis with its raw reference after the
+// tokenizer's pre-tokenisation: as words, or for the character metrics those
 // words joined by single spaces, as code points.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace sf::train {
 
@@ -30,5 +37,45 @@ double corpus_wer(const std::vector<Words>& hypotheses, const std::vector<Words>
 // Levenshtein distance (unit insert, delete, substitute).
 template <class Sequence>
 int64_t edit_distance(const Sequence& a, const Sequence& b);
+
+// Hypotheses and their references, pre-tokenised in both forms metrics use.
+struct PreTokenizedPairs {
+  std::vector<Words> hyp_words, ref_words;
+  std::vector<std::u32string> hyp_chars, ref_chars;  // the words joined by single spaces
+};
+
+// Which way a metric improves: up, down, or towards an ideal value (a ratio
+// whose best is 1).
+enum class Better { higher, lower, neither };
+
+struct Metric {
+  const char* name;   // its key in metrics.jsonl and eval's JSON, and in the log line
+  const char* label;  // its name in the report's table and chart legends
+  Better better;
+  const char* chart;   // the report chart it is drawn in: metrics on one scale share one
+  const char* format;  // printf format of its value in the log line
+  double (*compute)(const PreTokenizedPairs& pairs);
+};
+
+// Every metric, in the order they are logged, written and drawn.
+const std::vector<Metric>& metrics();
+
+// One value per metric, in the order of metrics().
+struct Scores {
+  std::vector<double> values;
+  double at(std::string_view name) const;  // the value of the metric `name`
+};
+
+// Every metric of the hypotheses (lines as `translate` prints them) against
+// their raw references.
+Scores score_translations(const std::vector<std::string>& hypotheses,
+                          const std::vector<std::string>& references);
+
+// Adds "name": value for every metric to `record` (eval's output, a validation
+// record of metrics.jsonl).
+void add_scores(nlohmann::ordered_json& record, const Scores& scores);
+
+// "name value" for every metric, two spaces apart (the validation log line).
+std::string format_scores(const Scores& scores);
 
 }  // namespace sf::train

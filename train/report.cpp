@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/atomic_file.h"
+#include "train/metrics.h"
 
 namespace sf::train {
 
@@ -89,8 +90,35 @@ std::string line_chart(const std::string& title, const std::string& x_label,
   return svg.str() + "</svg>\n";
 }
 
+namespace {
+
+// The validation charts: one per distinct Metric::chart, in table order, with
+// a curve per metric over epochs.
+std::string metric_charts(const std::vector<nlohmann::json>& valid_rows) {
+  static const char* kColors[] = {"#2ca02c", "#9467bd", "#d62728", "#8c564b", "#17becf", "#bcbd22", "#e377c2"};
+  std::vector<std::string> titles;
+  std::vector<std::vector<Series>> charts;
+  for (size_t i = 0; i < metrics().size(); ++i) {
+    const Metric& m = metrics()[i];
+    auto at = std::find(titles.begin(), titles.end(), m.chart);
+    if (at == titles.end()) {
+      titles.push_back(m.chart);
+      charts.emplace_back();
+      at = titles.end() - 1;
+    }
+    Series series{m.label, kColors[i % std::size(kColors)], {}};
+    for (const nlohmann::json& r : valid_rows) series.points.push_back({field(r, "epoch"), field(r, m.name)});
+    charts[at - titles.begin()].push_back(std::move(series));
+  }
+  std::string svg;
+  for (size_t c = 0; c < titles.size(); ++c) svg += line_chart(titles[c], "epoch", charts[c]);
+  return svg;
+}
+
+}  // namespace
+
 void write_report(const std::string& path, const ReportContent& c) {
-  std::vector<std::pair<double, double>> loss, lr, valid_loss, bleu, chrf, cer, wer;
+  std::vector<std::pair<double, double>> loss, lr, valid_loss;
   std::vector<nlohmann::json> valid_rows;
   std::ifstream in(c.metrics_path);
   for (std::string line; std::getline(in, line);) {
@@ -103,12 +131,7 @@ void write_report(const std::string& path, const ReportContent& c) {
       loss.push_back({step, field(r, "loss")});
       lr.push_back({step, field(r, "lr")});
     } else if (*kind == "valid") {
-      double epoch = field(r, "epoch");
-      valid_loss.push_back({epoch, field(r, "loss")});
-      bleu.push_back({epoch, field(r, "bleu")});
-      chrf.push_back({epoch, field(r, "chrf")});
-      cer.push_back({epoch, field(r, "cer")});
-      wer.push_back({epoch, field(r, "wer")});
+      valid_loss.push_back({field(r, "epoch"), field(r, "loss")});
       valid_rows.push_back(r);
     }
   }
@@ -123,16 +146,19 @@ void write_report(const std::string& path, const ReportContent& c) {
        << line_chart("training loss", "step", {{"loss", "#1f77b4", thin(loss, 1000)}})
        << line_chart("learning rate", "step", {{"lr", "#ff7f0e", thin(lr, 1000)}})
        << "</div>\n<h2>Validation</h2>\n<div class=\"charts\">\n"
-       << line_chart("validation loss", "epoch", {{"loss", "#1f77b4", valid_loss}})
-       << line_chart("BLEU and chrF", "epoch", {{"BLEU", "#2ca02c", bleu}, {"chrF", "#9467bd", chrf}})
-       << line_chart("CER and WER", "epoch", {{"CER", "#d62728", cer}, {"WER", "#8c564b", wer}})
-       << "</div>\n<table><tr><th>epoch</th><th>step</th><th>loss</th><th>BLEU</th><th>chrF</th><th>CER</th>"
-          "<th>WER</th></tr>\n";
-  for (const nlohmann::json& r : valid_rows)
+       << line_chart("validation loss", "epoch", {{"loss", "#1f77b4", valid_loss}}) << metric_charts(valid_rows)
+       << "</div>\n<table><tr><th>epoch</th><th>step</th><th>loss</th>";
+  // The table's metric columns, each marked with the direction that is better.
+  for (const Metric& m : metrics())
+    html << "<th>" << escape_xml(m.label)
+         << (m.better == Better::higher ? " ↑" : m.better == Better::lower ? " ↓" : "") << "</th>";
+  html << "</tr>\n";
+  for (const nlohmann::json& r : valid_rows) {
     html << "<tr><td>" << number(field(r, "epoch")) << "</td><td>" << number(field(r, "step")) << "</td><td>"
-         << number(field(r, "loss")) << "</td><td>" << number(field(r, "bleu")) << "</td><td>"
-         << number(field(r, "chrf")) << "</td><td>" << number(field(r, "cer")) << "</td><td>"
-         << number(field(r, "wer")) << "</td></tr>\n";
+         << number(field(r, "loss")) << "</td>";
+    for (const Metric& m : metrics()) html << "<td>" << number(field(r, m.name)) << "</td>";
+    html << "</tr>\n";
+  }
   html << "</table>\n<h2>Sample translations</h2>\n<table><tr><th>source</th><th>reference</th><th>prediction</th></tr>\n";
   for (const ReportSample& s : c.samples)
     html << "<tr><td>" << escape_xml(s.source) << "</td><td>" << escape_xml(s.reference) << "</td><td>"

@@ -1,7 +1,7 @@
-// The training report (SPEC §5): {experiment_name}/report.html, one
-// self-contained page (inline CSS and SVG, nothing fetched) with the loss and
-// learning-rate curves over steps, validation metrics over epochs, sample
-// translations and attention heatmaps. Rewritten after each validation.
+// The training report: {experiment_name}/report.html, one self-contained page
+// (inline CSS and SVG, nothing fetched) with the loss and learning-rate curves
+// over steps, every metric of train/metrics.h over epochs, sample translations
+// and attention heatmaps. Rewritten after each validation.
 #pragma once
 #include <string>
 #include <vector>

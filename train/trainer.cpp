@@ -286,8 +286,7 @@ ValidationResult Trainer::validate() {
     result.loss = count > 0 ? total / count : 0.0;
     std::vector<std::vector<int32_t>> sources;
     for (const data::Example& e : examples) sources.push_back(e.src);
-    DecodeOptions options{config_.beam, config_.length_penalty, config_.seq_len, std::max<int64_t>(config_.batch_size, 32)};
-    for (const TokenIds& ids : translate_ids(*model_, sources, options))
+    for (const TokenIds& ids : translate_ids(*model_, sources, DecodeOptions::from_config(config_)))
       result.predictions.push_back(tgt_tokenizer_->decode(ids));
     for (const data::Example& e : examples) {
       result.sources.push_back(e.text.src);
@@ -302,20 +301,17 @@ ValidationResult Trainer::validate() {
 void Trainer::end_of_epoch(int64_t epoch) {
   ValidationResult v = validate();
   if (!v.predictions.empty()) {
-    const Scores& s = v.scores;
-    std::fprintf(stderr, "epoch %02lld validation: loss %.4f  bleu %.2f  chrf %.2f  cer %.4f  wer %.4f\n",
-                 static_cast<long long>(epoch), v.loss, s.bleu, s.chrf, s.cer, s.wer);
-    std::fprintf(stderr, "exact match: %.1f%% of %zu validation sentences\n", 100.0 * s.exact_match,
-                 v.predictions.size());
+    std::fprintf(stderr, "epoch %02lld validation on %zu sentences: loss %.4f  %s\n", static_cast<long long>(epoch),
+                 v.predictions.size(), v.loss, format_scores(v.scores).c_str());
     for (int64_t i = 0; i < std::min<int64_t>(config_.val_examples, v.predictions.size()); ++i)
       std::fprintf(stderr, "    SOURCE: %s\n    TARGET: %s\n PREDICTED: %s\n", v.sources[i].c_str(),
                    v.references[i].c_str(), v.predictions[i].c_str());
-    nlohmann::ordered_json record = {{"kind", "valid"}, {"epoch", epoch},  {"step", state_.global_step}, {"loss", v.loss},
-                   {"bleu", s.bleu},  {"chrf", s.chrf}, {"cer", s.cer},               {"wer", s.wer}};
+    nlohmann::ordered_json record = {{"kind", "valid"}, {"epoch", epoch}, {"step", state_.global_step}, {"loss", v.loss}};
+    add_scores(record, v.scores);
     append_metrics(record.dump());
   }
-  bool best = !v.predictions.empty() && v.scores.bleu > state_.best_bleu;
-  if (best) state_.best_bleu = v.scores.bleu;
+  bool best = !v.predictions.empty() && v.scores.at("bleu") > state_.best_bleu;
+  if (best) state_.best_bleu = v.scores.at("bleu");
   // The checkpoint first: whatever fails after it, the epoch's work is kept.
   save(CheckpointStore::epoch_tag(epoch));
   store_.prune();

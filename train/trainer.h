@@ -16,6 +16,7 @@
 #include "train/checkpoints.h"
 #include "train/config.h"
 #include "train/inference.h"
+#include "train/metrics.h"
 
 namespace sf::train {
 
