@@ -57,7 +57,7 @@ Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
   int64_t length = x.size(1), seq_len = pe.size(1);
   if (start + length > seq_len)
     internal_fail("positional encoding: positions ", start, "..", start + length - 1,
-         " are beyond seq_len ", seq_len);
+                  " are beyond seq_len ", seq_len);
   return dropout.forward(x + slice(pe, 1, start, start + length));
 }
 
