@@ -32,3 +32,15 @@ TEST_CASE("examples: xor learns XOR with every optimizer") {
   CHECK(status == 2);
   CHECK(output.find("unknown optimizer 'momentum'") != std::string::npos);
 }
+
+TEST_CASE("examples: custom_op's softplus passes its gradient check, a wrong backward fails it") {
+  auto [status, output] = run(std::string(SF_BUILD_DIR) + "/examples/custom_op");
+  CAPTURE(output);
+  CHECK(status == 0);
+  CHECK(output.find("softplus gradient check: max |analytic - numeric| = ") != std::string::npos);
+  CHECK(output.find("(ok)") != std::string::npos);
+  auto [wrong_status, wrong_output] = run(std::string(SF_BUILD_DIR) + "/examples/custom_op --wrong-backward");
+  CAPTURE(wrong_output);
+  CHECK(wrong_status == 1);
+  CHECK(wrong_output.find("(FAILED)") != std::string::npos);
+}
