@@ -3,8 +3,8 @@
 // arithmetic only through it (they read values on the host only to validate
 // inputs that come from the host, e.g. token ids).
 //
-// The list of entries is written once, as `KernelTable<Ptr>`, over a pointer
-// type:
+// The entries are declared once, as `KernelTable<Ptr>` over a pointer type
+// (their names are listed once more in SF_FOR_EACH_KERNEL, below):
 //   - `Table = KernelTable<Mem>`: what a device offers. Memory is addressed as
 //     (buffer, byte offset), so a buffer may live off the host (an OpenCL
 //     cl_mem); ops never do arithmetic on host addresses.
@@ -19,7 +19,8 @@
 // All arrays are contiguous row-major float32 (or int32 where named). Edge
 // values behave as in PyTorch, on every table: NaN propagates (through max,
 // relu and exp too), e^x overflows to inf and underflows to 0 as std::exp, and
-// every size may be 0 (nothing is read or written) unless a kernel says not.
+// every size may be 0 unless a kernel says not: nothing of an empty array is
+// read or written, and a sum over nothing is 0.
 //
 // One output convention: a kernel OVERWRITES every element of its outputs and
 // never reads them first, so the caller may hand it uninitialised memory. The
