@@ -38,38 +38,11 @@ constexpr auto on_host = [](auto... args) { return (kernels::active().*entry)(ho
 
 const kernels::Table& cpu_table() {
   using H = kernels::HostTable;
-  static const kernels::Table table{
+  static constexpr kernels::Table table{
       .name = "cpu",
-      .gemm = on_host<&H::gemm>,
-      .binary = on_host<&H::binary>,
-      .predicate = on_host<&H::predicate>,
-      .predicate_int = on_host<&H::predicate_int>,
-      .masked_fill = on_host<&H::masked_fill>,
-      .unary = on_host<&H::unary>,
-      .sum_to = on_host<&H::sum_to>,
-      .sum_axis = on_host<&H::sum_axis>,
-      .max_axis = on_host<&H::max_axis>,
-      .softmax = on_host<&H::softmax>,
-      .log_softmax = on_host<&H::log_softmax>,
-      .softmax_backward = on_host<&H::softmax_backward>,
-      .log_softmax_backward = on_host<&H::log_softmax_backward>,
-      .masked_softmax = on_host<&H::masked_softmax>,
-      .masked_softmax_backward = on_host<&H::masked_softmax_backward>,
-      .layer_norm = on_host<&H::layer_norm>,
-      .layer_norm_backward = on_host<&H::layer_norm_backward>,
-      .bias_relu = on_host<&H::bias_relu>,
-      .relu_backward = on_host<&H::relu_backward>,
-      .dropout = on_host<&H::dropout>,
-      .dot = on_host<&H::dot>,
-      .adam_step = on_host<&H::adam_step>,
-      .sgd_step = on_host<&H::sgd_step>,
-      .topk = on_host<&H::topk>,
-      .copy_rows = on_host<&H::copy_rows>,
-      .permute = on_host<&H::permute>,
-      .gather_rows = on_host<&H::gather_rows>,
-      .scatter_add_rows = on_host<&H::scatter_add_rows>,
-      .cross_entropy = on_host<&H::cross_entropy>,
-      .cross_entropy_backward = on_host<&H::cross_entropy_backward>,
+#define SF_ON_HOST(entry) .entry = on_host<&H::entry>,
+      SF_FOR_EACH_KERNEL(SF_ON_HOST)
+#undef SF_ON_HOST
   };
   return table;
 }

@@ -26,8 +26,10 @@ Tensor sqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
-// out = mask ? value : x, where mask (int32, nonzero = true) broadcasts against x.
-Tensor masked_fill(const Tensor& x, const Tensor& mask, float value);
+// out = where ? value : x: fills `value` where the int32 condition `where`
+// (nonzero = true, broadcast against x) holds, as torch.Tensor.masked_fill.
+// (An attention mask keeps where it is 1: to hide its 0s, pass eq(mask, 0).)
+Tensor fill_where(const Tensor& x, const Tensor& where, float value);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -68,12 +70,13 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape);
 // --- softmax and loss ---------------------------------------------------------
 Tensor softmax(const Tensor& x);      // over the last axis
 Tensor log_softmax(const Tensor& x);  // over the last axis
-// Attention weights: softmax over the last axis of (mask ? scale * x : -1e9),
-// as the seed's scores / sqrt(d_k), masked_fill(mask == 0, -1e9), softmax —
-// fused. `mask` is int32 (nonzero = keep, 0 = hide), broadcast against x, or
+// Attention weights: softmax over the last axis of (keep ? scale * x : -1e9),
+// Vaswani et al. 2017, §3.2.1's softmax(QKᵀ/√d_k) with hidden scores set to
+// -1e9, fused: softmax(fill_where(x * scale, eq(keep, 0), -1e9)). `keep` is an
+// int32 attention mask (1 = may attend, 0 = hidden), broadcast against x, or
 // undefined for no mask.
-Tensor masked_softmax(const Tensor& x, const Tensor& mask, float scale);
-// The seed's LayerNormalization over the last axis:
+Tensor masked_softmax(const Tensor& x, const Tensor& keep, float scale);
+// Layer normalization over the last axis as in the annotated Transformer:
 // alpha * (x - mean) / (std + eps) + bias, std unbiased; alpha, bias [features].
 Tensor layer_norm(const Tensor& x, const Tensor& alpha, const Tensor& bias, float eps);
 // relu(x + bias), bias [features] broadcast over the rows of x [..., features].

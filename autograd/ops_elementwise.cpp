@@ -140,18 +140,18 @@ Tensor sigmoid(const Tensor& x) {
   });
 }
 
-Tensor masked_fill(const Tensor& x, const Tensor& host_mask, float value) {
-  require_float(x, "masked_fill");
-  if (host_mask.dtype() != DType::I32) internal_fail("masked_fill: the mask must be int32");
-  Tensor mask = beside(host_mask, x);
-  Shape shape = broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
+Tensor fill_where(const Tensor& x, const Tensor& host_where, float value) {
+  require_float(x, "fill_where");
+  if (host_where.dtype() != DType::I32) internal_fail("fill_where: the condition must be int32");
+  Tensor where = beside(host_where, x);
+  Shape shape = broadcast_shapes(x.shape(), where.shape(), "fill_where");
   Tensor out = empty_like_device(x, shape);
-  Shape sx = broadcast_strides(x.shape(), shape), sm = broadcast_strides(mask.shape(), shape);
-  kernels_of(x).masked_fill({x.mem(), sx.data()}, {mask.int_mem(), sm.data()}, value, out.mem(),
-                            shape.data(), static_cast<int>(shape.size()));
+  Shape sx = broadcast_strides(x.shape(), shape), sw = broadcast_strides(where.shape(), shape);
+  kernels_of(x).fill_where({x.mem(), sx.data()}, {where.int_mem(), sw.data()}, value, out.mem(),
+                           shape.data(), static_cast<int>(shape.size()));
   // Filled positions no longer depend on x.
-  return record(out, "masked_fill", {x}, [mask, sx = x.shape()](const Tensor& g) -> Grads {
-    return {sum_to(masked_fill(g, mask, 0.0f), sx)};
+  return record(out, "fill_where", {x}, [where, sx = x.shape()](const Tensor& g) -> Grads {
+    return {sum_to(fill_where(g, where, 0.0f), sx)};
   });
 }
 

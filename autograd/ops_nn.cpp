@@ -39,26 +39,26 @@ Tensor log_softmax(const Tensor& x) {
   });
 }
 
-Tensor masked_softmax(const Tensor& x, const Tensor& host_mask, float scale) {
+Tensor masked_softmax(const Tensor& x, const Tensor& host_keep, float scale) {
   require_rows(x, "masked_softmax");
-  Shape mask_strides(x.ndim(), 0);
-  Tensor mask;
-  if (host_mask.defined()) {
-    if (host_mask.dtype() != DType::I32) internal_fail("masked_softmax: the mask must be int32");
-    mask = beside(host_mask, x);
-    if (broadcast_shapes(x.shape(), mask.shape(), "masked_softmax") != x.shape())
-      internal_fail("masked_softmax: mask ", to_string(mask.shape()), " does not broadcast to scores ",
+  Shape keep_strides(x.ndim(), 0);
+  Tensor keep;
+  if (host_keep.defined()) {
+    if (host_keep.dtype() != DType::I32) internal_fail("masked_softmax: the mask must be int32 (1 = keep)");
+    keep = beside(host_keep, x);
+    if (broadcast_shapes(x.shape(), keep.shape(), "masked_softmax") != x.shape())
+      internal_fail("masked_softmax: mask ", to_string(keep.shape()), " does not broadcast to scores ",
            to_string(x.shape()));
-    mask_strides = broadcast_strides(mask.shape(), x.shape());
+    keep_strides = broadcast_strides(keep.shape(), x.shape());
   }
-  kernels::Strided<int32_t, Mem> m{mask.defined() ? mask.int_mem() : Mem<int32_t>(),
-                                   mask_strides.data()};
+  kernels::Strided<int32_t, Mem> m{keep.defined() ? keep.int_mem() : Mem<int32_t>(),
+                                   keep_strides.data()};
   Tensor y = empty_like_device(x, x.shape());
   kernels_of(x).masked_softmax(x.mem(), m, x.shape().data(), x.ndim(), scale, y.mem());
   return record(y, "masked_softmax", {x},
-                [y = y.detach(), mask, mask_strides, scale](const Tensor& g) -> Grads {
+                [y = y.detach(), keep, keep_strides, scale](const Tensor& g) -> Grads {
                   kernels::Strided<int32_t, Mem> m{
-                      mask.defined() ? mask.int_mem() : Mem<int32_t>(), mask_strides.data()};
+                      keep.defined() ? keep.int_mem() : Mem<int32_t>(), keep_strides.data()};
                   Tensor dx = empty_like_device(y, y.shape());
                   kernels_of(y).masked_softmax_backward(y.mem(), g.mem(), m, y.shape().data(),
                                                         y.ndim(), scale, dx.mem());

@@ -9,7 +9,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   if (broadcast_shapes(shape, x.shape(), "sum_to") != x.shape())
     internal_fail("sum_to: cannot sum ", to_string(x.shape()), " down to ", to_string(shape));
-  Tensor out = Tensor::zeros(shape, DType::F32, x.device());
+  Tensor out = empty_like_device(x, shape);
   Shape strides = broadcast_strides(shape, x.shape());
   kernels_of(x).sum_to(x.mem(), x.shape().data(), x.ndim(), out.mem(), strides.data());
   // Summing is linear: its adjoint broadcasts the gradient back.
@@ -61,7 +61,7 @@ Tensor max(const Tensor& x, int axis, bool keepdim) {
     Shape position(sx.size(), 1);
     position[axis] = sx[axis];
     Tensor along = reshape(arange(sx[axis], g.device()), position);
-    return {masked_fill(broadcast_to(reshape(g, kept), sx), ne(along, arg), 0.0f)};
+    return {fill_where(broadcast_to(reshape(g, kept), sx), ne(along, arg), 0.0f)};
   });
 }
 

@@ -52,12 +52,14 @@ class KernelTimer {
   t.entry = [](auto... args) {                        \
     KernelTimer timer(#entry);                        \
     return kernels::fast_table().entry(args...);      \
-  }
+  };
 
 const kernels::HostTable& timed_table() {
   static const kernels::HostTable table = [] {
     kernels::HostTable t = kernels::fast_table();
     t.name = "timed";
+    SF_FOR_EACH_KERNEL(TIMED)
+    // gemm also counts its floating-point operations.
     t.gemm = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                 int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
                 float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
@@ -66,35 +68,6 @@ const kernels::HostTable& timed_table() {
       kernels::fast_table().gemm(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
                                  c, ldc, stride_c, batch);
     };
-    TIMED(binary);
-    TIMED(predicate);
-    TIMED(predicate_int);
-    TIMED(masked_fill);
-    TIMED(unary);
-    TIMED(sum_to);
-    TIMED(sum_axis);
-    TIMED(max_axis);
-    TIMED(softmax);
-    TIMED(log_softmax);
-    TIMED(softmax_backward);
-    TIMED(log_softmax_backward);
-    TIMED(masked_softmax);
-    TIMED(masked_softmax_backward);
-    TIMED(layer_norm);
-    TIMED(layer_norm_backward);
-    TIMED(bias_relu);
-    TIMED(relu_backward);
-    TIMED(dropout);
-    TIMED(dot);
-    TIMED(adam_step);
-    TIMED(sgd_step);
-    TIMED(topk);
-    TIMED(copy_rows);
-    TIMED(permute);
-    TIMED(gather_rows);
-    TIMED(scatter_add_rows);
-    TIMED(cross_entropy);
-    TIMED(cross_entropy_backward);
     return t;
   }();
   return table;

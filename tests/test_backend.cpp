@@ -226,7 +226,7 @@ TEST_CASE("opencl: gemm, every layout, odd sizes, alpha/beta, broadcast and stri
   MESSAGE("gemm: ", cases, " cases, largest relative error ", worst);
 }
 
-TEST_CASE("opencl: binary, predicate, predicate_int and masked_fill broadcast") {
+TEST_CASE("opencl: binary, predicate, predicate_int and fill_where broadcast") {
   SF_NEED_OPENCL();
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
@@ -272,12 +272,12 @@ TEST_CASE("opencl: binary, predicate, predicate_int and masked_fill broadcast") 
       K.predicate_int(op, {dia.mem(), sa.data()}, {dib.mem(), sb.data()}, dmask.mem(), cs.out.data(), ndim);
       check_equal(dmask.read(), want);
     }
-    // masked_fill with a as x and b's shape as the mask's.
+    // fill_where with a as x and b's shape as the mask's.
     std::vector<int32_t> mask = random_ints(numel(cs.b), 15, 0, 1);
     DeviceArray<int32_t> dm(mask);
     std::vector<float> want(n);
-    S.masked_fill({a.data(), sa.data()}, {mask.data(), sb.data()}, -1e9f, want.data(), cs.out.data(), ndim);
-    K.masked_fill({da.mem(), sa.data()}, {dm.mem(), sb.data()}, -1e9f, dout.mem(), cs.out.data(), ndim);
+    S.fill_where({a.data(), sa.data()}, {mask.data(), sb.data()}, -1e9f, want.data(), cs.out.data(), ndim);
+    K.fill_where({da.mem(), sa.data()}, {dm.mem(), sb.data()}, -1e9f, dout.mem(), cs.out.data(), ndim);
     check_equal(dout.read(), want);
   }
 }
@@ -311,11 +311,18 @@ TEST_CASE("opencl: sum_to, sum_axis and max_axis") {
   for (const Shape& out_shape : {Shape{3, 1, 5}, Shape{}, Shape{2, 1, 4, 1}, Shape{2, 3, 4, 5}, Shape{5}}) {
     CAPTURE(out_shape.size());
     Shape out_strides = broadcast_strides(out_shape, x_shape);
-    std::vector<float> x = random_floats(numel(x_shape), 31), out = random_floats(numel(out_shape), 32);
-    DeviceArray<float> dx(x), dout(out);
+    // sum_to overwrites its output (kernels.h): each side starts from different values.
+    std::vector<float> x = random_floats(numel(x_shape), 31), out(numel(out_shape), NAN);
+    DeviceArray<float> dx(x), dout(random_floats(numel(out_shape), 32));
     S.sum_to(x.data(), x_shape.data(), 4, out.data(), out_strides.data());
     K.sum_to(dx.mem(), x_shape.data(), 4, dout.mem(), out_strides.data());
     check_close(dout.read(), out);
+  }
+  {  // An empty x: [0, 5] summed down to [1, 5] is five sums over nothing.
+    const int64_t empty_shape[] = {0, 5}, to_cols[] = {0, 1};
+    DeviceArray<float> dx(std::vector<float>{}), dout(std::vector<float>(5, 42.0f));
+    K.sum_to(dx.mem(), empty_shape, 2, dout.mem(), to_cols);
+    check_close(dout.read(), std::vector<float>(5, 0.0f));
   }
   for (int64_t outer : {1, 7})
     for (int64_t n : {1, 17, 129})

@@ -47,3 +47,15 @@ TEST_CASE("examples: train_toy learns to reverse and decodes held-out pairs") {
   CHECK(total == 4);
   CHECK(exact >= 1);  // greedy decoding turns the trained model into whole reversals
 }
+
+TEST_CASE("examples: custom_op's softplus passes its gradient check, a wrong backward fails it") {
+  auto [status, output] = run(std::string(SF_BUILD_DIR) + "/examples/custom_op");
+  CAPTURE(output);
+  CHECK(status == 0);
+  CHECK(output.find("softplus gradient check: max |analytic - numeric| = ") != std::string::npos);
+  CHECK(output.find("(ok)") != std::string::npos);
+  auto [wrong_status, wrong_output] = run(std::string(SF_BUILD_DIR) + "/examples/custom_op --wrong-backward");
+  CAPTURE(wrong_output);
+  CHECK(wrong_status == 1);
+  CHECK(wrong_output.find("(FAILED)") != std::string::npos);
+}

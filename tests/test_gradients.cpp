@@ -155,9 +155,9 @@ TEST_CASE("grad: log_softmax") {
                   {random_tensor({2, 3, 4, 5}, 43, -2, 2)});
 }
 
-TEST_CASE("grad: masked_fill with a broadcast mask") {
+TEST_CASE("grad: fill_where with a broadcast mask") {
   Tensor mask = Tensor::from_ints({1, 0, 0, 1, 0}, {1, 5});
-  check_gradients([=](const V& x) { return masked_fill(x[0], mask, -1e9f); },
+  check_gradients([=](const V& x) { return fill_where(x[0], mask, -1e9f); },
                   {random_tensor({2, 3, 4, 5}, 44)});
 }
 

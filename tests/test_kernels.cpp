@@ -185,7 +185,7 @@ TEST_CASE("kernels: gemm with beta 0 ignores NaN in C") {
   for (float v : c) REQUIRE(std::isfinite(v));
 }
 
-TEST_CASE("kernels: binary ops and masked_fill with broadcasting") {
+TEST_CASE("kernels: binary ops and fill_where with broadcasting") {
   with_threads([] {
     for (int64_t rows : kSizes)
       for (int64_t cols : kSizes) {
@@ -212,8 +212,8 @@ TEST_CASE("kernels: binary ops and masked_fill with broadcasting") {
         for (int64_t c = 0; c < cols; ++c) mask[c] = c % 3 == 0;
         int64_t sx[] = {cols, 1}, sm[] = {0, 1};
         std::vector<float> of(rows * cols), os(rows * cols);
-        F.masked_fill({a.data(), sx}, {mask.data(), sm}, -1e9f, of.data(), shape, 2);
-        S.masked_fill({a.data(), sx}, {mask.data(), sm}, -1e9f, os.data(), shape, 2);
+        F.fill_where({a.data(), sx}, {mask.data(), sm}, -1e9f, of.data(), shape, 2);
+        S.fill_where({a.data(), sx}, {mask.data(), sm}, -1e9f, os.data(), shape, 2);
         check_same(of, os, 0, 0);
       }
   });
@@ -316,7 +316,8 @@ TEST_CASE("kernels: sum_to, both tables against direct sums") {
           }
           for (const HostTable* table : {&F, &S}) {
             INFO("table: ", std::string(table->name));
-            std::vector<float> out_cols(cols, 0.0f), out_rows(rows, 0.0f);
+            // Outputs are overwritten (kernels.h): what they held does not count.
+            std::vector<float> out_cols(cols, NAN), out_rows(rows, 42.0f);
             table->sum_to(x.data(), shape, 2, out_cols.data(), to_cols);
             table->sum_to(x.data(), shape, 2, out_rows.data(), to_rows);
             check_same(out_cols, want_cols, 1e-5f, 1e-5f);
@@ -634,7 +635,7 @@ TEST_CASE("kernels: empty inputs (n = 0, zero rows, zero columns)") {
                     to_rows[] = {1, 0};
       for (const int64_t* shape : {shape_rows0, shape_cols0}) {
         t->binary(Binary::Add, {none, strides}, {none, strides}, o, shape, 2);
-        t->masked_fill({none, strides}, {no_ids, to_cols}, 1.0f, o, shape, 2);
+        t->fill_where({none, strides}, {no_ids, to_cols}, 1.0f, o, shape, 2);
       }
       for (Unary op : kVectorUnary) t->unary(op, none, o, 0, 1.0f);
       t->gemm(false, false, 0, 5, 3, 1.0f, none, 3, 0, none, 5, 0, 0.0f, o, 5, 0, 1);
@@ -676,9 +677,9 @@ TEST_CASE("kernels: empty inputs (n = 0, zero rows, zero columns)") {
       t->sum_axis(none, 2, 0, 1, o);
       t->sum_axis(none, 1, 0, 3, o + 2);
       check_same(std::vector<float>(out.begin(), out.begin() + 5), {0, 0, 0, 0, 0}, 0, 0);
-      std::fill(out.begin(), out.end(), 0.0f);
-      t->sum_to(none, shape_rows0, 2, o, to_cols);
-      t->sum_to(none, shape_cols0, 2, o, to_rows);
+      std::fill(out.begin(), out.end(), 42.0f);
+      t->sum_to(none, shape_rows0, 2, o, to_cols);  // 5 sums of 0 rows
+      t->sum_to(none, shape_cols0, 2, o + 5, to_rows);  // 3 sums of 0 columns
       CHECK(out == std::vector<float>(8, 0.0f));
       std::vector<float> dalpha(4, 42.0f), dbias(4, 42.0f);
       t->layer_norm_backward(none, none, none, none, none, 0, 4, 1e-6f, o, dalpha.data(), dbias.data());

@@ -108,10 +108,10 @@ TEST_SUITE("opencl") {
       check_matches_cpu(op, {x});
   }
 
-  TEST_CASE("opencl ops: masked_fill") {
+  TEST_CASE("opencl ops: fill_where") {
     SF_NEED_OPENCL();
     Tensor mask = ints({1, 0, 0, 1, 1}, {5});
-    check_matches_cpu([&](const V& v) { return masked_fill(v[0], mask, -3.0f); },
+    check_matches_cpu([&](const V& v) { return fill_where(v[0], mask, -3.0f); },
                       {random_tensor({2, 3, 4, 5}, 8)});
   }
 

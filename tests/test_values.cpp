@@ -110,10 +110,10 @@ TEST_CASE("values: topk, comparisons, masks and arange") {
   CHECK(to_float(arange(3)).to_vector() == std::vector<float>{0, 1, 2});
 }
 
-TEST_CASE("values: masked_fill, concat and slice of int32 tensors") {
+TEST_CASE("values: fill_where, concat and slice of int32 tensors") {
   Tensor scores = Tensor::from({1, 2, 3, 4}, {2, 2});
   Tensor mask = Tensor::from_ints({0, 1}, {2});
-  CHECK(masked_fill(scores, mask, -1e9f).to_vector() == std::vector<float>{1, -1e9f, 3, -1e9f});
+  CHECK(fill_where(scores, mask, -1e9f).to_vector() == std::vector<float>{1, -1e9f, 3, -1e9f});
   Tensor ids = concat({Tensor::from_ints({2, 5}, {1, 2}), Tensor::from_ints({9}, {1, 1})}, 1);
   CHECK(ids.to_int_vector() == std::vector<int32_t>{2, 5, 9});
   CHECK(slice(ids, 1, 1, 3).to_int_vector() == std::vector<int32_t>{5, 9});
@@ -156,7 +156,7 @@ TEST_CASE("values: fused ops equal their compositions") {
   Rng rng(5);
   Tensor x = uniform({2, 3, 4, 4}, -3, 3, rng);
   Tensor mask = Tensor::from_ints({1, 1, 0, 1, 1, 0, 0, 0}, {2, 1, 1, 4});
-  Tensor composed = softmax(masked_fill(x * 0.5f, eq(mask, Tensor::from_ints({0}, {})), -1e9f));
+  Tensor composed = softmax(fill_where(x * 0.5f, eq(mask, Tensor::from_ints({0}, {})), -1e9f));
   Tensor fused = masked_softmax(x, mask, 0.5f);
   for (int64_t i = 0; i < x.numel(); ++i) CHECK(fused.data()[i] == Approx(composed.data()[i]));
   // A hidden key gets exactly zero weight.

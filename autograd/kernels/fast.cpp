@@ -115,19 +115,19 @@ void binary(Binary op, Strided<float> a, Strided<float> b, float* out, const int
   if (!done) scalar_table().binary(op, a, b, out, shape, ndim);
 }
 
-void masked_fill(Strided<float> x, Strided<int32_t> mask, float value, float* out,
-                 const int64_t* shape, int ndim) {
-  bool done = for_each_row(shape, ndim, x.strides, mask.strides,
-                           [&](int64_t, int64_t ox, int64_t om, int64_t n, int64_t sx,
-                               int64_t sm, int64_t o) {
+void fill_where(Strided<float> x, Strided<int32_t> where, float value, float* out,
+                const int64_t* shape, int ndim) {
+  bool done = for_each_row(shape, ndim, x.strides, where.strides,
+                           [&](int64_t, int64_t ox, int64_t ow, int64_t n, int64_t sx,
+                               int64_t sw, int64_t o) {
     // Locals, not the closure's references, so the stores cannot alias them.
-    const int32_t* m = mask.data + om;
+    const int32_t* w = where.data + ow;
     const float* xs = x.data + ox;
     float* dst = out + o;
     const float fill = value;
-    for (int64_t i = 0; i < n; ++i) dst[i] = m[i * sm] != 0 ? fill : xs[i * sx];
+    for (int64_t i = 0; i < n; ++i) dst[i] = w[i * sw] != 0 ? fill : xs[i * sx];
   });
-  if (!done) scalar_table().masked_fill(x, mask, value, out, shape, ndim);
+  if (!done) scalar_table().fill_where(x, where, value, out, shape, ndim);
 }
 
 void unary(Unary op, const float* x, float* y, int64_t n, float s) {
@@ -216,7 +216,7 @@ void sum_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* ou
   });
 }
 
-// Column sums ([rows, cols] -> [cols], e.g. a bias gradient) added into out.
+// Column sums ([rows, cols] -> [cols], e.g. a bias gradient) written to out.
 // Each block of kRowBlock rows is summed on its own (blocks in parallel, each
 // streaming through contiguous rows), then the blocks are added in order: the
 // result does not depend on the number of threads.
@@ -231,6 +231,7 @@ void column_sums(const float* x, int64_t rows, int64_t cols, float* out) {
       for (int64_t r = block * kRowBlock, end = std::min(rows, r + kRowBlock); r < end; ++r)
         add_row(x + r * cols, sums + block * cols, cols);
   });
+  std::fill(out, out + cols, 0.0f);
   for (int64_t block = 0; block < blocks; ++block) add_row(sums + block * cols, out, cols);
 }
 
@@ -344,35 +345,33 @@ void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t ro
   });
 }
 
-constexpr float kMaskedScore = -1e9f;
-
-void masked_softmax(const float* x, Strided<int32_t> mask, const int64_t* shape, int ndim,
+void masked_softmax(const float* x, Strided<int32_t> keep, const int64_t* shape, int ndim,
                     float scale, float* y) {
   int64_t cols = shape[ndim - 1], rows = 1;
   for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
-  int64_t mstep = mask.strides[ndim - 1];
+  int64_t kstep = keep.strides[ndim - 1];
   for_rows(rows, cols, [&](int64_t r) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
-    // Scaled, masked scores into y, then softmax in place.
-    const int32_t* m = mask.data ? mask.data + row_offset(r, shape, ndim, mask.strides) : nullptr;
-    for (int64_t c = 0; c < cols; ++c) yr[c] = !m || m[c * mstep] ? scale * xr[c] : kMaskedScore;
+    // Scaled, hidden scores into y, then softmax in place.
+    const int32_t* k = keep.data ? keep.data + row_offset(r, shape, ndim, keep.strides) : nullptr;
+    for (int64_t c = 0; c < cols; ++c) yr[c] = !k || k[c * kstep] ? scale * xr[c] : kHiddenScore;
     softmax_row(yr, yr, cols);
   });
 }
 
-void masked_softmax_backward(const float* y, const float* dy, Strided<int32_t> mask,
+void masked_softmax_backward(const float* y, const float* dy, Strided<int32_t> keep,
                              const int64_t* shape, int ndim, float scale, float* dx) {
   int64_t cols = shape[ndim - 1], rows = 1;
   for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
-  int64_t mstep = mask.strides[ndim - 1];
+  int64_t kstep = keep.strides[ndim - 1];
   for_rows(rows, cols, [&](int64_t r) {
     float* dr = dx + r * cols;
     softmax_backward_row(y + r * cols, dy + r * cols, dr, cols, scale);
-    if (!mask.data) return;
-    const int32_t* m = mask.data + row_offset(r, shape, ndim, mask.strides);
+    if (!keep.data) return;
+    const int32_t* k = keep.data + row_offset(r, shape, ndim, keep.strides);
     for (int64_t c = 0; c < cols; ++c)
-      if (!m[c * mstep]) dr[c] = 0.0f;
+      if (!k[c * kstep]) dr[c] = 0.0f;
   });
 }
 
@@ -633,17 +632,25 @@ void scatter_add_rows(const float* grad_out, const int32_t* ids, int64_t n, int6
 
 }  // namespace
 
+// The scalar table, with the entries that have a faster kernel replaced.
 const HostTable& fast_table() {
   static const HostTable table = [] {
     HostTable t = scalar_table();
     t.name = "fast";
     t.gemm = gemm_fast;
-    t.binary = binary;
-    t.masked_fill = masked_fill;
+    // elementwise
     t.unary = unary;
+    t.binary = binary;
+    t.fill_where = fill_where;
+    t.bias_relu = bias_relu;
+    t.relu_backward = relu_backward;
+    t.dropout = dropout;
+    // reductions
     t.sum_to = sum_to;
     t.sum_axis = sum_axis;
     t.max_axis = max_axis;
+    t.dot = dot;
+    // neural-network rows
     t.softmax = softmax;
     t.log_softmax = log_softmax;
     t.softmax_backward = softmax_backward;
@@ -652,18 +659,16 @@ const HostTable& fast_table() {
     t.masked_softmax_backward = masked_softmax_backward;
     t.layer_norm = layer_norm;
     t.layer_norm_backward = layer_norm_backward;
-    t.bias_relu = bias_relu;
-    t.relu_backward = relu_backward;
-    t.dropout = dropout;
+    t.cross_entropy = cross_entropy;
+    t.cross_entropy_backward = cross_entropy_backward;
+    // copies and indexing
     t.copy_rows = copy_rows;
     t.permute = permute;
     t.gather_rows = gather_rows;
     t.scatter_add_rows = scatter_add_rows;
-    t.dot = dot;
+    // optimizer steps
     t.adam_step = adam_step;
     t.sgd_step = sgd_step;
-    t.cross_entropy = cross_entropy;
-    t.cross_entropy_backward = cross_entropy_backward;
     return t;
   }();
   return table;

@@ -3,8 +3,8 @@
 // arithmetic only through it (they read values on the host only to validate
 // inputs that come from the host, e.g. token ids).
 //
-// The list of entries is written once, as `KernelTable<Ptr>`, over a pointer
-// type:
+// The entries are declared once, as `KernelTable<Ptr>` over a pointer type
+// (their names are listed once more in SF_FOR_EACH_KERNEL, below):
 //   - `Table = KernelTable<Mem>`: what a device offers. Memory is addressed as
 //     (buffer, byte offset), so a buffer may live off the host (an OpenCL
 //     cl_mem); ops never do arithmetic on host addresses.
@@ -19,7 +19,23 @@
 // All arrays are contiguous row-major float32 (or int32 where named). Edge
 // values behave as in PyTorch, on every table: NaN propagates (through max,
 // relu and exp too), e^x overflows to inf and underflows to 0 as std::exp, and
-// every size may be 0 (nothing is read or written) unless a kernel says not.
+// every size may be 0 unless a kernel says not: nothing of an empty array is
+// read or written, and a sum over nothing is 0.
+//
+// One output convention: a kernel OVERWRITES every element of its outputs and
+// never reads them first, so the caller may hand it uninitialised memory. The
+// exceptions say so where they are declared: gemm's `beta * C` (BLAS; beta = 0
+// overwrites), scatter_add_rows (adds, as its name says: an embedding's rows
+// may repeat), and the optimizer steps, which update parameters and their
+// state in place.
+//
+// Masks: an attention mask is int32 with 1 = keep (the position may be
+// attended to) and 0 = hidden, and its parameter is named `keep`; a condition
+// that selects elements to change is named `where` (fill_where).
+//
+// The entries are grouped by kind: matrix products, elementwise, reductions,
+// neural-network rows, copies and indexing, optimizer steps. Adding one is a
+// recipe in docs/adding-an-op.md.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -91,6 +107,11 @@ inline bool dropout_keeps(uint32_t seed, uint32_t i, uint32_t threshold) {
   return h >= threshold;  // P(keep) = 1 - threshold / 2^32
 }
 
+// The score a hidden position gets before masked_softmax's softmax, as the
+// annotated Transformer's scores.masked_fill(mask == 0, -1e9): its weight
+// underflows to 0, yet a row with every position hidden stays uniform (not NaN).
+constexpr float kHiddenScore = -1e9f;
+
 // Offset of row `row` (an index over all dims of `shape` but the last) under
 // per-dim `strides`.
 inline int64_t row_offset(int64_t row, const int64_t* shape, int ndim, const int64_t* strides) {
@@ -106,14 +127,19 @@ template <template <class> class Ptr>
 struct KernelTable {
   const char* name;
 
-  // C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C. Row-major; op(A) = A
-  // ([m,k], leading dimension lda) or, with trans_a, A^T where A is [k,m].
-  // `batch` products, operand i at base + i * stride (a stride may be 0).
+  // --- matrix products -------------------------------------------------------
+  // C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, the BLAS sgemm contract
+  // (beta = 0 overwrites: C is not read). Row-major; op(A) = A ([m,k], leading
+  // dimension lda) or, with trans_a, A^T where A is [k,m]. `batch` products,
+  // operand i at base + i * stride (a stride may be 0).
   void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                Ptr<const float> a, int64_t lda, int64_t stride_a, Ptr<const float> b, int64_t ldb,
                int64_t stride_b, float beta, Ptr<float> c, int64_t ldc, int64_t stride_c,
                int64_t batch);
 
+  // --- elementwise -----------------------------------------------------------
+  // y = f(x); `s` is the scalar of the *Scalar ops (x + s, x * s, x^s, s - x, s / x).
+  void (*unary)(Unary op, Ptr<const float> x, Ptr<float> y, int64_t n, float s);
   // out[i] = a[i] op b[i] over `shape` (ndim dims), a and b broadcast by strides.
   void (*binary)(Binary op, Strided<float, Ptr> a, Strided<float, Ptr> b, Ptr<float> out, const int64_t* shape,
                  int ndim);
@@ -121,25 +147,37 @@ struct KernelTable {
                     const int64_t* shape, int ndim);
   void (*predicate_int)(Predicate op, Strided<int32_t, Ptr> a, Strided<int32_t, Ptr> b, Ptr<int32_t> out,
                         const int64_t* shape, int ndim);
-  // out = mask ? value : x, both broadcast by strides.
-  void (*masked_fill)(Strided<float, Ptr> x, Strided<int32_t, Ptr> mask, float value, Ptr<float> out,
-                      const int64_t* shape, int ndim);
+  // out = where != 0 ? value : x, both broadcast by strides.
+  void (*fill_where)(Strided<float, Ptr> x, Strided<int32_t, Ptr> where, float value, Ptr<float> out,
+                     const int64_t* shape, int ndim);
+  // y = relu(x + bias) over [rows, cols], bias [cols]: a Linear layer's epilogue.
+  void (*bias_relu)(Ptr<const float> x, Ptr<const float> bias, int64_t rows, int64_t cols, Ptr<float> y);
+  // dx = y > 0 ? dy : 0, from relu's output y.
+  void (*relu_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t n);
+  // y = x * scale (scale = 1 / (1 - p)) where dropout_keeps(seed, i, threshold),
+  // else +0, or NaN where x is NaN or infinite (as PyTorch's x * mask).
+  void (*dropout)(Ptr<const float> x, Ptr<float> y, int64_t n, float scale, uint32_t seed,
+                  uint32_t threshold);
 
-  // y = f(x); `s` is the scalar of the *Scalar ops (x + s, x * s, x^s, s - x, s / x).
-  void (*unary)(Unary op, Ptr<const float> x, Ptr<float> y, int64_t n, float s);
-
-  // Broadcast reduction: out (zeroed by the caller) += x, where x has `shape` and
-  // out is addressed by `out_strides` (0 along the dimensions being summed away).
+  // --- reductions ------------------------------------------------------------
+  // The adjoint of broadcasting: out = x summed over the dimensions out is
+  // broadcast along. x has `shape`; out is addressed by `out_strides` (one per
+  // dim of `shape`, 0 along the dimensions being summed away).
   void (*sum_to)(Ptr<const float> x, const int64_t* shape, int ndim, Ptr<float> out,
                  const int64_t* out_strides);
-
   // x viewed as [outer, n, inner], reduced over n into out [outer, inner].
   void (*sum_axis)(Ptr<const float> x, int64_t outer, int64_t n, int64_t inner, Ptr<float> out);
   // Max over n >= 1; `arg` (int32, may be null) receives the index of the first
   // maximum. A NaN is the maximum (its first index in arg), as in torch.max.
   void (*max_axis)(Ptr<const float> x, int64_t outer, int64_t n, int64_t inner, Ptr<float> out,
                    Ptr<int32_t> arg);
+  // sum_i a[i] * b[i], accumulated in double (norms of large gradients).
+  double (*dot)(Ptr<const float> a, Ptr<const float> b, int64_t n);
+  // Top k of each row of [rows, cols], largest first (ties: lower index first).
+  void (*topk)(Ptr<const float> x, int64_t rows, int64_t cols, int64_t k, Ptr<float> values,
+               Ptr<int32_t> indices);
 
+  // --- neural-network rows: softmax, layer norm, loss --------------------------
   // Row-wise over [rows, cols]: y = softmax(x) or log_softmax(x).
   void (*softmax)(Ptr<const float> x, Ptr<float> y, int64_t rows, int64_t cols);
   void (*log_softmax)(Ptr<const float> x, Ptr<float> y, int64_t rows, int64_t cols);
@@ -148,73 +186,28 @@ struct KernelTable {
   void (*softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t rows, int64_t cols);
   void (*log_softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t rows,
                                int64_t cols);
-
   // Attention weights over the last dim of x (`shape`, ndim dims):
-  // y = softmax(mask ? scale * x : -1e9), the seed's masked_fill(mask == 0, -1e9)
-  // after scaling. mask is int32 (0 = hidden) under broadcast strides, one per
-  // dim of `shape`; mask.data may be null for no mask.
-  void (*masked_softmax)(Ptr<const float> x, Strided<int32_t, Ptr> mask, const int64_t* shape, int ndim,
+  // y = softmax(keep ? scale * x : -1e9), i.e. Vaswani et al. 2017, §3.2.1's
+  // softmax(QKᵀ/√d_k) with hidden positions set to -1e9 after scaling. `keep`
+  // is an int32 attention mask (1 = may attend, 0 = hidden) under broadcast
+  // strides, one per dim of `shape`; keep.data may be null for no mask.
+  void (*masked_softmax)(Ptr<const float> x, Strided<int32_t, Ptr> keep, const int64_t* shape, int ndim,
                          float scale, Ptr<float> y);
-  // dx = scale * y * (dy - sum(dy * y)) where the mask keeps, 0 where it hides.
-  void (*masked_softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Strided<int32_t, Ptr> mask,
+  // dx = scale * y * (dy - sum(dy * y)) where `keep` is 1, 0 where it hides.
+  void (*masked_softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Strided<int32_t, Ptr> keep,
                                   const int64_t* shape, int ndim, float scale, Ptr<float> dx);
-
-  // The seed's LayerNormalization per row of [rows, cols]:
-  // y = alpha * (x - mean) / (std + eps) + bias, std unbiased (n - 1).
-  // Saves mean and std per row for the backward pass.
+  // Layer normalization per row of [rows, cols] as in the annotated Transformer:
+  // y = alpha * (x - mean) / (std + eps) + bias, std unbiased (n - 1), unlike
+  // torch.nn.LayerNorm's sqrt(var + eps). Saves mean and std per row for the
+  // backward pass.
   void (*layer_norm)(Ptr<const float> x, Ptr<const float> alpha, Ptr<const float> bias, int64_t rows,
                      int64_t cols, float eps, Ptr<float> y, Ptr<float> mean, Ptr<float> std);
   // With xhat = (x - mean) / (std + eps) and g = dy * alpha:
   // dx = (g - mean(g)) / (std + eps) - xhat * sum(g * xhat) / ((n - 1) std);
-  // dalpha = sum over rows of dy * xhat, dbias = sum over rows of dy (overwritten).
+  // dalpha = sum over rows of dy * xhat, dbias = sum over rows of dy.
   void (*layer_norm_backward)(Ptr<const float> x, Ptr<const float> alpha, Ptr<const float> mean,
                               Ptr<const float> std, Ptr<const float> dy, int64_t rows, int64_t cols,
                               float eps, Ptr<float> dx, Ptr<float> dalpha, Ptr<float> dbias);
-
-  // y = relu(x + bias) over [rows, cols], bias [cols]: a Linear layer's epilogue.
-  void (*bias_relu)(Ptr<const float> x, Ptr<const float> bias, int64_t rows, int64_t cols, Ptr<float> y);
-  // dx = y > 0 ? dy : 0, from relu's output y.
-  void (*relu_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t n);
-
-  // y = x * scale (scale = 1 / (1 - p)) where dropout_keeps(seed, i, threshold),
-  // else +0, or NaN where x is NaN or infinite (as PyTorch's x * mask).
-  void (*dropout)(Ptr<const float> x, Ptr<float> y, int64_t n, float scale, uint32_t seed,
-                  uint32_t threshold);
-
-  // sum_i a[i] * b[i], accumulated in double (norms of large gradients).
-  double (*dot)(Ptr<const float> a, Ptr<const float> b, int64_t n);
-
-  // One optimizer update of n parameters p with gradients g, as PyTorch's
-  // torch.optim.Adam (l2 = weight_decay added to the gradient) and AdamW
-  // (decay = lr * weight_decay, applied to p first):
-  //   p *= 1 - decay; g += l2 p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-  //   p -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)
-  // with step_size = lr / (1 - b1^t) and sqrt_bc2 = sqrt(1 - b2^t).
-  void (*adam_step)(Ptr<float> p, Ptr<const float> g, Ptr<float> m, Ptr<float> v, int64_t n, float step_size,
-                    float b1, float b2, float eps, float sqrt_bc2, float l2, float decay);
-  // torch.optim.SGD: g += l2 p; with momentum, buf = first ? g : momentum buf + g,
-  // and g = nesterov ? g + momentum buf : buf; then p -= lr g.
-  void (*sgd_step)(Ptr<float> p, Ptr<const float> g, Ptr<float> buf, int64_t n, float lr, float momentum,
-                   float l2, bool nesterov, bool first);
-
-  // Top k of each row of [rows, cols], largest first (ties: lower index first).
-  void (*topk)(Ptr<const float> x, int64_t rows, int64_t cols, int64_t k, Ptr<float> values,
-               Ptr<int32_t> indices);
-
-  // Copies `rows` rows of `row_bytes` bytes between arrays with the given row
-  // strides in bytes (concat and slice; works for any element type).
-  void (*copy_rows)(Ptr<const void> src, int64_t src_stride, Ptr<void> dst, int64_t dst_stride,
-                    int64_t rows, int64_t row_bytes);
-
-  // y = x with dims permuted: y dim i is x dim perm[i]. `shape` is x's shape.
-  void (*permute)(Ptr<const float> x, const int64_t* shape, const int* perm, int ndim, Ptr<float> y);
-
-  // Embedding: out[i, :] = table[ids[i], :] (ids already range-checked);
-  // backward: grad_table[ids[i], :] += grad_out[i, :].
-  void (*gather_rows)(Ptr<const float> table, Ptr<const int32_t> ids, int64_t n, int64_t dim, Ptr<float> out);
-  void (*scatter_add_rows)(Ptr<const float> grad_out, Ptr<const int32_t> ids, int64_t n, int64_t dim,
-                           Ptr<float> grad_table);
-
   // Cross-entropy of logits [rows, cols] against int32 targets, PyTorch semantics:
   // rows whose target is ignore_index contribute nothing; per other row the loss is
   // (1-eps) * -log p_target + eps * mean_c(-log p_c). Writes the per-row losses
@@ -231,7 +224,67 @@ struct KernelTable {
   void (*cross_entropy_backward)(Ptr<const float> log_probs, Ptr<const int32_t> targets,
                                  int64_t rows, int64_t cols, int32_t ignore_index, float eps,
                                  Ptr<const float> scale, Ptr<float> dlogits);
+
+  // --- copies and indexing ---------------------------------------------------
+  // Copies `rows` rows of `row_bytes` bytes between arrays with the given row
+  // strides in bytes (concat and slice; works for any element type).
+  void (*copy_rows)(Ptr<const void> src, int64_t src_stride, Ptr<void> dst, int64_t dst_stride,
+                    int64_t rows, int64_t row_bytes);
+  // y = x with dims permuted: y dim i is x dim perm[i]. `shape` is x's shape.
+  void (*permute)(Ptr<const float> x, const int64_t* shape, const int* perm, int ndim, Ptr<float> y);
+  // Embedding: out[i, :] = table[ids[i], :] (ids already range-checked).
+  void (*gather_rows)(Ptr<const float> table, Ptr<const int32_t> ids, int64_t n, int64_t dim, Ptr<float> out);
+  // Its backward ADDS into its output: grad_table[ids[i], :] += grad_out[i, :]
+  // (a repeated id adds once per occurrence).
+  void (*scatter_add_rows)(Ptr<const float> grad_out, Ptr<const int32_t> ids, int64_t n, int64_t dim,
+                           Ptr<float> grad_table);
+
+  // --- optimizer steps (update p and their state in place) ---------------------
+  // One optimizer update of n parameters p with gradients g, as PyTorch's
+  // torch.optim.Adam (l2 = weight_decay added to the gradient) and AdamW
+  // (decay = lr * weight_decay, applied to p first):
+  //   p *= 1 - decay; g += l2 p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  //   p -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)
+  // with step_size = lr / (1 - b1^t) and sqrt_bc2 = sqrt(1 - b2^t).
+  void (*adam_step)(Ptr<float> p, Ptr<const float> g, Ptr<float> m, Ptr<float> v, int64_t n, float step_size,
+                    float b1, float b2, float eps, float sqrt_bc2, float l2, float decay);
+  // torch.optim.SGD: g += l2 p; with momentum, buf = first ? g : momentum buf + g,
+  // and g = nesterov ? g + momentum buf : buf; then p -= lr g.
+  void (*sgd_step)(Ptr<float> p, Ptr<const float> g, Ptr<float> buf, int64_t n, float lr, float momentum,
+                   float l2, bool nesterov, bool first);
 };
+
+// Every entry of KernelTable, in declaration order: code that must visit each
+// one (the CPU device's adapter, the completeness check below, the profiler in
+// bench/) expands X(entry) over this list instead of keeping its own copy.
+#define SF_FOR_EACH_KERNEL(X)                                                                    \
+  X(gemm)                                                                                        \
+  X(unary) X(binary) X(predicate) X(predicate_int) X(fill_where) X(bias_relu) X(relu_backward)   \
+  X(dropout)                                                                                     \
+  X(sum_to) X(sum_axis) X(max_axis) X(dot) X(topk)                                               \
+  X(softmax) X(log_softmax) X(softmax_backward) X(log_softmax_backward) X(masked_softmax)       \
+  X(masked_softmax_backward) X(layer_norm) X(layer_norm_backward) X(cross_entropy)               \
+  X(cross_entropy_backward)                                                                      \
+  X(copy_rows) X(permute) X(gather_rows) X(scatter_add_rows)                                     \
+  X(adam_step) X(sgd_step)
+
+// The list above names every entry: one pointer per entry plus `name`.
+#define SF_COUNT_KERNEL(entry) +1
+static_assert(sizeof(KernelTable<HostPtr>) == sizeof(void*) * (1 SF_FOR_EACH_KERNEL(SF_COUNT_KERNEL)),
+              "an entry of KernelTable is missing from SF_FOR_EACH_KERNEL");
+#undef SF_COUNT_KERNEL
+
+// True when a table fills every entry. A backend's table is constexpr and
+// static_asserts this, so an entry it forgets is a compile error, not a null
+// pointer called at run time.
+template <template <class> class Ptr>
+constexpr bool is_complete(const KernelTable<Ptr>& table) {
+  bool complete = table.name != nullptr;
+#define SF_CHECK_KERNEL(entry) complete = complete && table.entry != nullptr;
+  SF_FOR_EACH_KERNEL(SF_CHECK_KERNEL)
+#undef SF_CHECK_KERNEL
+  return complete;
+}
 
 using Table = KernelTable<Mem>;
 using HostTable = KernelTable<HostPtr>;

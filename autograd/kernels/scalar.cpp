@@ -81,11 +81,11 @@ void predicate_int(Predicate op, Strided<int32_t> a, Strided<int32_t> b, int32_t
   });
 }
 
-void masked_fill(Strided<float> x, Strided<int32_t> mask, float value, float* out,
-                 const int64_t* shape, int ndim) {
-  for_each_broadcast(shape, ndim, x.strides, mask.strides,
-                     [&](int64_t i, int64_t ox, int64_t om) {
-                       out[i] = mask.data[om] != 0 ? value : x.data[ox];
+void fill_where(Strided<float> x, Strided<int32_t> where, float value, float* out,
+                const int64_t* shape, int ndim) {
+  for_each_broadcast(shape, ndim, x.strides, where.strides,
+                     [&](int64_t i, int64_t ox, int64_t ow) {
+                       out[i] = where.data[ow] != 0 ? value : x.data[ox];
                      });
 }
 
@@ -111,7 +111,13 @@ void unary(Unary op, const float* x, float* y, int64_t n, float s) {
 
 void sum_to(const float* x, const int64_t* shape, int ndim, float* out,
             const int64_t* out_strides) {
-  std::vector<int64_t> unused(ndim, 0);
+  // out is overwritten: zero each of its elements (out's shape is x's with the
+  // summed dims set to 1; x may be empty when out is not), then add each x in.
+  std::vector<int64_t> out_shape(shape, shape + ndim), unused(ndim, 0);
+  for (int d = 0; d < ndim; ++d)
+    if (out_strides[d] == 0) out_shape[d] = 1;
+  for_each_broadcast(out_shape.data(), ndim, out_strides, unused.data(),
+                     [&](int64_t, int64_t o, int64_t) { out[o] = 0.0f; });
   for_each_broadcast(shape, ndim, out_strides, unused.data(),
                      [&](int64_t i, int64_t o, int64_t) { out[o] += x[i]; });
 }
@@ -270,30 +276,28 @@ void cross_entropy_backward(const float* log_probs, const int32_t* targets, int6
   }
 }
 
-constexpr float kMaskedScore = -1e9f;  // the seed's fill value for hidden scores
-
-void masked_softmax(const float* x, Strided<int32_t> mask, const int64_t* shape, int ndim,
+void masked_softmax(const float* x, Strided<int32_t> keep, const int64_t* shape, int ndim,
                     float scale, float* y) {
   int64_t cols = shape[ndim - 1], rows = 1;
   for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
   std::vector<float> scores(cols);
   for (int64_t r = 0; r < rows; ++r) {
-    const int32_t* m = mask.data ? mask.data + row_offset(r, shape, ndim, mask.strides) : nullptr;
+    const int32_t* k = keep.data ? keep.data + row_offset(r, shape, ndim, keep.strides) : nullptr;
     for (int64_t c = 0; c < cols; ++c)
-      scores[c] = !m || m[c * mask.strides[ndim - 1]] ? scale * x[r * cols + c] : kMaskedScore;
+      scores[c] = !k || k[c * keep.strides[ndim - 1]] ? scale * x[r * cols + c] : kHiddenScore;
     softmax(scores.data(), y + r * cols, 1, cols);
   }
 }
 
-void masked_softmax_backward(const float* y, const float* dy, Strided<int32_t> mask,
+void masked_softmax_backward(const float* y, const float* dy, Strided<int32_t> keep,
                              const int64_t* shape, int ndim, float scale, float* dx) {
   int64_t cols = shape[ndim - 1], rows = 1;
   for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
   softmax_backward(y, dy, dx, rows, cols);
   for (int64_t r = 0; r < rows; ++r) {
-    const int32_t* m = mask.data ? mask.data + row_offset(r, shape, ndim, mask.strides) : nullptr;
+    const int32_t* k = keep.data ? keep.data + row_offset(r, shape, ndim, keep.strides) : nullptr;
     for (int64_t c = 0; c < cols; ++c)
-      dx[r * cols + c] = !m || m[c * mask.strides[ndim - 1]] ? scale * dx[r * cols + c] : 0.0f;
+      dx[r * cols + c] = !k || k[c * keep.strides[ndim - 1]] ? scale * dx[r * cols + c] : 0.0f;
   }
 }
 
@@ -387,17 +391,25 @@ void sgd_step(float* p, const float* g, float* buf, int64_t n, float lr, float m
 }  // namespace
 
 const HostTable& scalar_table() {
-  static const HostTable table{
+  static constexpr HostTable table{
       .name = "scalar",
       .gemm = gemm_reference,
+      // elementwise
+      .unary = unary,
       .binary = binary,
       .predicate = predicate,
       .predicate_int = predicate_int,
-      .masked_fill = masked_fill,
-      .unary = unary,
+      .fill_where = fill_where,
+      .bias_relu = bias_relu,
+      .relu_backward = relu_backward,
+      .dropout = dropout,
+      // reductions
       .sum_to = sum_to,
       .sum_axis = sum_axis,
       .max_axis = max_axis,
+      .dot = dot,
+      .topk = topk,
+      // neural-network rows
       .softmax = softmax,
       .log_softmax = log_softmax,
       .softmax_backward = softmax_backward,
@@ -406,20 +418,19 @@ const HostTable& scalar_table() {
       .masked_softmax_backward = masked_softmax_backward,
       .layer_norm = layer_norm,
       .layer_norm_backward = layer_norm_backward,
-      .bias_relu = bias_relu,
-      .relu_backward = relu_backward,
-      .dropout = dropout,
-      .dot = dot,
-      .adam_step = adam_step,
-      .sgd_step = sgd_step,
-      .topk = topk,
+      .cross_entropy = cross_entropy,
+      .cross_entropy_backward = cross_entropy_backward,
+      // copies and indexing
       .copy_rows = copy_rows,
       .permute = permute,
       .gather_rows = gather_rows,
       .scatter_add_rows = scatter_add_rows,
-      .cross_entropy = cross_entropy,
-      .cross_entropy_backward = cross_entropy_backward,
+      // optimizer steps
+      .adam_step = adam_step,
+      .sgd_step = sgd_step,
   };
+  // The reference fills every entry: other host tables start from a copy of it.
+  static_assert(is_complete(table));
   return table;
 }
 

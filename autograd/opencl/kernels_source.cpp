@@ -196,19 +196,19 @@ __kernel void binary(int op, __global const float* a, long a_off, __global const
 PREDICATE_KERNEL(predicate, float, float16, )
 PREDICATE_KERNEL(predicate_int, int, int16, _int)
 
-// out = mask ? value : x.
-__kernel void masked_fill(__global const float* x, long x_off, __global const int* mask, long mask_off,
-                          float value, __global float* out, long out_off, int rows, int cols, int ndim,
-                          int8 shape, int8 sx, int8 sm, int col_x, int col_m) {
+// out = where != 0 ? value : x.
+__kernel void fill_where(__global const float* x, long x_off, __global const int* where, long where_off,
+                         float value, __global float* out, long out_off, int rows, int cols, int ndim,
+                         int8 shape, int8 sx, int8 sw, int col_x, int col_w) {
   int row, first, end;
   if (!row_piece(rows, cols, PIECE, &row, &first, &end)) return;
-  int2 o = broadcast_offsets(row, ndim, shape, sx, sm);
+  int2 o = broadcast_offsets(row, ndim, shape, sx, sw);
   x += x_off + o.x;
-  mask += mask_off + o.y;
+  where += where_off + o.y;
   out += out_off + (long)row * cols;
   for (int c = first; c < end; c += 16) {
     float16 v = load16(x, col_x, c, cols, 0.0f);
-    store16(select(v, (float16)(value), load16_int(mask, col_m, c, cols, 0) != 0), out, 1, c, cols);
+    store16(select(v, (float16)(value), load16_int(where, col_w, c, cols, 0) != 0), out, 1, c, cols);
   }
 }
 
@@ -223,7 +223,7 @@ __kernel void strided_copy(__global const float* x, long x_off, __global float* 
   for (int c = first; c < end; c += 16) store16(load16(x, col_stride, c, cols, 0.0f), y, 1, c, cols);
 }
 
-// out += x summed over the dims out is broadcast along, in the CPU's order:
+// out = x summed over the dims out is broadcast along, in the CPU's order:
 // each output element adds its x elements (the "reduced" indices) in
 // row-major order. The kept dims are rows of cols elements (cols strides
 // col_x in x, col_out in out); one item per 16 of them (a column sum), so no
@@ -237,7 +237,7 @@ void sum_to(__global const float* x, long x_off, __global float* out, long out_o
   int2 o = broadcast_offsets(row, ndim, shape, kept_x, kept_out);
   x += x_off + o.x;
   out += out_off + o.y;
-  float16 acc = load16(out, col_out, c, cols, 0.0f);
+  float16 acc = (float16)(0.0f);
   for (int r = 0; r < reduced; ++r)
     acc += load16(x + broadcast_offsets(r, reduced_ndim, reduced_shape, reduced_x, reduced_x).x, col_x, c,
                   cols, 0.0f);
@@ -465,10 +465,10 @@ void log_softmax_backward(__global const float* y, long y_off, __global const fl
     store16(load16(dy, 1, c, n, 0.0f) - exp(load16(y, 1, c, n, 0.0f)) * total, dx, 1, c, n);
 }
 
-// Attention weights: y = softmax(mask ? scale * x : -1e9) per row. The mask
-// (int32, 0 = hidden; has_mask 0 for none) is read under broadcast strides:
-// the row's offset from the row dims (row_ndim, row_shape, row_strides) plus
-// column * col_stride.
+// Attention weights: y = softmax(keep ? scale * x : -1e9) per row. The mask
+// (int32, 1 = may attend, 0 = hidden; has_mask 0 for none) is read under
+// broadcast strides: the row's offset from the row dims (row_ndim, row_shape,
+// row_strides) plus column * col_stride.
 __global const int* mask_row(__global const int* mask, long mask_off, int r, int row_ndim, int8 row_shape,
                              int8 row_strides) {
   return mask + mask_off + broadcast_offsets(r, row_ndim, row_shape, row_strides, row_strides).x;
@@ -524,8 +524,8 @@ void masked_softmax_backward(__global const float* y, long y_off, __global const
   }
 }
 
-// The seed's LayerNormalization: y = alpha (x - mean) / (std + eps) + bias, with
-// std unbiased (n - 1); saves mean and std per row.
+// Layer normalization as in the annotated Transformer: y = alpha (x - mean) /
+// (std + eps) + bias, with std unbiased (n - 1); saves mean and std per row.
 __kernel ONE_ITEM_PER_GROUP
 void layer_norm(__global const float* x, long x_off, __global const float* alpha, long alpha_off,
                 __global const float* bias, long bias_off, long rows, long cols, float eps, __global float* y,

@@ -13,6 +13,7 @@
 #include "dims.h"
 #include "gemm.h"
 #include "launch.h"
+#include "opencl.h"
 #include "sources.h"
 
 namespace sf::opencl_backend {
@@ -62,9 +63,9 @@ void predicate_int(Predicate op, Strided<int32_t, Mem> a, Strided<int32_t, Mem> 
                    b.data, out);
 }
 
-void masked_fill(Strided<float, Mem> x, Strided<int32_t, Mem> mask, float value, Mem<float> out,
-                 const int64_t* shape, int ndim) {
-  launch_broadcast("masked_fill", shape, ndim, x.strides, mask.strides, x.data, mask.data, value, out);
+void fill_where(Strided<float, Mem> x, Strided<int32_t, Mem> where, float value, Mem<float> out,
+                const int64_t* shape, int ndim) {
+  launch_broadcast("fill_where", shape, ndim, x.strides, where.strides, x.data, where.data, value, out);
 }
 
 void permute(Mem<const float> x, const int64_t* shape, const int* perm, int ndim, Mem<float> y) {
@@ -95,7 +96,13 @@ void sum_to(Mem<const float> x, const int64_t* shape, int ndim, Mem<float> out, 
       reduced.strides[0].push_back(dims.strides[0][d]);
     }
   }
-  if (dims.count() == 0) return;
+  if (dims.count() == 0) {  // x is empty: every sum is over nothing, so out is 0
+    int64_t out_count = 1;
+    for (int d = 0; d < ndim; ++d)
+      if (out_strides[d] != 0) out_count *= shape[d];
+    opencl().fill(Mem<void>(out), 0u, static_cast<size_t>(out_count));
+    return;
+  }
   Rows rows = split_rows(kept);
   cl_int8 reduced_shape = reduced.shape8();
   launch(kernel("sum_to"), singles(pieces(rows.rows(), rows.cols, kVector)), x, out, rows.rows(), rows.cols,
@@ -142,17 +149,17 @@ MaskLayout mask_layout(Strided<int32_t, Mem> mask, const int64_t* shape, int ndi
           static_cast<int32_t>(rows), static_cast<int32_t>(shape[ndim - 1])};
 }
 
-void masked_softmax(Mem<const float> x, Strided<int32_t, Mem> mask, const int64_t* shape, int ndim, float scale,
+void masked_softmax(Mem<const float> x, Strided<int32_t, Mem> keep, const int64_t* shape, int ndim, float scale,
                     Mem<float> y) {
-  MaskLayout m = mask_layout(mask, shape, ndim);
-  launch(kernel("masked_softmax"), singles(m.rows), x, mask.data, m.has_mask, m.row_ndim, m.row_shape,
+  MaskLayout m = mask_layout(keep, shape, ndim);
+  launch(kernel("masked_softmax"), singles(m.rows), x, keep.data, m.has_mask, m.row_ndim, m.row_shape,
          m.row_strides, m.col_stride, m.rows, m.cols, scale, y);
 }
 
-void masked_softmax_backward(Mem<const float> y, Mem<const float> dy, Strided<int32_t, Mem> mask,
+void masked_softmax_backward(Mem<const float> y, Mem<const float> dy, Strided<int32_t, Mem> keep,
                              const int64_t* shape, int ndim, float scale, Mem<float> dx) {
-  MaskLayout m = mask_layout(mask, shape, ndim);
-  launch(kernel("masked_softmax_backward"), singles(m.rows), y, dy, mask.data, m.has_mask, m.row_ndim,
+  MaskLayout m = mask_layout(keep, shape, ndim);
+  launch(kernel("masked_softmax_backward"), singles(m.rows), y, dy, keep.data, m.has_mask, m.row_ndim,
          m.row_shape, m.row_strides, m.col_stride, m.rows, m.cols, scale, dx);
 }
 
@@ -281,17 +288,25 @@ void strided_copy(Mem<const float> x, const int64_t* shape, const int64_t* strid
 }
 
 const kernels::Table& table() {
-  static const kernels::Table table{
+  static constexpr kernels::Table table{
       .name = "opencl",
       .gemm = gemm,
+      // elementwise
+      .unary = unary,
       .binary = binary,
       .predicate = predicate,
       .predicate_int = predicate_int,
-      .masked_fill = masked_fill,
-      .unary = unary,
+      .fill_where = fill_where,
+      .bias_relu = bias_relu,
+      .relu_backward = relu_backward,
+      .dropout = dropout,
+      // reductions
       .sum_to = sum_to,
       .sum_axis = sum_axis,
       .max_axis = max_axis,
+      .dot = dot,
+      .topk = topk,
+      // neural-network rows
       .softmax = softmax,
       .log_softmax = log_softmax,
       .softmax_backward = softmax_backward,
@@ -300,20 +315,18 @@ const kernels::Table& table() {
       .masked_softmax_backward = masked_softmax_backward,
       .layer_norm = layer_norm,
       .layer_norm_backward = layer_norm_backward,
-      .bias_relu = bias_relu,
-      .relu_backward = relu_backward,
-      .dropout = dropout,
-      .dot = dot,
-      .adam_step = adam_step,
-      .sgd_step = sgd_step,
-      .topk = topk,
+      .cross_entropy = cross_entropy,
+      .cross_entropy_backward = cross_entropy_backward,
+      // copies and indexing
       .copy_rows = copy_rows,
       .permute = permute,
       .gather_rows = gather_rows,
       .scatter_add_rows = scatter_add_rows,
-      .cross_entropy = cross_entropy,
-      .cross_entropy_backward = cross_entropy_backward,
+      // optimizer steps
+      .adam_step = adam_step,
+      .sgd_step = sgd_step,
   };
+  static_assert(kernels::is_complete(table));
   return table;
 }
 
