@@ -192,7 +192,7 @@ Tensor dropout(const Tensor& x, float p, Rng& rng) {
   if (p == 0.0f) return x;
   // Inverted dropout: survivors are scaled by 1/(1-p) so the expectation is x.
   // One draw from rng seeds a stateless per-element hash (kernels.h); the
-  // backward pass applies the same mask to the gradient by reusing the seed.
+  // backward pass applies the same mask to the gradient by reusing that seed.
   float scale = 1.0f / (1.0f - p);
   auto seed = static_cast<uint32_t>(rng.next_u64() >> 32);
   auto threshold = static_cast<uint32_t>(static_cast<double>(p) * 4294967296.0);
