@@ -62,7 +62,7 @@ double decode_ms(const StepConfig& c, Device& device, int tokens) {
   ids.front() = 2;
   ids.back() = 3;
   Tensor src = Tensor::from_ints(ids, {1, tokens + 2});
-  Tensor src_mask = nn::padding_mask(src);
+  Tensor src_mask = data::encoder_keep_mask(src);
   std::vector<double> times;
   for (int run = 0; run < 23; ++run) {
     double t = seconds([&] {

@@ -1,26 +1,31 @@
-// The encoder-decoder Transformer of "Attention Is All You Need", as the seed
-// PyTorch project builds it (SPEC §6 names, §7 maths): pre-norm residual blocks,
-// a final norm after each stack, projection to log-probabilities.
+// The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et
+// al. 2017, §3), with pre-norm residual blocks (LayerNorm before each sublayer,
+// as in most implementations since), a final norm after each stack, and a
+// projection to log-probabilities. Module names (encoder.layers.0.
+// self_attention_block.w_q, ...) are the checkpoint's tensor names.
 //
 //   encode(src, src_mask)                      -> memory   [B, S, d_model]
 //   decode(memory, src_mask, tgt, tgt_mask)    -> features [B, T, d_model]
 //   project(features)                          -> log p    [B, T, V_tgt]
 //   logits(features)                           -> z        [B, T, V_tgt], log p = log_softmax(z)
 //
-// Dropout sits in the four places of §7: after embedding + positional encoding,
-// on the attention weights, inside the feed-forward block and on each
-// sublayer's output; eval() turns all of it off. The model owns its one dropout
+// Dropout sits in four places (§5.4, plus two common additions): after
+// embedding + positional encoding, on the attention weights, inside the
+// feed-forward block and on each sublayer's output; eval() turns all of it off. The model owns its one dropout
 // generator (dropout_rng()), which training saves and restores.
 //
 // Incremental decoding: start_decoding(memory) computes each layer's
-// cross-attention keys/values once; decode_next(cache, src_mask, tokens) then
-// runs only the new positions, attending to the cached keys/values of the earlier
-// ones, and gives the same features as decode() over the whole prefix.
+// cross-attention keys/values once; decode_next(cache, src_mask, tokens,
+// tgt_mask) then runs only the new positions, attending to the cached
+// keys/values of the earlier ones, and gives the same features as decode()
+// over the whole prefix.
+//
+// Masks come in as tensors (int32, 1 = keep; data/framing.h builds them): the
+// model knows no token ids.
 #pragma once
 #include <memory>
 
 #include "attention.h"
-#include "masks.h"
 
 namespace sf::nn {
 
@@ -67,7 +72,7 @@ class DecoderBlock : public Module {
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask,
                  const Tensor& tgt_mask);
   // The same for new positions x [B, n, d_model], appending their self-attention
-  // keys/values to `cache`; self_mask [1, 1, n, length + n] or undefined.
+  // keys/values to `cache`; self_mask [., 1, n, length + n] or undefined.
   Tensor forward_cached(const Tensor& x, LayerCache& cache, const Tensor& src_mask,
                         const Tensor& self_mask);
 
@@ -81,7 +86,8 @@ class Decoder : public Module {
   Decoder(const TransformerConfig& c, Rng& init, Rng& noise);
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask,
                  const Tensor& tgt_mask);
-  Tensor forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask);
+  Tensor forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask,
+                        const Tensor& self_mask);
 
   ModuleList<DecoderBlock> layers;
   LayerNormalization norm;
@@ -106,9 +112,15 @@ class Transformer : public Module {
 
   DecoderCache start_decoding(const Tensor& memory) const;
   // tgt [B, n] are the next n target tokens (positions cache.length ...);
-  // returns their decoder features [B, n, d_model]. The target tokens fed this
-  // way are assumed not to be [PAD] (as in generation).
-  Tensor decode_next(DecoderCache& cache, const Tensor& src_mask, const Tensor& tgt);
+  // returns their decoder features [B, n, d_model]. tgt_mask [., 1, n,
+  // cache.length + n] keeps what the new positions may see; it may be
+  // undefined for one new position, which sees every cached one.
+  Tensor decode_next(DecoderCache& cache, const Tensor& src_mask, const Tensor& tgt,
+                     const Tensor& tgt_mask = Tensor());
+
+  // Sets every attention block's record_weights and clears what they hold
+  // (see MultiHeadAttentionBlock::recorded_weights).
+  void record_attention(bool on);
 
   const TransformerConfig& config() const { return config_; }
   Rng& dropout_rng() { return dropout_rng_; }
@@ -118,7 +130,8 @@ class Transformer : public Module {
   Rng dropout_rng_;
 
  public:
-  // Registered in the seed's order, so state_dict() lists names as PyTorch's does.
+  // Registered in this order, so state_dict() lists names in the order a
+  // PyTorch module with these attributes would.
   Encoder encoder;
   Decoder decoder;
   InputEmbeddings src_embed, tgt_embed;
@@ -126,7 +139,7 @@ class Transformer : public Module {
   ProjectionLayer projection_layer;
 };
 
-// The seed's build_transformer: the model, then Xavier-uniform init of every
+// The model, then Xavier-uniform init (Glorot & Bengio 2010) of every
 // parameter with 2+ dims. Linear biases keep PyTorch's default init, alpha 1,
 // bias 0. Same config and seed, same weights.
 std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, Rng& init);

@@ -1,4 +1,4 @@
-// Batches with the seed's BilingualDataset layout, masks, length filtering,
+// Batches framed as data/framing.h says, masks, length filtering,
 // bucketing and resumable epoch order.
 #include <doctest/doctest.h>
 
@@ -122,7 +122,7 @@ TEST_CASE("data: max_len_filter drops long pairs and counts them; too long is an
   REQUIRE(examples.size() == 2);
   CHECK(examples[1].text.src == "Hello");
 
-  // Without the filter the seed's limits apply: the error names the pair.
+  // Without the filter the framing's limits apply: the error names the pair.
   CHECK_THROWS_WITH_AS(BatchedDataset(encode_pairs(pairs, src, tgt), {.seq_len = 5}),
                        "a:3: the source has 4 tokens, more than seq_len - 2 = 3", Error);
   // A target of seq_len - 1 tokens still fits the decoder ([SOS] + target).

@@ -65,7 +65,7 @@ static std::vector<std::string> expected_state_dict_names(int64_t N) {
   return names;
 }
 
-TEST_CASE("nn: state dict names, order and shapes are SPEC §6's (PyTorch's order)") {
+TEST_CASE("nn: state dict names, order and shapes (PyTorch's registration order)") {
   TransformerConfig c = testing::tiny_config();
   auto model = testing::tiny_model(c);
   NamedTensors state = model->state_dict();
@@ -109,7 +109,7 @@ TEST_CASE("nn: parameter count matches the formula") {
   CHECK(model->num_parameters() == expect);
 }
 
-TEST_CASE("nn: build_transformer initialises as the seed does, deterministically") {
+TEST_CASE("nn: build_transformer initialises with Xavier-uniform, deterministically") {
   auto model = testing::tiny_model();
   for (const auto& [name, p] : model->named_parameters()) {
     CAPTURE(name);
@@ -176,13 +176,13 @@ TEST_CASE("nn: layer normalization of [1, 2, 3, 4] by hand") {
   CHECK(y.data()[3] == Approx(expect[3] + 1).epsilon(1e-6));
 }
 
-TEST_CASE("nn: masks are built as the seed builds them (1 = keep)") {
+TEST_CASE("data: framing's masks keep (1) what a query may attend to") {
   Tensor tokens = Tensor::from_ints({2, 5, 6, 1, 1, 2, 7, 1, 1, 1}, {2, 5});
-  Tensor enc = padding_mask(tokens);
+  Tensor enc = data::encoder_keep_mask(tokens);
   CHECK(enc.shape() == Shape{2, 1, 1, 5});
   CHECK(enc.to_int_vector() == std::vector<int32_t>{1, 1, 1, 0, 0, 1, 1, 0, 0, 0});
 
-  Tensor dec = decoder_mask(tokens);
+  Tensor dec = data::decoder_keep_mask(tokens);
   CHECK(dec.shape() == Shape{2, 1, 5, 5});
   std::vector<int32_t> first = {1, 0, 0, 0, 0,  //
                                 1, 1, 0, 0, 0,  //
@@ -193,7 +193,7 @@ TEST_CASE("nn: masks are built as the seed builds them (1 = keep)") {
   CHECK(std::vector<int32_t>(got.begin(), got.begin() + 25) == first);
 
   // Two new queries at positions 3 and 4 of 5 keys.
-  CHECK(causal_mask(2, 5).to_int_vector() == std::vector<int32_t>{1, 1, 1, 1, 0, 1, 1, 1, 1, 1});
+  CHECK(data::causal_keep_mask(2, 5).to_int_vector() == std::vector<int32_t>{1, 1, 1, 1, 0, 1, 1, 1, 1, 1});
 }
 
 TEST_CASE("nn: attention gives masked (padding) keys zero weight") {
@@ -201,9 +201,10 @@ TEST_CASE("nn: attention gives masked (padding) keys zero weight") {
   MultiHeadAttentionBlock attention(8, 2, 0.1f, init, noise);
   attention.eval();
   Tensor q = random_tensor({1, 3, 8}, 10), kv = random_tensor({1, 4, 8}, 11);
-  Tensor mask = padding_mask(Tensor::from_ints({5, 6, 1, 1}, {1, 4}));
+  Tensor mask = data::encoder_keep_mask(Tensor::from_ints({5, 6, 1, 1}, {1, 4}));
+  attention.record_weights = true;
   Tensor out = attention.forward(q, kv, kv, mask);
-  Tensor w = attention.attention_scores();
+  Tensor w = attention.recorded_weights.at(0);
   REQUIRE(w.shape() == Shape{1, 2, 3, 4});
   for (int64_t row = 0; row < 6; ++row) {
     const float* p = w.data() + row * 4;
@@ -218,13 +219,28 @@ TEST_CASE("nn: attention gives masked (padding) keys zero weight") {
   CHECK(attention.forward(q, changed, changed, mask).to_vector() == out.to_vector());
 }
 
+TEST_CASE("nn: attention keeps its weights only while asked to record them") {
+  Rng init(3), noise(4);
+  MultiHeadAttentionBlock attention(8, 2, 0.1f, init, noise);
+  Tensor x = random_tensor({1, 3, 8}, 10);
+  attention.forward(x, x, x, Tensor());  // training mode, with a gradient
+  attention.eval();
+  attention.forward(x, x, x, Tensor());
+  CHECK(attention.recorded_weights.empty());
+  attention.record_weights = true;
+  attention.forward(x, x, x, Tensor());
+  attention.forward(x, x, x, Tensor());
+  CHECK(attention.recorded_weights.size() == 2);
+}
+
 TEST_CASE("nn: causal mask hides the future") {
   Rng init(5), noise(6);
   MultiHeadAttentionBlock attention(8, 2, 0.0f, init, noise);
   Tensor x = random_tensor({1, 4, 8}, 12);
-  Tensor mask = decoder_mask(Tensor::from_ints({2, 5, 6, 7}, {1, 4}));
+  Tensor mask = data::decoder_keep_mask(Tensor::from_ints({2, 5, 6, 7}, {1, 4}));
+  attention.record_weights = true;
   Tensor out = attention.forward(x, x, x, mask);
-  Tensor w = attention.attention_scores();
+  Tensor w = attention.recorded_weights.at(0);
   for (int64_t head = 0; head < 2; ++head)
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t j = 0; j < 4; ++j) {
@@ -317,7 +333,7 @@ TEST_CASE("grad: MultiHeadAttentionBlock with a padding mask") {
   ReplayedNoise noise;
   Rng init(29);
   MultiHeadAttentionBlock attention(8, 2, 0.2f, init, noise.rng);
-  Tensor mask = padding_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
+  Tensor mask = data::encoder_keep_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
   check_gradients(
       [&](const V& x) {
         noise.rewind();
@@ -333,7 +349,7 @@ TEST_CASE("grad: EncoderBlock and Encoder") {
   Rng init(33);
   TransformerConfig c = testing::tiny_config();
   c.N = 1;
-  Tensor mask = padding_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
+  Tensor mask = data::encoder_keep_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
   EncoderBlock block(c, init, noise.rng);
   check_gradients(
       [&](const V& x) {
@@ -356,8 +372,8 @@ TEST_CASE("grad: DecoderBlock and Decoder") {
   Rng init(36);
   TransformerConfig c = testing::tiny_config();
   c.N = 1;
-  Tensor src_mask = padding_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
-  Tensor tgt_mask = decoder_mask(Tensor::from_ints({2, 5, 6, 2, 6, 1}, {2, 3}));
+  Tensor src_mask = data::encoder_keep_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
+  Tensor tgt_mask = data::decoder_keep_mask(Tensor::from_ints({2, 5, 6, 2, 6, 1}, {2, 3}));
   DecoderBlock block(c, init, noise.rng);
   check_gradients(
       [&](const V& x) {

@@ -1,5 +1,5 @@
-// Using a trained model: what `translate`, `eval` and `score` do (SPEC §3), and
-// what validation reuses. A Session holds the config, both tokenizers and the
+// Using a trained model: what `translate`, `eval` and `score` do, and what
+// validation reuses. A Session holds the config, both tokenizers and the
 // model loaded from a checkpoint; it never needs the training data.
 #pragma once
 #include <memory>
@@ -25,10 +25,6 @@ struct Session {
   static Session open(const Config& config, const std::optional<std::string>& checkpoint);
 };
 
-// Encoder inputs [B, S] for source token ids: [SOS] ids [EOS] [PAD]..., S the
-// longest + 2.
-Tensor encoder_inputs(const std::vector<std::vector<int32_t>>& sources);
-
 struct DecodeOptions {
   int64_t beam = 1;  // 1: greedy
   float length_penalty = 0.6f;
@@ -37,26 +33,29 @@ struct DecodeOptions {
 };
 
 // Translates every source (token ids), batched by similar lengths; the results
-// come back in input order.
+// come back in input order. With `attention` (greedy decoding only), it also
+// receives each sentence's attention record, in input order.
 std::vector<TokenIds> translate_ids(nn::Transformer& model,
                                     const std::vector<std::vector<int32_t>>& sources,
-                                    const DecodeOptions& options);
+                                    const DecodeOptions& options,
+                                    std::vector<AttentionRecord>* attention = nullptr);
 
 // Encodes `text` with the source tokenizer, checking it fits seq_len
 // (`where` names it in the error).
 std::vector<int32_t> encode_source(const Session& session, const std::string& text,
                                    const std::string& where);
 
-// The translate command's lines for `sentences`.
+// The translate command's lines for `sentences`; `attention` as translate_ids.
 std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
-                                         const DecodeOptions& options);
+                                         const DecodeOptions& options,
+                                         std::vector<AttentionRecord>* attention = nullptr);
 
 struct Scores {
   double bleu = 0, chrf = 0, cer = 0, wer = 0;
   double exact_match = 0;  // fraction of hypotheses equal to their reference
 };
 
-// SPEC §8: each hypothesis against its raw reference, both pre-tokenised.
+// Each hypothesis against its raw reference, both pre-tokenised (see metrics.h).
 Scores score_translations(const std::vector<std::string>& hypotheses,
                           const std::vector<std::string>& references);
 
