@@ -20,6 +20,7 @@
 #include "autograd/kernels/thread_pool.h"
 #include "autograd/ops.h"
 #include "bench_util.h"
+#include "data/framing.h"
 #include "step_models.h"
 #include "optim/optimizer.h"
 #include "train/loss.h"
