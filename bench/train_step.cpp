@@ -1,6 +1,6 @@
 // End to end, where users feel speed: one training step of the whole
 // Transformer (forward, loss, backward, Adam) and greedy decoding, ours beside
-// PyTorch (bench/pytorch_reference.py, the seed's model, run with
+// PyTorch (bench/pytorch_reference.py, the same model in PyTorch, run with
 // /usr/bin/python3 when it has torch) and, in an OPENCL=1 build, the OpenCL
 // device beside the CPU. Batches of random tokens whose lengths are uniform in
 // [S/2, S-1], padded to S; dropout 0.1, label smoothing 0.1; the figure is the
@@ -157,7 +157,7 @@ void bench_train_steps() {
     }
 
   std::printf("\nGreedy decoding of 20 tokens for a 20-word sentence, tiny model, ms: ours (KV cache) beside\n"
-              "PyTorch the seed's way (the decoder re-run on the whole prefix at each token)\n"
+              "PyTorch without a cache (the decoder re-run on the whole prefix at each token)\n"
               "%-8s %9s %9s %7s\n", "threads", "ours", "pytorch", "ratio");
   for (int threads : {1, 2}) {
     nlohmann::json ours = run_json(self_command("decode", "tiny", "cpu", threads));

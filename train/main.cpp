@@ -1,4 +1,4 @@
-// The scratchformer command (SPEC §3): train, translate, eval, score.
+// The scratchformer command: train, translate, eval, score.
 // Bad usage, config or input: one line "scratchformer: error: ..." and exit 2;
 // an internal error exits 1; an interrupted training run exits 130 after saving.
 #include <csignal>
@@ -40,7 +40,7 @@ Run "scratchformer SUBCOMMAND --help" for a subcommand's options.
 
 const char* kTrainHelp = R"(usage: scratchformer train --config FILE [--set key=value ...]
 
-Trains the model the config describes (keys: SPEC.md section 4). Each --set
+Trains the model the config describes (keys: train/config.h). Each --set
 overrides one key: dotted keys reach nested objects (--set optimizer.name=sgd);
 the value is JSON when it parses as JSON, otherwise a string. Shows progress,
 validates each epoch, writes checkpoints to model_folder and metrics to

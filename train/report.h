@@ -1,4 +1,4 @@
-// The training report (SPEC §5): {experiment_name}/report.html, one
+// The training report: {experiment_name}/report.html, one
 // self-contained page (inline CSS and SVG, nothing fetched) with the loss and
 // learning-rate curves over steps, validation metrics over epochs, sample
 // translations and attention heatmaps. Rewritten after each validation.
