@@ -176,26 +176,6 @@ TEST_CASE("nn: layer normalization of [1, 2, 3, 4] by hand") {
   CHECK(y.data()[3] == Approx(expect[3] + 1).epsilon(1e-6));
 }
 
-TEST_CASE("data: framing's masks keep (1) what a query may attend to") {
-  Tensor tokens = Tensor::from_ints({2, 5, 6, 1, 1, 2, 7, 1, 1, 1}, {2, 5});
-  Tensor enc = data::encoder_keep_mask(tokens);
-  CHECK(enc.shape() == Shape{2, 1, 1, 5});
-  CHECK(enc.to_int_vector() == std::vector<int32_t>{1, 1, 1, 0, 0, 1, 1, 0, 0, 0});
-
-  Tensor dec = data::decoder_keep_mask(tokens);
-  CHECK(dec.shape() == Shape{2, 1, 5, 5});
-  std::vector<int32_t> first = {1, 0, 0, 0, 0,  //
-                                1, 1, 0, 0, 0,  //
-                                1, 1, 1, 0, 0,  //
-                                1, 1, 1, 0, 0,  // key 3 is [PAD]
-                                1, 1, 1, 0, 0};
-  std::vector<int32_t> got = dec.to_int_vector();
-  CHECK(std::vector<int32_t>(got.begin(), got.begin() + 25) == first);
-
-  // Two new queries at positions 3 and 4 of 5 keys.
-  CHECK(data::causal_keep_mask(2, 5).to_int_vector() == std::vector<int32_t>{1, 1, 1, 1, 0, 1, 1, 1, 1, 1});
-}
-
 TEST_CASE("nn: attention gives masked (padding) keys zero weight") {
   Rng init(3), noise(4);
   MultiHeadAttentionBlock attention(8, 2, 0.1f, init, noise);
