@@ -30,30 +30,39 @@ AttentionWeights crop(const HostWeights& w, int64_t b, int64_t n) {
   return out;
 }
 
-// Row b's weights of `steps` one-query passes, one row per step, each row's
-// keys cropped to `keys` or, growing with the step (self-attention), zero
-// after the step's own position.
-AttentionWeights stack_steps(const std::vector<HostWeights>& steps, int64_t b, int64_t keys) {
-  int64_t n = static_cast<int64_t>(steps.size()), heads = steps.empty() ? 0 : steps[0].heads;
+// One sentence's weights of its one-query steps, step t read from batch row
+// rows[t], each keeping `keys` keys or, growing with the step
+// (self-attention), zero after the step's own position.
+AttentionWeights stack_steps(const std::vector<HostWeights>& steps, const std::vector<int64_t>& rows,
+                             int64_t keys) {
+  int64_t n = static_cast<int64_t>(rows.size()), heads = steps.at(0).heads;
   AttentionWeights out{heads, n, keys, std::vector<float>(heads * n * keys, 0.0f)};
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t t = 0; t < n; ++t) {
-      const float* row = steps[t].at(b, h, 0);
+      const float* row = steps[t].at(rows[t], h, 0);
       std::copy(row, row + std::min(keys, steps[t].keys), out.values.begin() + (h * n + t) * keys);
     }
   return out;
 }
 
+// Where a sentence ran in the batch: the row of its source, and the row of
+// each decoding step (greedy: its own; beam search: its hypothesis's beam).
+struct BatchRows {
+  int64_t source;
+  std::vector<int64_t> steps;
+};
+
 // Every sentence's record from the weights the blocks recorded: one
 // whole-source pass per encoder layer, one pass per step per decoder layer.
 std::vector<AttentionRecord> gather_attention(nn::Transformer& model, const Tensor& src,
-                                              const std::vector<TokenIds>& decoder_inputs) {
+                                              const std::vector<TokenIds>& decoder_inputs,
+                                              const std::vector<BatchRows>& rows) {
   const std::vector<int32_t> ids = src.to_int_vector();
   const int64_t width = src.size(1);
   std::vector<AttentionRecord> records(decoder_inputs.size());
   for (size_t b = 0; b < records.size(); ++b) {
     // The framed source ends at its [EOS]; only [PAD] follows.
-    const int32_t* row = ids.data() + b * width;
+    const int32_t* row = ids.data() + rows[b].source * width;
     int64_t n = width;
     while (n > 0 && row[n - 1] == data::kPadId) --n;
     records[b].source.assign(row, row + n);
@@ -62,7 +71,7 @@ std::vector<AttentionRecord> gather_attention(nn::Transformer& model, const Tens
   for (size_t l = 0; l < model.encoder.layers.size(); ++l) {
     HostWeights w(model.encoder.layers[l].self_attention_block.recorded_weights.at(0));
     for (size_t b = 0; b < records.size(); ++b)
-      records[b].encoder_self.push_back(crop(w, b, records[b].source.size()));
+      records[b].encoder_self.push_back(crop(w, rows[b].source, records[b].source.size()));
   }
   for (size_t l = 0; l < model.decoder.layers.size(); ++l) {
     const nn::DecoderBlock& block = model.decoder.layers[l];
@@ -70,11 +79,8 @@ std::vector<AttentionRecord> gather_attention(nn::Transformer& model, const Tens
     for (const Tensor& w : block.self_attention_block.recorded_weights) self.emplace_back(w);
     for (const Tensor& w : block.cross_attention_block.recorded_weights) cross.emplace_back(w);
     for (size_t b = 0; b < records.size(); ++b) {
-      size_t steps = records[b].target.size();
-      std::vector<HostWeights> own_self(self.begin(), self.begin() + steps),
-          own_cross(cross.begin(), cross.begin() + steps);
-      records[b].decoder_self.push_back(stack_steps(own_self, b, steps));
-      records[b].cross.push_back(stack_steps(own_cross, b, records[b].source.size()));
+      records[b].decoder_self.push_back(stack_steps(self, rows[b].steps, records[b].target.size()));
+      records[b].cross.push_back(stack_steps(cross, rows[b].steps, records[b].source.size()));
     }
   }
   return records;
@@ -110,7 +116,9 @@ std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, i
     if (active == 0) break;
   }
   if (attention) {
-    *attention = gather_attention(model, src, fed);
+    std::vector<BatchRows> rows;
+    for (int64_t b = 0; b < batch; ++b) rows.push_back({b, std::vector<int64_t>(fed[b].size(), b)});
+    *attention = gather_attention(model, src, fed, rows);
     model.record_attention(false);
   }
   return out;
