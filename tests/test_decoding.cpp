@@ -264,17 +264,24 @@ float max_difference(const std::vector<Tensor>& recorded, const AttentionWeights
   return worst;
 }
 
-// Greedy decoding with recording: the output is unchanged, and every record
-// equals the weights of one teacher-forced pass over the framed source and
-// the decoder inputs it recorded (causal mask only: decoding feeds back any
-// token, [PAD] included).
+// Decoding with recording (greedy, or a beam of `beam`): the output is
+// unchanged, and every record equals the weights of one teacher-forced pass
+// over the framed source and the decoder inputs it recorded (causal mask only:
+// decoding feeds back any token, [PAD] included).
 void check_recorded_attention(nn::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
-                              int64_t max_len) {
+                              int64_t max_len, int64_t beam) {
   NoGradGuard no_grad;
   Tensor src = data::frame_sources(sources);
   std::vector<AttentionRecord> records;
-  std::vector<TokenIds> out = greedy_decode(model, src, max_len, &records);
-  CHECK(out == greedy_decode(model, src, max_len));
+  std::vector<TokenIds> out;
+  if (beam == 1) {
+    out = greedy_decode(model, src, max_len, &records);
+    CHECK(out == greedy_decode(model, src, max_len));
+  } else {
+    std::vector<Hypothesis> plain = beam_search(model, src, beam, 0.6f, max_len);
+    for (const Hypothesis& h : beam_search(model, src, beam, 0.6f, max_len, &records)) out.push_back(h.tokens);
+    for (size_t b = 0; b < out.size(); ++b) CHECK(out[b] == plain[b].tokens);
+  }
   REQUIRE(records.size() == sources.size());
   for (size_t b = 0; b < sources.size(); ++b) {
     CAPTURE(b);
@@ -304,14 +311,16 @@ void check_recorded_attention(nn::Transformer& model, const std::vector<std::vec
 
 }  // namespace
 
-TEST_CASE("decoding: greedy decoding records the attention of its own steps, as a teacher-forced pass gives it") {
+TEST_CASE("decoding: greedy and beam decoding record the attention of their own steps, as a teacher-forced pass gives it") {
   Rng rng(5);
   auto sources = random_sentences(rng, 4, 1, 6);  // different lengths: padded rows in one batch
-  SUBCASE("sentences that end with [EOS]") { check_recorded_attention(*trained_reverser(), sources, 10); }
-  SUBCASE("sentences stopped by max_len") {
-    auto model = random_model(4);
-    model->projection_layer.proj.bias.data()[data::kEosId] = -40.0f;
-    check_recorded_attention(*model, sources, 5);
+  auto ending = trained_reverser();  // sentences that end with [EOS]
+  auto endless = random_model(4);    // sentences stopped by max_len
+  endless->projection_layer.proj.bias.data()[data::kEosId] = -40.0f;
+  for (int64_t beam : {1, 3}) {
+    CAPTURE(beam);
+    check_recorded_attention(*ending, sources, 10, beam);
+    check_recorded_attention(*endless, sources, 5, beam);
   }
 }
 

@@ -133,13 +133,16 @@ double normalized(double log_prob, size_t length, float length_penalty) {
 struct Beam {
   TokenIds tokens;
   double log_prob;
+  std::vector<int64_t> rows;  // the batch row of each step that fed it ([SOS], tokens...)
 };
 
 }  // namespace
 
 std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, int64_t beam,
-                                    float length_penalty, int64_t max_len) {
+                                    float length_penalty, int64_t max_len,
+                                    std::vector<AttentionRecord>* attention) {
   NoGradGuard no_grad;
+  if (attention) model.record_attention(true);
   const int64_t batch = src.size(0), k = beam;
   const double kNone = -std::numeric_limits<double>::infinity();
   // Each sentence's source is repeated for its k beams: row b * k + i.
@@ -156,10 +159,11 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
   // Only beam 0 is live at the start, so the first step does not pick k copies.
   std::vector<std::vector<Beam>> beams(batch);
   for (auto& b : beams) {
-    b.assign(k, Beam{{}, kNone});
+    b.assign(k, Beam{{}, kNone, {}});
     b[0].log_prob = 0.0;
   }
   std::vector<std::vector<Hypothesis>> finished(batch);
+  std::vector<std::vector<std::vector<int64_t>>> finished_rows(batch);  // as Beam::rows
   std::vector<bool> done(batch, false);
   std::vector<int32_t> last(batch * k, data::kSosId);
 
@@ -200,18 +204,21 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
         int64_t parent = index / vocab;
         auto token = static_cast<int32_t>(index % vocab);
         TokenIds tokens = beams[b][parent].tokens;
+        std::vector<int64_t> rows = beams[b][parent].rows;
+        rows.push_back(b * k + parent);
         if (token == data::kEosId) {
           finished[b].push_back({tokens, log_prob, normalized(log_prob, tokens.size() + 1, length_penalty)});
+          finished_rows[b].push_back(std::move(rows));
           continue;
         }
         tokens.push_back(token);
         parents[b * k + static_cast<int64_t>(next.size())] = static_cast<int32_t>(b * k + parent);
-        next.push_back({std::move(tokens), log_prob});
+        next.push_back({std::move(tokens), log_prob, std::move(rows)});
       }
       done[b] = next.empty();
       while (static_cast<int64_t>(next.size()) < k) {  // pad with dead beams
         parents[b * k + static_cast<int64_t>(next.size())] = static_cast<int32_t>(b * k);
-        next.push_back({{}, kNone});
+        next.push_back({{}, kNone, {}});
       }
       beams[b] = std::move(next);
       for (int64_t i = 0; i < k; ++i)
@@ -225,16 +232,29 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
   }
 
   std::vector<Hypothesis> best(batch);
+  std::vector<TokenIds> fed(batch);
+  std::vector<BatchRows> rows(batch);
   for (int64_t b = 0; b < batch; ++b) {
     // Out of length before `beam` hypotheses finished: the live ones count too,
     // without an [EOS].
     if (!done[b])
       for (const Beam& live : beams[b])
-        if (live.log_prob != kNone)
+        if (live.log_prob != kNone) {
           finished[b].push_back({live.tokens, live.log_prob,
                                  normalized(live.log_prob, live.tokens.size(), length_penalty)});
-    best[b] = *std::max_element(finished[b].begin(), finished[b].end(),
-                                [](const Hypothesis& x, const Hypothesis& y) { return x.score < y.score; });
+          finished_rows[b].push_back(live.rows);
+        }
+    auto chosen = std::max_element(finished[b].begin(), finished[b].end(),
+                                   [](const Hypothesis& x, const Hypothesis& y) { return x.score < y.score; });
+    best[b] = *chosen;
+    rows[b] = {b * k, finished_rows[b][chosen - finished[b].begin()]};
+    fed[b] = {data::kSosId};
+    fed[b].insert(fed[b].end(), best[b].tokens.begin(), best[b].tokens.end());
+    fed[b].resize(rows[b].steps.size());
+  }
+  if (attention) {
+    *attention = gather_attention(model, src_k, fed, rows);
+    model.record_attention(false);
   }
   return best;
 }

@@ -45,8 +45,11 @@ struct Hypothesis {
 // hypothesis finishes at [EOS] (or when the decoder input reaches max_len);
 // finished hypotheses are ranked by log_prob / length^length_penalty, length
 // counting the generated tokens with the [EOS]. A sentence stops when it has
-// `beam` finished hypotheses. Width 1 is exactly greedy decoding.
+// `beam` finished hypotheses. Width 1 is exactly greedy decoding. With
+// `attention`, it also receives each sentence's record for the hypothesis
+// returned, read from the steps of the beams it descends from.
 std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, int64_t beam,
-                                    float length_penalty, int64_t max_len);
+                                    float length_penalty, int64_t max_len,
+                                    std::vector<AttentionRecord>* attention = nullptr);
 
 }  // namespace sf::train

@@ -68,8 +68,6 @@ std::vector<TokenIds> translate_ids(nn::Transformer& model,
                                     const std::vector<std::vector<int32_t>>& sources,
                                     const DecodeOptions& options,
                                     std::vector<AttentionRecord>* attention) {
-  if (attention && options.beam > 1)
-    fail("translate_ids: attention is recorded by greedy decoding, not by a beam of ", options.beam);
   std::vector<size_t> lengths;
   for (const auto& s : sources) lengths.push_back(s.size());
   std::vector<TokenIds> out(sources.size());
@@ -78,16 +76,16 @@ std::vector<TokenIds> translate_ids(nn::Transformer& model,
     std::vector<std::vector<int32_t>> rows;
     for (size_t i : batch) rows.push_back(sources[i]);
     Tensor src = data::frame_sources(rows);
+    std::vector<AttentionRecord> records;
     if (options.beam <= 1) {
-      std::vector<AttentionRecord> records;
       std::vector<TokenIds> result = greedy_decode(model, src, options.max_len, attention ? &records : nullptr);
       for (size_t j = 0; j < batch.size(); ++j) out[batch[j]] = std::move(result[j]);
-      for (size_t j = 0; j < records.size(); ++j) (*attention)[batch[j]] = std::move(records[j]);
     } else {
-      std::vector<Hypothesis> result =
-          beam_search(model, src, options.beam, options.length_penalty, options.max_len);
+      std::vector<Hypothesis> result = beam_search(model, src, options.beam, options.length_penalty,
+                                                   options.max_len, attention ? &records : nullptr);
       for (size_t j = 0; j < batch.size(); ++j) out[batch[j]] = std::move(result[j].tokens);
     }
+    for (size_t j = 0; j < records.size(); ++j) (*attention)[batch[j]] = std::move(records[j]);
   }
   return out;
 }

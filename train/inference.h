@@ -33,8 +33,8 @@ struct DecodeOptions {
 };
 
 // Translates every source (token ids), batched by similar lengths; the results
-// come back in input order. With `attention` (greedy decoding only), it also
-// receives each sentence's attention record, in input order.
+// come back in input order. With `attention`, it also receives each
+// sentence's attention record (see greedy_decode and beam_search), in input order.
 std::vector<TokenIds> translate_ids(nn::Transformer& model,
                                     const std::vector<std::vector<int32_t>>& sources,
                                     const DecodeOptions& options,

@@ -58,7 +58,7 @@ latest checkpoint in model_folder unless --checkpoint names one. --beam N uses
 beam search of width N (default: the config's beam). --set overrides config
 keys as for train (e.g. model_folder). --attention OUT.svg writes the attention
 heatmaps (every layer and head: encoder self, decoder self, cross) of the one
-sentence translated, recorded while decoding it greedily (beam 1).
+sentence translated, recorded while decoding it.
 )";
 
 const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=value ...] [--checkpoint PATH]
@@ -160,13 +160,9 @@ int translate_command(int argc, char** argv) {
   if (a.attention && sentences.size() != 1)
     throw UsageError("translate: --attention draws one sentence's heatmaps; got " +
                      std::to_string(sentences.size()) + " sentences");
-  DecodeOptions options = decode_options(session, a);
-  if (a.attention && options.beam > 1)
-    throw UsageError("translate: --attention records greedy decoding; it cannot be used with beam " +
-                     std::to_string(options.beam));
   std::vector<AttentionRecord> attention;
   std::vector<std::string> lines =
-      translate_lines(session, sentences, options, a.attention ? &attention : nullptr);
+      translate_lines(session, sentences, decode_options(session, a), a.attention ? &attention : nullptr);
   for (const std::string& line : lines) std::printf("%s\n", line.c_str());
   if (a.attention) {
     std::vector<AttentionMap> maps = attention_maps(attention[0], session.src_tokenizer, session.tgt_tokenizer);
