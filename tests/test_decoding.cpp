@@ -149,8 +149,8 @@ std::vector<Scored> all_hypotheses(nn::Transformer& model, const std::vector<int
   std::vector<int32_t> src_ids, tgt_ids;
   for (const TokenIds& s : sequences) {
     src_ids.insert(src_ids.end(), src.begin(), src.end());
-    tgt_ids.push_back(data::kSosId);
-    tgt_ids.insert(tgt_ids.end(), s.begin(), s.end() - 1);
+    TokenIds input = data::frame_decoder_input(TokenIds(s.begin(), s.end() - 1), n);
+    tgt_ids.insert(tgt_ids.end(), input.begin(), input.end());
   }
   Tensor src_t = Tensor::from_ints(src_ids, {rows, int64_t(src.size())}), tgt = Tensor::from_ints(tgt_ids, {rows, n});
   Tensor src_mask = data::encoder_keep_mask(src_t);

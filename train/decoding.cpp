@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "autograd/engine.h"
-#include "autograd/error.h"
 
 namespace sf::train {
 
