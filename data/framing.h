@@ -8,7 +8,7 @@
 //   decoder input   [SOS] tgt [PAD]...
 //   labels          tgt [EOS] [PAD]...
 // The decoder input is the labels shifted right by one ("teacher forcing",
-// Vaswani et al. 2017, §3: "output embeddings are offset by one position").
+// Vaswani et al. 2017, §3.1: "output embeddings are offset by one position").
 //
 // Masks are int32 and mean KEEP: 1 = this query may attend to this key,
 // 0 = hidden (as the boolean attn_mask of torch.nn.functional.
