@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "nn/masks.h"
+#include "data/framing.h"
 
 namespace sf::bench {
 
@@ -34,8 +34,8 @@ StepBatch random_batch(const StepConfig& c, Rng& rng) {
   }
   StepBatch batch{Tensor::from_ints(src, {c.batch, s}), Tensor::from_ints(tgt, {c.batch, s}),
                   Tensor::from_ints(label, {c.batch, s}), {}, {}};
-  batch.src_mask = nn::padding_mask(batch.src);
-  batch.tgt_mask = nn::decoder_mask(batch.tgt);
+  batch.src_mask = data::encoder_keep_mask(batch.src);
+  batch.tgt_mask = data::decoder_keep_mask(batch.tgt);
   return batch;
 }
 

@@ -1,6 +1,6 @@
 // End to end, where users feel speed: one training step of the whole
 // Transformer (forward, loss, backward, Adam) and greedy decoding, ours beside
-// PyTorch (bench/pytorch_reference.py, the reference model, run with
+// PyTorch (bench/pytorch_reference.py, the same model in PyTorch, run with
 // /usr/bin/python3 when it has torch) and, in an OPENCL=1 build, the OpenCL
 // device beside the CPU. Batches of random tokens whose lengths are uniform in
 // [S/2, S-1], padded to S; dropout 0.1, label smoothing 0.1; the figure is the
@@ -20,6 +20,7 @@
 #include "autograd/kernels/thread_pool.h"
 #include "autograd/ops.h"
 #include "bench_util.h"
+#include "data/framing.h"
 #include "step_models.h"
 #include "optim/optimizer.h"
 #include "train/loss.h"
@@ -62,7 +63,7 @@ double decode_ms(const StepConfig& c, Device& device, int tokens) {
   ids.front() = 2;
   ids.back() = 3;
   Tensor src = Tensor::from_ints(ids, {1, tokens + 2});
-  Tensor src_mask = nn::padding_mask(src);
+  Tensor src_mask = data::encoder_keep_mask(src);
   std::vector<double> times;
   for (int run = 0; run < 23; ++run) {
     double t = seconds([&] {

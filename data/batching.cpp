@@ -3,12 +3,9 @@
 #include <algorithm>
 
 #include "autograd/error.h"
-#include "nn/masks.h"
 #include "shuffle.h"
 
 namespace sf::data {
-
-static_assert(kPadId == nn::kPadId, "the masks must hide the tokenizer's [PAD]");
 
 namespace {
 
@@ -51,7 +48,7 @@ int64_t drop_long_examples(std::vector<Example>& examples, int64_t seq_len) {
 BatchedDataset::BatchedDataset(std::vector<Example> examples, BatchOptions options)
     : examples_(std::move(examples)), options_(options) {
   if (options_.batch_size <= 0) internal_fail("batch_size must be positive, got ", options_.batch_size);
-  // The seed's limits: the encoder adds [SOS] and [EOS], the decoder one token.
+  // The encoder input adds [SOS] and [EOS], the decoder input and labels one token.
   for (const Example& e : examples_) {
     if (static_cast<int64_t>(e.src.size()) > options_.seq_len - 2)
       fail(e.text.origin, ": the source has ", e.src.size(), " tokens, more than seq_len - 2 = ",
@@ -100,20 +97,16 @@ Batch BatchedDataset::make_batch(const std::vector<size_t>& indices) const {
     }
   }
   int64_t B = static_cast<int64_t>(indices.size());
-  std::vector<int32_t> encoder(B * S, kPadId), decoder(B * T, kPadId), label(B * T, kPadId);
+  std::vector<int32_t> encoder, decoder, label;
   Batch batch;
-  for (int64_t b = 0; b < B; ++b) {
-    const Example& e = examples_.at(indices[b]);
-    int32_t* enc = &encoder[b * S];
-    int32_t* dec = &decoder[b * T];
-    int32_t* lab = &label[b * T];
-    enc[0] = kSosId;
-    std::copy(e.src.begin(), e.src.end(), enc + 1);
-    enc[e.src.size() + 1] = kEosId;
-    dec[0] = kSosId;
-    std::copy(e.tgt.begin(), e.tgt.end(), dec + 1);
-    std::copy(e.tgt.begin(), e.tgt.end(), lab);
-    lab[e.tgt.size()] = kEosId;
+  for (size_t i : indices) {
+    const Example& e = examples_.at(i);
+    auto append = [](std::vector<int32_t>& to, const std::vector<int32_t>& row) {
+      to.insert(to.end(), row.begin(), row.end());
+    };
+    append(encoder, frame_source(e.src, S));
+    append(decoder, frame_decoder_input(e.tgt, T));
+    append(label, frame_labels(e.tgt, T));
     batch.src_text.push_back(e.text.src);
     batch.tgt_text.push_back(e.text.tgt);
     batch.label_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
@@ -121,8 +114,8 @@ Batch BatchedDataset::make_batch(const std::vector<size_t>& indices) const {
   batch.encoder_input = Tensor::from_ints(encoder, {B, S});
   batch.decoder_input = Tensor::from_ints(decoder, {B, T});
   batch.label = Tensor::from_ints(label, {B, T});
-  batch.encoder_mask = nn::padding_mask(batch.encoder_input);
-  batch.decoder_mask = nn::decoder_mask(batch.decoder_input);
+  batch.encoder_mask = encoder_keep_mask(batch.encoder_input);
+  batch.decoder_mask = decoder_keep_mask(batch.decoder_input);
   batch.indices = indices;
   return batch;
 }

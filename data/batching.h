@@ -1,13 +1,12 @@
-// From tokenised pairs to model batches, with the seed's BilingualDataset
-// semantics (SPEC §7 masks: int32, 1 = keep):
+// From tokenised pairs to model batches, each pair framed as framing.h says:
 //   encoder_input  [SOS] src [EOS] [PAD]...      [B, S]
 //   decoder_input  [SOS] tgt [PAD]...            [B, T]
 //   label          tgt [EOS] [PAD]...            [B, T]
-//   encoder_mask   token != [PAD]                [B, 1, 1, S]
-//   decoder_mask   token != [PAD] and key <= query (causal)   [B, 1, T, T]
-// Fixed padding (S = T = seq_len, as the seed) or, with `bucket`, batches of
-// similar lengths padded only to their own longest sentence (S = longest
-// source + 2, T = longest target + 1).
+//   encoder_mask   encoder_keep_mask             [B, 1, 1, S]
+//   decoder_mask   decoder_keep_mask             [B, 1, T, T]
+// Fixed padding (S = T = seq_len) or, with `bucket`, batches of similar
+// lengths padded only to their own longest sentence (S = longest source + 2,
+// T = longest target + 1).
 //
 // An epoch's batches are a function of (seed, epoch) alone, so training can
 // stop anywhere and resume at batch k of the same epoch (EpochBatches).
@@ -18,6 +17,7 @@
 
 #include "autograd/tensor.h"
 #include "corpus.h"
+#include "framing.h"
 #include "tokenizer.h"
 
 namespace sf::data {
@@ -30,7 +30,7 @@ struct Example {
 std::vector<Example> encode_pairs(const std::vector<Pair>& pairs, const Tokenizer& src,
                                   const Tokenizer& tgt);
 
-// SPEC §4 max_len_filter: removes the examples with a side longer than
+// The max_len_filter option: removes the examples with a side longer than
 // seq_len - 2 tokens, keeping the others in order; returns how many it removed.
 int64_t drop_long_examples(std::vector<Example>& examples, int64_t seq_len);
 
@@ -61,8 +61,8 @@ class BatchedDataset {
   int64_t batches_per_epoch() const;
 
   // The example indices of every batch of `epoch`, in training order. Each
-  // example appears exactly once; the last batch may be smaller (as the
-  // seed's DataLoader, which keeps it).
+  // example appears exactly once; the last batch may be smaller (as
+  // torch.utils.data.DataLoader with drop_last=False).
   std::vector<std::vector<size_t>> epoch_plan(int64_t epoch) const;
   Batch make_batch(const std::vector<size_t>& indices) const;
 

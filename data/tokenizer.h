@@ -1,13 +1,12 @@
-// The word-level tokenizer of the seed project (Hugging Face `tokenizers`:
-// WordLevel model + Whitespace pre-tokenizer, no normaliser), saved and loaded
-// in the `tokenizers` JSON format of SPEC §5.
+// A word-level tokenizer as Hugging Face `tokenizers` builds one (WordLevel
+// model + Whitespace pre-tokenizer, no normaliser), saved and loaded in that
+// library's tokenizer.json format.
 //
-// Vocabulary order (as HF's WordLevelTrainer): the four special tokens with ids
-// 0..3, then every word with count >= min_frequency, by descending count, ties
-// by ascending byte-wise string order. Unlike HF's trainer there is no
-// vocab_size cap (SPEC §5 keeps every frequent word).
+// Vocabulary order (as HF's WordLevelTrainer): the four special tokens of
+// framing.h with ids 0..3, then every word with count >= min_frequency, by
+// descending count, ties by ascending byte-wise string order. Unlike HF's
+// trainer there is no vocab_size cap: every frequent word is kept.
 #pragma once
-#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,11 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace sf::data {
+#include "framing.h"
 
-inline constexpr int32_t kUnkId = 0, kPadId = 1, kSosId = 2, kEosId = 3;
-inline constexpr std::array<std::string_view, 4> kSpecialTokens = {"[UNK]", "[PAD]", "[SOS]",
-                                                                   "[EOS]"};
+namespace sf::data {
 
 class Tokenizer {
  public:
@@ -30,14 +27,14 @@ class Tokenizer {
   static Tokenizer from_json(const nlohmann::json& json, const std::string& source);
   static Tokenizer load(const std::string& path);
 
-  nlohmann::ordered_json to_json() const;  // keys in SPEC §5's order
+  nlohmann::ordered_json to_json() const;  // keys in the order HF writes them
   void save(const std::string& path) const;  // creates missing parent folders
 
   // Ids of the words; unknown words are [UNK]. As HF, the special tokens'
   // texts ("[PAD]", ...) written in the input are recognised as those tokens.
   std::vector<int32_t> encode(std::string_view text) const;
   // Tokens joined by single spaces, without [SOS], [EOS] and [PAD] ([UNK] kept
-  // as "[UNK]"), as `translate` prints them (SPEC §3).
+  // as "[UNK]"), as `translate` prints them.
   std::string decode(const std::vector<int32_t>& ids) const;
 
   int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }

@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "data/batching.h"
+#include "data/framing.h"
 #include "data/toy_tasks.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "train/decoding.h"
-#include "train/inference.h"
 #include "train/loss.h"
 
 using namespace sf;
@@ -66,11 +66,12 @@ int main() {
     std::printf("epoch %lld  loss %.4f\n", static_cast<long long>(epoch), epoch_loss);
   }
 
-  // 6. Greedy decoding (train/decoding.h) of the held-out sources.
+  // 6. Greedy decoding (train/decoding.h) of the held-out sources, each framed
+  //    [SOS] src [EOS] and padded to the longest (data/framing.h).
   model->eval();
   std::vector<std::vector<int32_t>> ids;
   for (const data::Pair& p : held_out) ids.push_back(src_tokenizer.encode(p.src));
-  std::vector<train::TokenIds> outputs = train::greedy_decode(*model, train::encoder_inputs(ids), seq_len);
+  std::vector<train::TokenIds> outputs = train::greedy_decode(*model, data::frame_sources(ids), seq_len);
   int correct = 0;
   for (size_t i = 0; i < held_out.size(); ++i) {
     std::string output = tgt_tokenizer.decode(outputs[i]);

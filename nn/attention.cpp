@@ -42,7 +42,7 @@ Tensor MultiHeadAttentionBlock::attend(const Tensor& q, const KeyValues& kv, con
   // [B, h, Sq, Sk]; the scaling, masking and softmax are one fused op.
   Tensor scores = matmul(query, kv.keys, {.trans_b = true});
   Tensor weights = masked_softmax(scores, mask, 1.0f / std::sqrt(static_cast<float>(d_k_)));
-  attention_scores_ = weights.detach();
+  if (record_weights) recorded_weights.push_back(weights.detach());
   // weights V, heads concatenated, then the output projection.
   return w_o.forward(merge_heads(matmul(dropout.forward(weights), kv.values)));
 }

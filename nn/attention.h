@@ -1,12 +1,12 @@
-// Multi-head scaled dot-product attention (SPEC §7):
-//   Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k), masked) V
+// Multi-head scaled dot-product attention (Vaswani et al. 2017, §3.2.1-3.2.2):
+//   Attention(Q, K, V) = softmax(Q Kᵀ / √d_k, masked) V
 // for h heads of d_k = d_model / h features each, with projections w_q, w_k,
 // w_v in and w_o out.
 //
 // Masks are int32 and mean KEEP: 1 where a query may attend to a key, 0 where
-// it may not (as the seed builds them; see masks.h), or undefined for none.
-// They broadcast against the scores [B, h, queries, keys]; hidden scores are
-// set to -1e9 before the softmax, so hidden keys get weight exactly 0.
+// it may not (data/framing.h builds them), or undefined for none. They
+// broadcast against the scores [B, h, queries, keys]; hidden scores are set to
+// -1e9 before the softmax, so hidden keys get weight exactly 0.
 #pragma once
 #include "layers.h"
 
@@ -32,19 +32,20 @@ class MultiHeadAttentionBlock : public Module {
   KeyValues project_kv(const Tensor& x) const;
   Tensor attend(const Tensor& q, const KeyValues& kv, const Tensor& mask);
 
-  // The attention weights of the last call [B, h, Sq, Sk] (before dropout),
-  // for visualisation.
-  const Tensor& attention_scores() const { return attention_scores_; }
-
   Linear w_q, w_k, w_v, w_o;
   Dropout dropout;
+
+  // Attention weights are kept only on request, for visualisation: while
+  // record_weights is set, every call appends its weights [B, h, Sq, Sk]
+  // (before dropout, detached) to recorded_weights. Off, nothing is kept.
+  bool record_weights = false;
+  std::vector<Tensor> recorded_weights;
 
  private:
   Tensor split_heads(const Tensor& x) const;  // [B, S, d_model] -> [B, h, S, d_k]
   Tensor merge_heads(const Tensor& x) const;  // [B, h, S, d_k] -> [B, S, d_model]
 
   int64_t d_model_, h_, d_k_;
-  Tensor attention_scores_;
 };
 
 }  // namespace sf::nn

@@ -93,13 +93,15 @@ Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const Tensor& src
   return norm.forward(y);
 }
 
-Tensor Decoder::forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask) {
+Tensor Decoder::forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask,
+                               const Tensor& self_mask) {
   if (cache.layers.size() != layers.size())
     internal_fail("decoder: the cache has ", cache.layers.size(), " layers, the decoder ", layers.size());
   int64_t n = x.size(1);
   // One new position sees every cached one: no mask needed. Several new ones
   // must not see each other's future.
-  Tensor self_mask = n > 1 ? causal_mask(n, cache.length + n) : Tensor();
+  if (n > 1 && !self_mask.defined())
+    fail("decoder: ", n, " new positions need a causal mask");
   Tensor y = x;
   for (size_t i = 0; i < layers.size(); ++i)
     y = layers[i].forward_cached(y, cache.layers[i], src_mask, self_mask);
@@ -145,9 +147,23 @@ DecoderCache Transformer::start_decoding(const Tensor& memory) const {
   return cache;
 }
 
-Tensor Transformer::decode_next(DecoderCache& cache, const Tensor& src_mask, const Tensor& tgt) {
+Tensor Transformer::decode_next(DecoderCache& cache, const Tensor& src_mask, const Tensor& tgt,
+                                const Tensor& tgt_mask) {
   return decoder.forward_cached(tgt_pos.forward(tgt_embed.forward(tgt), cache.length), cache,
-                                src_mask.to(device()));
+                                src_mask.to(device()),
+                                tgt_mask.defined() ? tgt_mask.to(device()) : Tensor());
+}
+
+void Transformer::record_attention(bool on) {
+  auto set = [on](MultiHeadAttentionBlock& block) {
+    block.record_weights = on;
+    block.recorded_weights.clear();
+  };
+  for (size_t i = 0; i < encoder.layers.size(); ++i) set(encoder.layers[i].self_attention_block);
+  for (size_t i = 0; i < decoder.layers.size(); ++i) {
+    set(decoder.layers[i].self_attention_block);
+    set(decoder.layers[i].cross_attention_block);
+  }
 }
 
 std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, Rng& init) {

@@ -15,14 +15,17 @@
 // and restores.
 //
 // Incremental decoding: start_decoding(memory) computes each layer's
-// cross-attention keys/values once; decode_next(cache, src_mask, tokens) then
-// runs only the new positions, attending to the cached keys/values of the earlier
-// ones, and gives the same features as decode() over the whole prefix.
+// cross-attention keys/values once; decode_next(cache, src_mask, tokens,
+// tgt_mask) then runs only the new positions, attending to the cached
+// keys/values of the earlier ones, and gives the same features as decode()
+// over the whole prefix.
+//
+// Masks come in as tensors (int32, 1 = keep; data/framing.h builds them): the
+// model knows no token ids.
 #pragma once
 #include <memory>
 
 #include "attention.h"
-#include "masks.h"
 
 namespace sf::nn {
 
@@ -69,7 +72,7 @@ class DecoderBlock : public Module {
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask,
                  const Tensor& tgt_mask);
   // The same for new positions x [B, n, d_model], appending their self-attention
-  // keys/values to `cache`; self_mask [1, 1, n, length + n] or undefined.
+  // keys/values to `cache`; self_mask [., 1, n, length + n] or undefined.
   Tensor forward_cached(const Tensor& x, LayerCache& cache, const Tensor& src_mask,
                         const Tensor& self_mask);
 
@@ -83,7 +86,8 @@ class Decoder : public Module {
   Decoder(const TransformerConfig& c, Rng& init, Rng& noise);
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask,
                  const Tensor& tgt_mask);
-  Tensor forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask);
+  Tensor forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask,
+                        const Tensor& self_mask);
 
   ModuleList<DecoderBlock> layers;
   LayerNormalization norm;
@@ -108,9 +112,15 @@ class Transformer : public Module {
 
   DecoderCache start_decoding(const Tensor& memory) const;
   // tgt [B, n] are the next n target tokens (positions cache.length ...);
-  // returns their decoder features [B, n, d_model]. The target tokens fed this
-  // way are assumed not to be [PAD] (as in generation).
-  Tensor decode_next(DecoderCache& cache, const Tensor& src_mask, const Tensor& tgt);
+  // returns their decoder features [B, n, d_model]. tgt_mask [., 1, n,
+  // cache.length + n] keeps what the new positions may see; it may be
+  // undefined for one new position, which sees every cached one.
+  Tensor decode_next(DecoderCache& cache, const Tensor& src_mask, const Tensor& tgt,
+                     const Tensor& tgt_mask = Tensor());
+
+  // Sets every attention block's record_weights and clears what they hold
+  // (see MultiHeadAttentionBlock::recorded_weights).
+  void record_attention(bool on);
 
   const TransformerConfig& config() const { return config_; }
   Rng& dropout_rng() { return dropout_rng_; }

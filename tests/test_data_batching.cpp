@@ -1,4 +1,4 @@
-// Batches with the seed's BilingualDataset layout, masks, length filtering,
+// Batches framed as data/framing.h says, masks, length filtering,
 // bucketing and resumable epoch order.
 #include <doctest/doctest.h>
 
@@ -122,7 +122,7 @@ TEST_CASE("data: max_len_filter drops long pairs and counts them; too long is an
   REQUIRE(examples.size() == 2);
   CHECK(examples[1].text.src == "Hello");
 
-  // Without the filter the seed's limits apply: the error names the pair.
+  // Without the filter the framing's limits apply: the error names the pair.
   CHECK_THROWS_WITH_AS(BatchedDataset(encode_pairs(pairs, src, tgt), {.seq_len = 5}),
                        "a:3: the source has 4 tokens, more than seq_len - 2 = 3", Error);
   // A target of seq_len - 1 tokens still fits the decoder ([SOS] + target).
@@ -188,4 +188,34 @@ TEST_CASE("data: epoch order is a function of (seed, epoch); resuming at batch k
   // Without shuffling (validation) the order is the input order.
   BatchedDataset valid(examples_of_many_lengths(5), {.batch_size = 2, .seq_len = 40, .shuffle = false});
   CHECK(valid.epoch_plan(9) == std::vector<std::vector<size_t>>{{0, 1}, {2, 3}, {4}});
+}
+
+TEST_CASE("data: framing a source, a decoder input and labels, padded to a length") {
+  const int32_t P = kPadId, SOS = kSosId, EOS = kEosId;
+  CHECK(frame_source({7, 8}, 6) == std::vector<int32_t>{SOS, 7, 8, EOS, P, P});
+  CHECK(frame_decoder_input({7, 8}, 4) == std::vector<int32_t>{SOS, 7, 8, P});
+  CHECK(frame_labels({7, 8}, 4) == std::vector<int32_t>{7, 8, EOS, P});
+  CHECK(frame_sources({{7}, {7, 8, 9}}).to_int_vector() ==
+        std::vector<int32_t>{SOS, 7, EOS, P, P, SOS, 7, 8, 9, EOS});
+  CHECK_THROWS_WITH_AS(frame_source({7, 8}, 3), doctest::Contains("do not fit"), Error);
+}
+
+TEST_CASE("data: framing's masks keep (1) what a query may attend to") {
+  Tensor tokens = Tensor::from_ints({2, 5, 6, 1, 1, 2, 7, 1, 1, 1}, {2, 5});
+  Tensor enc = encoder_keep_mask(tokens);
+  CHECK(enc.shape() == Shape{2, 1, 1, 5});
+  CHECK(enc.to_int_vector() == std::vector<int32_t>{1, 1, 1, 0, 0, 1, 1, 0, 0, 0});
+
+  Tensor dec = decoder_keep_mask(tokens);
+  CHECK(dec.shape() == Shape{2, 1, 5, 5});
+  std::vector<int32_t> first = {1, 0, 0, 0, 0,  //
+                                1, 1, 0, 0, 0,  //
+                                1, 1, 1, 0, 0,  //
+                                1, 1, 1, 0, 0,  // key 3 is [PAD]
+                                1, 1, 1, 0, 0};
+  std::vector<int32_t> got = dec.to_int_vector();
+  CHECK(std::vector<int32_t>(got.begin(), got.begin() + 25) == first);
+
+  // Two new queries at positions 3 and 4 of 5 keys.
+  CHECK(causal_keep_mask(2, 5).to_int_vector() == std::vector<int32_t>{1, 1, 1, 1, 0, 1, 1, 1, 1, 1});
 }

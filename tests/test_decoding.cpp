@@ -133,7 +133,7 @@ std::vector<Scored> all_hypotheses(nn::Transformer& model, const std::vector<int
   const int64_t vocab = model.projection_layer.proj.bias.numel();
   std::vector<int32_t> words;  // every token but [EOS]
   for (int32_t t = 0; t < vocab; ++t)
-    if (t != kEosId) words.push_back(t);
+    if (t != data::kEosId) words.push_back(t);
   std::vector<TokenIds> sequences = {{}};  // all n-token sequences of words
   for (int64_t i = 0; i < n; ++i) {
     std::vector<TokenIds> longer;
@@ -149,12 +149,12 @@ std::vector<Scored> all_hypotheses(nn::Transformer& model, const std::vector<int
   std::vector<int32_t> src_ids, tgt_ids;
   for (const TokenIds& s : sequences) {
     src_ids.insert(src_ids.end(), src.begin(), src.end());
-    tgt_ids.push_back(kSosId);
-    tgt_ids.insert(tgt_ids.end(), s.begin(), s.end() - 1);
+    TokenIds input = data::frame_decoder_input(TokenIds(s.begin(), s.end() - 1), n);
+    tgt_ids.insert(tgt_ids.end(), input.begin(), input.end());
   }
   Tensor src_t = Tensor::from_ints(src_ids, {rows, int64_t(src.size())}), tgt = Tensor::from_ints(tgt_ids, {rows, n});
-  Tensor src_mask = nn::padding_mask(src_t);
-  Tensor lp = model.project(model.decode(model.encode(src_t, src_mask), src_mask, tgt, nn::causal_mask(n, n)));
+  Tensor src_mask = data::encoder_keep_mask(src_t);
+  Tensor lp = model.project(model.decode(model.encode(src_t, src_mask), src_mask, tgt, data::causal_keep_mask(n, n)));
   const float* p = lp.data();
   std::vector<Scored> out;
   for (int64_t r = 0; r < rows; ++r) {
@@ -164,7 +164,7 @@ std::vector<Scored> all_hypotheses(nn::Transformer& model, const std::vector<int
       const float* at = p + (r * n + i) * vocab;
       // s_0 .. s_{i-1} then [EOS], counted once (for the sequence that continues with words[0]).
       if (std::all_of(s.begin() + i, s.end(), [&](int32_t t) { return t == words[0]; }))
-        out.push_back({TokenIds(s.begin(), s.begin() + i), true, sum + at[kEosId]});
+        out.push_back({TokenIds(s.begin(), s.begin() + i), true, sum + at[data::kEosId]});
       sum += at[s[i]];
     }
     out.push_back({s, false, sum});
@@ -224,7 +224,7 @@ TEST_CASE("decoding: when [EOS] never wins, decoding stops at max_len and ranks 
   constexpr int64_t kMaxLen = 5;
   constexpr float kPenalty = 0.6f;
   auto model = random_model(4);
-  model->projection_layer.proj.bias.data()[kEosId] = -40.0f;  // p([EOS]) < e^-30 everywhere
+  model->projection_layer.proj.bias.data()[data::kEosId] = -40.0f;  // p([EOS]) < e^-30 everywhere
   Rng rng(4);
   auto sources = random_sentences(rng, 3, 2, 5);
   Tensor src = testing::pad_batch(sources, 5);
@@ -248,5 +248,94 @@ TEST_CASE("decoding: when [EOS] never wins, decoding stops at max_len and ranks 
       CHECK(h.log_prob == doctest::Approx(same->log_prob).epsilon(1e-5));
       CHECK(h.score == doctest::Approx(h.log_prob / 2.29739670999407).epsilon(1e-6));
     }
+  }
+}
+
+namespace {
+
+// Each block's weights of a teacher-forced pass [1, h, q, k] against the
+// recorded ones of one sentence; returns the largest difference.
+float max_difference(const std::vector<Tensor>& recorded, const AttentionWeights& weights) {
+  REQUIRE(recorded.size() == 1);
+  REQUIRE(recorded[0].shape() == Shape{1, weights.heads, weights.queries, weights.keys});
+  std::vector<float> expect = recorded[0].to_vector();
+  float worst = 0.0f;
+  for (size_t i = 0; i < expect.size(); ++i) worst = std::max(worst, std::fabs(expect[i] - weights.values[i]));
+  return worst;
+}
+
+// Decoding with recording (greedy, or a beam of `beam`): the output is
+// unchanged, and every record equals the weights of one teacher-forced pass
+// over the framed source and the decoder inputs it recorded (causal mask only:
+// decoding feeds back any token, [PAD] included).
+void check_recorded_attention(nn::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
+                              int64_t max_len, int64_t beam) {
+  NoGradGuard no_grad;
+  Tensor src = data::frame_sources(sources);
+  std::vector<AttentionRecord> records;
+  std::vector<TokenIds> out;
+  if (beam == 1) {
+    out = greedy_decode(model, src, max_len, &records);
+    CHECK(out == greedy_decode(model, src, max_len));
+  } else {
+    std::vector<Hypothesis> plain = beam_search(model, src, beam, 0.6f, max_len);
+    for (const Hypothesis& h : beam_search(model, src, beam, 0.6f, max_len, &records)) out.push_back(h.tokens);
+    for (size_t b = 0; b < out.size(); ++b) CHECK(out[b] == plain[b].tokens);
+  }
+  REQUIRE(records.size() == sources.size());
+  for (size_t b = 0; b < sources.size(); ++b) {
+    CAPTURE(b);
+    const AttentionRecord& r = records[b];
+    CHECK(r.source == data::frame_source(sources[b], static_cast<int64_t>(sources[b].size()) + 2));
+    // [SOS], then the generated tokens fed back: all of them after an [EOS],
+    // all but the last when max_len stopped it.
+    TokenIds fed = {data::kSosId};
+    fed.insert(fed.end(), out[b].begin(), out[b].end());
+    if (static_cast<int64_t>(fed.size()) == max_len) fed.pop_back();
+    CHECK(r.target == fed);
+
+    int64_t S = static_cast<int64_t>(r.source.size()), T = static_cast<int64_t>(r.target.size());
+    Tensor s = Tensor::from_ints(r.source, {1, S}), t = Tensor::from_ints(r.target, {1, T});
+    model.record_attention(true);
+    Tensor mask = data::encoder_keep_mask(s);
+    model.decode(model.encode(s, mask), mask, t, data::causal_keep_mask(T, T));
+    for (size_t l = 0; l < model.encoder.layers.size(); ++l) {
+      CHECK(max_difference(model.encoder.layers[l].self_attention_block.recorded_weights, r.encoder_self[l]) < 1e-6f);
+      const nn::DecoderBlock& block = model.decoder.layers[l];
+      CHECK(max_difference(block.self_attention_block.recorded_weights, r.decoder_self[l]) < 1e-6f);
+      CHECK(max_difference(block.cross_attention_block.recorded_weights, r.cross[l]) < 1e-6f);
+    }
+    model.record_attention(false);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("decoding: greedy and beam decoding record the attention of their own steps, as a teacher-forced pass gives it") {
+  Rng rng(5);
+  auto sources = random_sentences(rng, 4, 1, 6);  // different lengths: padded rows in one batch
+  auto ending = trained_reverser();  // sentences that end with [EOS]
+  auto endless = random_model(4);    // sentences stopped by max_len
+  endless->projection_layer.proj.bias.data()[data::kEosId] = -40.0f;
+  for (int64_t beam : {1, 3}) {
+    CAPTURE(beam);
+    check_recorded_attention(*ending, sources, 10, beam);
+    check_recorded_attention(*endless, sources, 5, beam);
+  }
+}
+
+TEST_CASE("decoding: attention weights are kept only when a record is asked for") {
+  auto model = random_model(2);
+  testing::Batch b = testing::make_batch({{4, 5, 6}}, {{5, 6}}, 6);
+  model->train();
+  testing::batch_loss(*model, b).backward();  // a training step's forward and backward
+  model->eval();
+  greedy_decode(*model, data::frame_sources({{4, 5, 6}, {7}}), 6);
+  beam_search(*model, data::frame_sources({{4, 5, 6}}), 2, 0.6f, 6);
+  auto empty = [](const nn::MultiHeadAttentionBlock& block) { return block.recorded_weights.empty(); };
+  for (size_t l = 0; l < model->encoder.layers.size(); ++l) {
+    CHECK(empty(model->encoder.layers[l].self_attention_block));
+    CHECK(empty(model->decoder.layers[l].self_attention_block));
+    CHECK(empty(model->decoder.layers[l].cross_attention_block));
   }
 }

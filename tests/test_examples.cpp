@@ -1,9 +1,17 @@
 // The example programs run and do what they say.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <sys/wait.h>
+
+#include "data/toy_tasks.h"
+#include "test_nn_helpers.h"
+
+using namespace sf;
 
 namespace {
 
@@ -58,4 +66,31 @@ TEST_CASE("examples: custom_op's softplus passes its gradient check, a wrong bac
   CAPTURE(wrong_output);
   CHECK(wrong_status == 1);
   CHECK(wrong_output.find("(FAILED)") != std::string::npos);
+}
+
+TEST_CASE("examples: translate prints what `scratchformer translate` prints for the same checkpoint") {
+  testing::TempDir dir;
+  std::string d = dir.path.string();
+  std::ofstream(dir.path / "config.json") << R"({"data": {"task": "reverse", "size": 400}, "lang_src": "a",
+    "lang_tgt": "b", "num_epochs": 3, "batch_size": 16, "lr": 0.01, "seq_len": 16, "d_model": 32, "N": 1,
+    "h": 2, "d_ff": 64, "min_frequency": 1, "val_examples": 0, "model_folder": "w",
+    "experiment_name": "run", "tokenizer_file": "tok_{0}.json"})";
+  std::string build = std::filesystem::absolute(SF_BUILD_DIR).string();
+  std::string cd = "cd '" + d + "' && ";
+  auto [trained, log] = run(cd + "'" + build + "/scratchformer' train --config config.json");
+  CAPTURE(log);
+  REQUIRE(trained == 0);
+  std::string sentences;
+  for (const data::Pair& p : data::generate_toy_task("reverse", 4, 99)) sentences += " '" + p.src + "'";
+  auto [cli_status, expect] = run(cd + "'" + build + "/scratchformer' translate --config config.json" + sentences);
+  REQUIRE(cli_status == 0);
+  CHECK(std::count(expect.begin(), expect.end(), '\n') == 4);
+  CHECK(expect.find("\n\n") == std::string::npos);  // every sentence gets some translation
+  // The latest checkpoint, found in model_folder, and the same one named.
+  for (std::string checkpoint : {"", " w/tmodel_02.safetensors"}) {
+    CAPTURE(checkpoint);
+    auto [status, output] = run(cd + "'" + build + "/examples/translate' config.json" + checkpoint + sentences);
+    CHECK(status == 0);
+    CHECK(output == expect);
+  }
 }

@@ -8,7 +8,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
-#include "nn/masks.h"
+#include "data/framing.h"
 #include "test_nn_helpers.h"
 #include "train/loss.h"
 
@@ -19,7 +19,7 @@ TEST_CASE("translation_loss: the loss and gradients of cross-entropy over every 
   auto model = tiny_model();
   model->eval();  // the same forward pass twice: no dropout
   Batch b = make_batch({{4, 5, 6, 7}, {8, 9}, {5}}, {{4, 4, 5, 6, 7}, {8}, {9, 10}}, 7);
-  Tensor src_mask = nn::padding_mask(b.src);
+  Tensor src_mask = data::encoder_keep_mask(b.src);
   auto gradients = [&](Tensor loss) {
     model->zero_grad();
     loss.backward();
@@ -27,7 +27,7 @@ TEST_CASE("translation_loss: the loss and gradients of cross-entropy over every 
     for (const Tensor& p : model->parameters()) grads.push_back(p.grad().defined() ? p.grad().to_vector() : std::vector<float>{});
     return std::pair{loss.item(), grads};
   };
-  auto features = [&] { return model->decode(model->encode(b.src, src_mask), src_mask, b.tgt, nn::decoder_mask(b.tgt)); };
+  auto features = [&] { return model->decode(model->encode(b.src, src_mask), src_mask, b.tgt, data::decoder_keep_mask(b.tgt)); };
   auto [expected, expected_grads] = gradients(batch_loss(*model, b));
   auto [loss, grads] = gradients(train::translation_loss(*model, features(), b.label, 0.1f));
   CHECK(loss == doctest::Approx(expected).epsilon(1e-6));
@@ -46,8 +46,8 @@ TEST_CASE("translation_loss: the loss and gradients of cross-entropy over every 
 TEST_CASE("translation_loss: every position padded gives NaN, as the mean over no tokens") {
   auto model = tiny_model();
   Batch b = make_batch({{4}}, {{}}, 3);
-  Tensor label = Tensor::from_ints({nn::kPadId, nn::kPadId, nn::kPadId}, {1, 3});
-  Tensor src_mask = nn::padding_mask(b.src);
-  Tensor f = model->decode(model->encode(b.src, src_mask), src_mask, b.tgt, nn::decoder_mask(b.tgt));
+  Tensor label = Tensor::from_ints({data::kPadId, data::kPadId, data::kPadId}, {1, 3});
+  Tensor src_mask = data::encoder_keep_mask(b.src);
+  Tensor f = model->decode(model->encode(b.src, src_mask), src_mask, b.tgt, data::decoder_keep_mask(b.tgt));
   CHECK(std::isnan(train::translation_loss(*model, f, label, 0.1f).item()));
 }

@@ -7,11 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "data/framing.h"
 #include "nn/transformer.h"
 
 namespace sf::testing {
-
-constexpr int32_t kSos = 2, kEos = 3;
 
 inline nn::TransformerConfig tiny_config() {
   nn::TransformerConfig c;
@@ -38,38 +37,39 @@ inline Tensor pad_batch(const std::vector<std::vector<int32_t>>& rows, int64_t l
   for (const auto& row : rows) {
     REQUIRE(static_cast<int64_t>(row.size()) <= length);
     ids.insert(ids.end(), row.begin(), row.end());
-    ids.insert(ids.end(), length - row.size(), nn::kPadId);
+    ids.insert(ids.end(), length - row.size(), data::kPadId);
   }
   return Tensor::from_ints(ids, {static_cast<int64_t>(rows.size()), length});
 }
 
-// Teacher forcing (Vaswani et al. 2017, §3): decoder input [SOS] w..., label w... [EOS].
+// Teacher forcing as training batches it (data/framing.h): decoder input
+// [SOS] w..., label w... [EOS]. The sources are taken as they are.
 struct Batch {
   Tensor src, tgt, label;
 };
 
 inline Batch make_batch(const std::vector<std::vector<int32_t>>& sources,
                         const std::vector<std::vector<int32_t>>& targets, int64_t length) {
-  std::vector<std::vector<int32_t>> inputs, labels;
+  std::vector<int32_t> inputs, labels;
   for (const auto& t : targets) {
-    inputs.push_back({kSos});
-    inputs.back().insert(inputs.back().end(), t.begin(), t.end());
-    labels.push_back(t);
-    labels.back().push_back(kEos);
+    std::vector<int32_t> input = data::frame_decoder_input(t, length), label = data::frame_labels(t, length);
+    inputs.insert(inputs.end(), input.begin(), input.end());
+    labels.insert(labels.end(), label.begin(), label.end());
   }
-  return {pad_batch(sources, length), pad_batch(inputs, length), pad_batch(labels, length)};
+  Shape shape{static_cast<int64_t>(targets.size()), length};
+  return {pad_batch(sources, length), Tensor::from_ints(inputs, shape), Tensor::from_ints(labels, shape)};
 }
 
 inline Tensor log_probs(nn::Transformer& model, const Tensor& src, const Tensor& tgt) {
-  Tensor src_mask = nn::padding_mask(src);
+  Tensor src_mask = data::encoder_keep_mask(src);
   Tensor memory = model.encode(src, src_mask);
-  return model.project(model.decode(memory, src_mask, tgt, nn::decoder_mask(tgt)));
+  return model.project(model.decode(memory, src_mask, tgt, data::decoder_keep_mask(tgt)));
 }
 
 // The training loss: label-smoothed cross-entropy ignoring [PAD] labels, as
 // torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=ε).
 inline Tensor batch_loss(nn::Transformer& model, const Batch& b, float smoothing = 0.1f) {
-  return cross_entropy(log_probs(model, b.src, b.tgt), b.label, nn::kPadId, smoothing);
+  return cross_entropy(log_probs(model, b.src, b.tgt), b.label, data::kPadId, smoothing);
 }
 
 // A fresh folder under the system's temp dir, removed with everything in it.

@@ -176,34 +176,15 @@ TEST_CASE("nn: layer normalization of [1, 2, 3, 4] by hand") {
   CHECK(y.data()[3] == Approx(expect[3] + 1).epsilon(1e-6));
 }
 
-TEST_CASE("nn: padding and decoder masks (1 = keep)") {
-  Tensor tokens = Tensor::from_ints({2, 5, 6, 1, 1, 2, 7, 1, 1, 1}, {2, 5});
-  Tensor enc = padding_mask(tokens);
-  CHECK(enc.shape() == Shape{2, 1, 1, 5});
-  CHECK(enc.to_int_vector() == std::vector<int32_t>{1, 1, 1, 0, 0, 1, 1, 0, 0, 0});
-
-  Tensor dec = decoder_mask(tokens);
-  CHECK(dec.shape() == Shape{2, 1, 5, 5});
-  std::vector<int32_t> first = {1, 0, 0, 0, 0,  //
-                                1, 1, 0, 0, 0,  //
-                                1, 1, 1, 0, 0,  //
-                                1, 1, 1, 0, 0,  // key 3 is [PAD]
-                                1, 1, 1, 0, 0};
-  std::vector<int32_t> got = dec.to_int_vector();
-  CHECK(std::vector<int32_t>(got.begin(), got.begin() + 25) == first);
-
-  // Two new queries at positions 3 and 4 of 5 keys.
-  CHECK(causal_mask(2, 5).to_int_vector() == std::vector<int32_t>{1, 1, 1, 1, 0, 1, 1, 1, 1, 1});
-}
-
 TEST_CASE("nn: attention gives masked (padding) keys zero weight") {
   Rng init(3), noise(4);
   MultiHeadAttentionBlock attention(8, 2, 0.1f, init, noise);
   attention.eval();
   Tensor q = random_tensor({1, 3, 8}, 10), kv = random_tensor({1, 4, 8}, 11);
-  Tensor mask = padding_mask(Tensor::from_ints({5, 6, 1, 1}, {1, 4}));
+  Tensor mask = data::encoder_keep_mask(Tensor::from_ints({5, 6, 1, 1}, {1, 4}));
+  attention.record_weights = true;
   Tensor out = attention.forward(q, kv, kv, mask);
-  Tensor w = attention.attention_scores();
+  Tensor w = attention.recorded_weights.at(0);
   REQUIRE(w.shape() == Shape{1, 2, 3, 4});
   for (int64_t row = 0; row < 6; ++row) {
     const float* p = w.data() + row * 4;
@@ -218,13 +199,28 @@ TEST_CASE("nn: attention gives masked (padding) keys zero weight") {
   CHECK(attention.forward(q, changed, changed, mask).to_vector() == out.to_vector());
 }
 
+TEST_CASE("nn: attention keeps its weights only while asked to record them") {
+  Rng init(3), noise(4);
+  MultiHeadAttentionBlock attention(8, 2, 0.1f, init, noise);
+  Tensor x = random_tensor({1, 3, 8}, 10);
+  attention.forward(x, x, x, Tensor());  // training mode, with a gradient
+  attention.eval();
+  attention.forward(x, x, x, Tensor());
+  CHECK(attention.recorded_weights.empty());
+  attention.record_weights = true;
+  attention.forward(x, x, x, Tensor());
+  attention.forward(x, x, x, Tensor());
+  CHECK(attention.recorded_weights.size() == 2);
+}
+
 TEST_CASE("nn: causal mask hides the future") {
   Rng init(5), noise(6);
   MultiHeadAttentionBlock attention(8, 2, 0.0f, init, noise);
   Tensor x = random_tensor({1, 4, 8}, 12);
-  Tensor mask = decoder_mask(Tensor::from_ints({2, 5, 6, 7}, {1, 4}));
+  Tensor mask = data::decoder_keep_mask(Tensor::from_ints({2, 5, 6, 7}, {1, 4}));
+  attention.record_weights = true;
   Tensor out = attention.forward(x, x, x, mask);
-  Tensor w = attention.attention_scores();
+  Tensor w = attention.recorded_weights.at(0);
   for (int64_t head = 0; head < 2; ++head)
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t j = 0; j < 4; ++j) {
@@ -317,7 +313,7 @@ TEST_CASE("grad: MultiHeadAttentionBlock with a padding mask") {
   ReplayedNoise noise;
   Rng init(29);
   MultiHeadAttentionBlock attention(8, 2, 0.2f, init, noise.rng);
-  Tensor mask = padding_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
+  Tensor mask = data::encoder_keep_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
   check_gradients(
       [&](const V& x) {
         noise.rewind();
@@ -333,7 +329,7 @@ TEST_CASE("grad: EncoderBlock and Encoder") {
   Rng init(33);
   TransformerConfig c = testing::tiny_config();
   c.N = 1;
-  Tensor mask = padding_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
+  Tensor mask = data::encoder_keep_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
   EncoderBlock block(c, init, noise.rng);
   check_gradients(
       [&](const V& x) {
@@ -356,8 +352,8 @@ TEST_CASE("grad: DecoderBlock and Decoder") {
   Rng init(36);
   TransformerConfig c = testing::tiny_config();
   c.N = 1;
-  Tensor src_mask = padding_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
-  Tensor tgt_mask = decoder_mask(Tensor::from_ints({2, 5, 6, 2, 6, 1}, {2, 3}));
+  Tensor src_mask = data::encoder_keep_mask(Tensor::from_ints({4, 5, 6, 1, 4, 1, 1, 1}, {2, 4}));
+  Tensor tgt_mask = data::decoder_keep_mask(Tensor::from_ints({2, 5, 6, 2, 6, 1}, {2, 3}));
   DecoderBlock block(c, init, noise.rng);
   check_gradients(
       [&](const V& x) {

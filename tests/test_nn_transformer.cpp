@@ -61,13 +61,14 @@ static void check_incremental(Transformer& model, const Tensor& src, const Tenso
                               const std::vector<int64_t>& chunks) {
   NoGradGuard no_grad;
   Tensor full = log_probs(model, src, tgt);  // [B, T, V]
-  Tensor src_mask = padding_mask(src);
+  Tensor src_mask = data::encoder_keep_mask(src);
   Tensor memory = model.encode(src, src_mask);
   DecoderCache cache = model.start_decoding(memory);
   int64_t position = 0;
   float worst = 0.0f;
   for (int64_t n : chunks) {
-    Tensor step = model.project(model.decode_next(cache, src_mask, slice(tgt, 1, position, position + n)));
+    Tensor mask = n > 1 ? data::causal_keep_mask(n, position + n) : Tensor();
+    Tensor step = model.project(model.decode_next(cache, src_mask, slice(tgt, 1, position, position + n), mask));
     Tensor expect = slice(full, 1, position, position + n);
     REQUIRE(step.shape() == expect.shape());
     for (int64_t i = 0; i < step.numel(); ++i)
@@ -85,7 +86,7 @@ TEST_CASE("nn: KV-cache decoding equals full decoding for 20 steps") {
   Tensor src = testing::pad_batch(kSources, 9);  // one row padded
   std::vector<int32_t> ids;
   for (int row = 0; row < 2; ++row) {
-    ids.push_back(testing::kSos);
+    ids.push_back(data::kSosId);
     for (int t = 1; t < 20; ++t) ids.push_back(4 + (row * 3 + t * 5) % 7);
   }
   Tensor tgt = Tensor::from_ints(ids, {2, 20});
@@ -103,8 +104,8 @@ TEST_CASE("nn: decoding past tgt_seq_len is an error") {
   auto model = testing::tiny_model(c);
   NoGradGuard no_grad;
   Tensor src = testing::pad_batch({{4, 5}}, 2);
-  DecoderCache cache = model->start_decoding(model->encode(src, padding_mask(src)));
-  model->decode_next(cache, padding_mask(src), Tensor::from_ints({2, 4, 5}, {1, 3}));
-  CHECK_THROWS_WITH_AS(model->decode_next(cache, padding_mask(src), Tensor::from_ints({6}, {1, 1})),
+  DecoderCache cache = model->start_decoding(model->encode(src, data::encoder_keep_mask(src)));
+  model->decode_next(cache, data::encoder_keep_mask(src), Tensor::from_ints({2, 4, 5}, {1, 3}), data::causal_keep_mask(3, 3));
+  CHECK_THROWS_WITH_AS(model->decode_next(cache, data::encoder_keep_mask(src), Tensor::from_ints({6}, {1, 1})),
                        doctest::Contains("beyond seq_len 3"), InternalError);
 }

@@ -98,12 +98,20 @@ TEST_CASE("attention maps: every layer's and head's weights, rows summing to 1, 
                          {"decoder", nullptr},
                          {"model", {{"type", "WordLevel"}, {"vocab", vocab}, {"unk_token", "[UNK]"}}}};
   data::Tokenizer tokenizer = data::Tokenizer::from_json(file, "test");
-  std::vector<AttentionMap> maps = capture_attention(*model, tokenizer, tokenizer, {4, 5, 6}, {7, 8});
+  model->eval();
+  model->projection_layer.proj.bias.data()[data::kEosId] = -40.0f;  // no [EOS]: max_len ends it
+  std::vector<AttentionRecord> records;
+  greedy_decode(*model, data::frame_sources({{4, 5, 6}}), 4, &records);
+  std::vector<AttentionMap> maps = attention_maps(records.at(0), tokenizer, tokenizer);
   // 2 layers x 2 heads: encoder self, decoder self, decoder cross.
   REQUIRE(maps.size() == 3 * 2 * 2);
   CHECK(maps[0].rows == std::vector<std::string>{"[SOS]", "a", "b", "c", "[EOS]"});
   CHECK(maps.back().title == "decoder layer 1 cross-attention, head 1");
-  CHECK(maps.back().rows == std::vector<std::string>{"[SOS]", "d", "e"});
+  std::vector<std::string> fed;  // the decoder inputs: [SOS] and the tokens fed back
+  for (int32_t id : records[0].target) fed.push_back(tokenizer.id_to_token(id));
+  CHECK(fed.size() == 3);  // [SOS] and 2 generated tokens; the 3rd is never fed
+  CHECK(fed.front() == "[SOS]");
+  CHECK(maps.back().rows == fed);
   CHECK(maps.back().cols.size() == 5);
   for (const AttentionMap& m : maps)
     for (size_t r = 0; r < m.rows.size(); ++r) {
@@ -114,7 +122,7 @@ TEST_CASE("attention maps: every layer's and head's weights, rows summing to 1, 
   // Decoder self-attention is causal: nothing above the diagonal.
   const AttentionMap& self = maps[4];
   CHECK(self.title == "decoder layer 0 self-attention, head 0");
-  CHECK(self.weights[0 * 3 + 1] == 0.0f);
+  CHECK(self.weights[0 * self.cols.size() + 1] == 0.0f);
   std::string svg = attention_svg(maps, 2);
   CHECK(count(svg, "<g class=\"heatmap\">") == 12);
   CHECK(svg.find(">[SOS]</text>") != std::string::npos);

@@ -4,8 +4,6 @@
 #include <cstdio>
 #include <sstream>
 
-#include "autograd/engine.h"
-#include "train/inference.h"
 
 namespace sf::train {
 
@@ -31,46 +29,31 @@ std::vector<std::string> token_texts(const data::Tokenizer& tokenizer, const std
   return out;
 }
 
-// Splits a block's weights [1, h, rows, cols] into one map per head.
-void add_heads(std::vector<AttentionMap>& maps, const std::string& block, const Tensor& weights,
+// Splits a block's weights [h, rows, cols] into one map per head.
+void add_heads(std::vector<AttentionMap>& maps, const std::string& block, const AttentionWeights& weights,
                const std::vector<std::string>& rows, const std::vector<std::string>& cols) {
-  int64_t heads = weights.size(1), r = weights.size(2), c = weights.size(3);
-  const std::vector<float> values = weights.to_vector();
-  for (int64_t h = 0; h < heads; ++h) {
-    const float* w = values.data() + h * r * c;
-    maps.push_back({block + ", head " + std::to_string(h), rows, cols, std::vector<float>(w, w + r * c)});
+  int64_t size = weights.queries * weights.keys;
+  for (int64_t h = 0; h < weights.heads; ++h) {
+    auto w = weights.values.begin() + h * size;
+    maps.push_back({block + ", head " + std::to_string(h), rows, cols, std::vector<float>(w, w + size)});
   }
 }
 
 }  // namespace
 
-std::vector<AttentionMap> capture_attention(nn::Transformer& model, const data::Tokenizer& src_tokenizer,
-                                            const data::Tokenizer& tgt_tokenizer,
-                                            const std::vector<int32_t>& src,
-                                            const std::vector<int32_t>& tgt) {
-  NoGradGuard no_grad;
-  bool training = model.is_training();
-  model.eval();
-  Tensor src_ids = encoder_inputs({src});
-  std::vector<int32_t> dec = {data::kSosId};
-  dec.insert(dec.end(), tgt.begin(), tgt.end());
-  Tensor tgt_ids = Tensor::from_ints(dec, {1, static_cast<int64_t>(dec.size())});
-  Tensor src_mask = nn::padding_mask(src_ids);
-  model.decode(model.encode(src_ids, src_mask), src_mask, tgt_ids, nn::decoder_mask(tgt_ids));
-  model.train(training);
-
-  std::vector<std::string> src_words = token_texts(src_tokenizer, src_ids.to_int_vector());
-  std::vector<std::string> tgt_words = token_texts(tgt_tokenizer, dec);
+std::vector<AttentionMap> attention_maps(const AttentionRecord& record,
+                                         const data::Tokenizer& src_tokenizer,
+                                         const data::Tokenizer& tgt_tokenizer) {
+  std::vector<std::string> src_words = token_texts(src_tokenizer, record.source);
+  std::vector<std::string> tgt_words = token_texts(tgt_tokenizer, record.target);
   std::vector<AttentionMap> maps;
-  for (size_t l = 0; l < model.encoder.layers.size(); ++l)
-    add_heads(maps, "encoder layer " + std::to_string(l) + " self-attention",
-              model.encoder.layers[l].self_attention_block.attention_scores(), src_words, src_words);
-  for (size_t l = 0; l < model.decoder.layers.size(); ++l) {
-    const nn::DecoderBlock& block = model.decoder.layers[l];
-    add_heads(maps, "decoder layer " + std::to_string(l) + " self-attention",
-              block.self_attention_block.attention_scores(), tgt_words, tgt_words);
-    add_heads(maps, "decoder layer " + std::to_string(l) + " cross-attention",
-              block.cross_attention_block.attention_scores(), tgt_words, src_words);
+  for (size_t l = 0; l < record.encoder_self.size(); ++l)
+    add_heads(maps, "encoder layer " + std::to_string(l) + " self-attention", record.encoder_self[l],
+              src_words, src_words);
+  for (size_t l = 0; l < record.decoder_self.size(); ++l) {
+    std::string layer = "decoder layer " + std::to_string(l);
+    add_heads(maps, layer + " self-attention", record.decoder_self[l], tgt_words, tgt_words);
+    add_heads(maps, layer + " cross-attention", record.cross[l], tgt_words, src_words);
   }
   return maps;
 }

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "data/tokenizer.h"
-#include "nn/transformer.h"
+#include "train/decoding.h"
 
 namespace sf::train {
 
@@ -16,14 +16,12 @@ struct AttentionMap {
   std::vector<float> weights;           // [rows, cols], each row sums to 1
 };
 
-// Runs the model (eval mode, no grad) on source ids and the target ids that
-// follow [SOS] (e.g. a translation), and collects every attention block's
-// weights: encoder self-attention, decoder self-attention and cross-attention,
-// per layer and head.
-std::vector<AttentionMap> capture_attention(nn::Transformer& model, const data::Tokenizer& src_tokenizer,
-                                            const data::Tokenizer& tgt_tokenizer,
-                                            const std::vector<int32_t>& src,
-                                            const std::vector<int32_t>& tgt);
+// One map per layer and head of what greedy decoding recorded (see
+// greedy_decode's `attention`): encoder self-attention, then per decoder layer
+// its self-attention and cross-attention, tokens as the tokenizers spell them.
+std::vector<AttentionMap> attention_maps(const AttentionRecord& record,
+                                         const data::Tokenizer& src_tokenizer,
+                                         const data::Tokenizer& tgt_tokenizer);
 
 // The maps as one <svg> element, heads side by side and one row per block.
 std::string attention_svg(const std::vector<AttentionMap>& maps, int64_t heads_per_row);

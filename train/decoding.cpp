@@ -8,14 +8,96 @@
 
 namespace sf::train {
 
-std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, int64_t max_len) {
+namespace {
+
+// Weights [B, h, queries, keys] on the host.
+struct HostWeights {
+  int64_t heads, queries, keys;
+  std::vector<float> values;
+  explicit HostWeights(const Tensor& w)
+      : heads(w.size(1)), queries(w.size(2)), keys(w.size(3)), values(w.to_vector()) {}
+  const float* at(int64_t b, int64_t head, int64_t query) const {
+    return values.data() + ((b * heads + head) * queries + query) * keys;
+  }
+};
+
+// Row b's weights of a whole-sequence pass, cropped to `n` queries and keys.
+AttentionWeights crop(const HostWeights& w, int64_t b, int64_t n) {
+  AttentionWeights out{w.heads, n, n, {}};
+  for (int64_t h = 0; h < w.heads; ++h)
+    for (int64_t q = 0; q < n; ++q) out.values.insert(out.values.end(), w.at(b, h, q), w.at(b, h, q) + n);
+  return out;
+}
+
+// One sentence's weights of its one-query steps, step t read from batch row
+// rows[t], each keeping `keys` keys or, growing with the step
+// (self-attention), zero after the step's own position.
+AttentionWeights stack_steps(const std::vector<HostWeights>& steps, const std::vector<int64_t>& rows,
+                             int64_t keys) {
+  int64_t n = static_cast<int64_t>(rows.size()), heads = steps.at(0).heads;
+  AttentionWeights out{heads, n, keys, std::vector<float>(heads * n * keys, 0.0f)};
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t t = 0; t < n; ++t) {
+      const float* row = steps[t].at(rows[t], h, 0);
+      std::copy(row, row + std::min(keys, steps[t].keys), out.values.begin() + (h * n + t) * keys);
+    }
+  return out;
+}
+
+// Where a sentence ran in the batch: the row of its source, and the row of
+// each decoding step (greedy: its own; beam search: its hypothesis's beam).
+struct BatchRows {
+  int64_t source;
+  std::vector<int64_t> steps;
+};
+
+// Every sentence's record from the weights the blocks recorded: one
+// whole-source pass per encoder layer, one pass per step per decoder layer.
+std::vector<AttentionRecord> gather_attention(nn::Transformer& model, const Tensor& src,
+                                              const std::vector<TokenIds>& decoder_inputs,
+                                              const std::vector<BatchRows>& rows) {
+  const std::vector<int32_t> ids = src.to_int_vector();
+  const int64_t width = src.size(1);
+  std::vector<AttentionRecord> records(decoder_inputs.size());
+  for (size_t b = 0; b < records.size(); ++b) {
+    // The framed source ends at its [EOS]; only [PAD] follows.
+    const int32_t* row = ids.data() + rows[b].source * width;
+    int64_t n = width;
+    while (n > 0 && row[n - 1] == data::kPadId) --n;
+    records[b].source.assign(row, row + n);
+    records[b].target = decoder_inputs[b];
+  }
+  for (size_t l = 0; l < model.encoder.layers.size(); ++l) {
+    HostWeights w(model.encoder.layers[l].self_attention_block.recorded_weights.at(0));
+    for (size_t b = 0; b < records.size(); ++b)
+      records[b].encoder_self.push_back(crop(w, rows[b].source, records[b].source.size()));
+  }
+  for (size_t l = 0; l < model.decoder.layers.size(); ++l) {
+    const nn::DecoderBlock& block = model.decoder.layers[l];
+    std::vector<HostWeights> self, cross;
+    for (const Tensor& w : block.self_attention_block.recorded_weights) self.emplace_back(w);
+    for (const Tensor& w : block.cross_attention_block.recorded_weights) cross.emplace_back(w);
+    for (size_t b = 0; b < records.size(); ++b) {
+      records[b].decoder_self.push_back(stack_steps(self, rows[b].steps, records[b].target.size()));
+      records[b].cross.push_back(stack_steps(cross, rows[b].steps, records[b].source.size()));
+    }
+  }
+  return records;
+}
+
+}  // namespace
+
+std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, int64_t max_len,
+                                    std::vector<AttentionRecord>* attention) {
   NoGradGuard no_grad;
+  if (attention) model.record_attention(true);
   int64_t batch = src.size(0);
-  Tensor src_mask = nn::padding_mask(src);
+  Tensor src_mask = data::encoder_keep_mask(src);
   nn::DecoderCache cache = model.start_decoding(model.encode(src, src_mask));
   std::vector<TokenIds> out(batch);
+  std::vector<TokenIds> fed(batch, TokenIds{data::kSosId});  // each sentence's decoder inputs
   std::vector<bool> done(batch, false);
-  Tensor next = Tensor::from_ints(std::vector<int32_t>(batch, kSosId), {batch, 1});
+  Tensor next = Tensor::from_ints(std::vector<int32_t>(batch, data::kSosId), {batch, 1});
   for (int64_t length = 1; length < max_len; ++length) {
     next = argmax(model.logits(model.decode_next(cache, src_mask, next)));  // [B, 1]
     std::vector<int32_t> tokens = next.to_int_vector();
@@ -23,12 +105,20 @@ std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, i
     for (int64_t b = 0; b < batch; ++b) {
       if (done[b]) continue;
       int32_t token = tokens[b];
-      if (token == kEosId)
+      if (token == data::kEosId) {
         done[b] = true;
-      else
+      } else {
         out[b].push_back(token), ++active;
+        if (length + 1 < max_len) fed[b].push_back(token);  // the next step feeds it
+      }
     }
     if (active == 0) break;
+  }
+  if (attention) {
+    std::vector<BatchRows> rows;
+    for (int64_t b = 0; b < batch; ++b) rows.push_back({b, std::vector<int64_t>(fed[b].size(), b)});
+    *attention = gather_attention(model, src, fed, rows);
+    model.record_attention(false);
   }
   return out;
 }
@@ -42,13 +132,16 @@ double normalized(double log_prob, size_t length, float length_penalty) {
 struct Beam {
   TokenIds tokens;
   double log_prob;
+  std::vector<int64_t> rows;  // the batch row of each step that fed it ([SOS], tokens...)
 };
 
 }  // namespace
 
 std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, int64_t beam,
-                                    float length_penalty, int64_t max_len) {
+                                    float length_penalty, int64_t max_len,
+                                    std::vector<AttentionRecord>* attention) {
   NoGradGuard no_grad;
+  if (attention) model.record_attention(true);
   const int64_t batch = src.size(0), k = beam;
   const double kNone = -std::numeric_limits<double>::infinity();
   // Each sentence's source is repeated for its k beams: row b * k + i.
@@ -59,18 +152,19 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
     for (int64_t i = 0; i < k; ++i)
       repeated.insert(repeated.end(), ids.begin() + b * width, ids.begin() + (b + 1) * width);
   Tensor src_k = Tensor::from_ints(repeated, {batch * k, width});
-  Tensor src_mask = nn::padding_mask(src_k);
+  Tensor src_mask = data::encoder_keep_mask(src_k);
   nn::DecoderCache cache = model.start_decoding(model.encode(src_k, src_mask));
 
   // Only beam 0 is live at the start, so the first step does not pick k copies.
   std::vector<std::vector<Beam>> beams(batch);
   for (auto& b : beams) {
-    b.assign(k, Beam{{}, kNone});
+    b.assign(k, Beam{{}, kNone, {}});
     b[0].log_prob = 0.0;
   }
   std::vector<std::vector<Hypothesis>> finished(batch);
+  std::vector<std::vector<std::vector<int64_t>>> finished_rows(batch);  // as Beam::rows
   std::vector<bool> done(batch, false);
-  std::vector<int32_t> last(batch * k, kSosId);
+  std::vector<int32_t> last(batch * k, data::kSosId);
 
   for (int64_t length = 1; length < max_len; ++length) {
     Tensor log_probs = model.project(
@@ -109,22 +203,25 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
         int64_t parent = index / vocab;
         auto token = static_cast<int32_t>(index % vocab);
         TokenIds tokens = beams[b][parent].tokens;
-        if (token == kEosId) {
+        std::vector<int64_t> rows = beams[b][parent].rows;
+        rows.push_back(b * k + parent);
+        if (token == data::kEosId) {
           finished[b].push_back({tokens, log_prob, normalized(log_prob, tokens.size() + 1, length_penalty)});
+          finished_rows[b].push_back(std::move(rows));
           continue;
         }
         tokens.push_back(token);
         parents[b * k + static_cast<int64_t>(next.size())] = static_cast<int32_t>(b * k + parent);
-        next.push_back({std::move(tokens), log_prob});
+        next.push_back({std::move(tokens), log_prob, std::move(rows)});
       }
       done[b] = next.empty();
       while (static_cast<int64_t>(next.size()) < k) {  // pad with dead beams
         parents[b * k + static_cast<int64_t>(next.size())] = static_cast<int32_t>(b * k);
-        next.push_back({{}, kNone});
+        next.push_back({{}, kNone, {}});
       }
       beams[b] = std::move(next);
       for (int64_t i = 0; i < k; ++i)
-        last[b * k + i] = beams[b][i].tokens.empty() ? kEosId : beams[b][i].tokens.back();
+        last[b * k + i] = beams[b][i].tokens.empty() ? data::kEosId : beams[b][i].tokens.back();
       all_done = all_done && done[b];
     }
     if (all_done) break;
@@ -134,16 +231,29 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
   }
 
   std::vector<Hypothesis> best(batch);
+  std::vector<TokenIds> fed(batch);
+  std::vector<BatchRows> rows(batch);
   for (int64_t b = 0; b < batch; ++b) {
     // Out of length before `beam` hypotheses finished: the live ones count too,
     // without an [EOS].
     if (!done[b])
       for (const Beam& live : beams[b])
-        if (live.log_prob != kNone)
+        if (live.log_prob != kNone) {
           finished[b].push_back({live.tokens, live.log_prob,
                                  normalized(live.log_prob, live.tokens.size(), length_penalty)});
-    best[b] = *std::max_element(finished[b].begin(), finished[b].end(),
-                                [](const Hypothesis& x, const Hypothesis& y) { return x.score < y.score; });
+          finished_rows[b].push_back(live.rows);
+        }
+    auto chosen = std::max_element(finished[b].begin(), finished[b].end(),
+                                   [](const Hypothesis& x, const Hypothesis& y) { return x.score < y.score; });
+    best[b] = *chosen;
+    rows[b] = {b * k, finished_rows[b][chosen - finished[b].begin()]};
+    fed[b] = {data::kSosId};
+    fed[b].insert(fed[b].end(), best[b].tokens.begin(), best[b].tokens.end());
+    fed[b].resize(rows[b].steps.size());
+  }
+  if (attention) {
+    *attention = gather_attention(model, src_k, fed, rows);
+    model.record_attention(false);
   }
   return best;
 }

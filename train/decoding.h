@@ -5,18 +5,35 @@
 #include <cstdint>
 #include <vector>
 
+#include "data/framing.h"
 #include "nn/transformer.h"
 
 namespace sf::train {
 
-constexpr int32_t kSosId = 2, kEosId = 3;  // [SOS], [EOS] (SPEC §5)
-
 using TokenIds = std::vector<int32_t>;
 
-// The seed's greedy_decode for each row of src [B, S] (padded with [PAD]):
-// start from [SOS], append the most likely next token until [EOS] or until
-// the decoder input holds max_len tokens. Results exclude [SOS] and [EOS].
-std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, int64_t max_len);
+// One attention block's weights for one sentence, [heads, queries, keys],
+// each row summing to 1 (a decoder self-attention row is 0 past its query).
+struct AttentionWeights {
+  int64_t heads = 0, queries = 0, keys = 0;
+  std::vector<float> values;
+};
+
+// What the model attended to while translating one sentence: the positions
+// it ran (the framed source, and the decoder inputs: [SOS] and every
+// generated token fed back) and each layer's weights over them.
+struct AttentionRecord {
+  TokenIds source, target;
+  std::vector<AttentionWeights> encoder_self, decoder_self, cross;  // per layer
+};
+
+// Greedy decoding of each row of src [B, S] (framed sources, see
+// data/framing.h): start from [SOS], append the most likely next token until
+// [EOS] or until the decoder input holds max_len tokens. Results exclude [SOS]
+// and [EOS]. With `attention`, it also receives each sentence's record,
+// gathered step by step from the same forward passes (nothing is recomputed).
+std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, int64_t max_len,
+                                    std::vector<AttentionRecord>* attention = nullptr);
 
 struct Hypothesis {
   TokenIds tokens;        // without [SOS] and [EOS]
@@ -28,8 +45,11 @@ struct Hypothesis {
 // hypothesis finishes at [EOS] (or when the decoder input reaches max_len);
 // finished hypotheses are ranked by log_prob / length^length_penalty, length
 // counting the generated tokens with the [EOS]. A sentence stops when it has
-// `beam` finished hypotheses. Width 1 is exactly greedy decoding.
+// `beam` finished hypotheses. Width 1 is exactly greedy decoding. With
+// `attention`, it also receives each sentence's record for the hypothesis
+// returned, read from the steps of the beams it descends from.
 std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, int64_t beam,
-                                    float length_penalty, int64_t max_len);
+                                    float length_penalty, int64_t max_len,
+                                    std::vector<AttentionRecord>* attention = nullptr);
 
 }  // namespace sf::train

@@ -53,21 +53,6 @@ DecodeOptions DecodeOptions::from_config(const Config& config, std::optional<int
   return {beam.value_or(config.beam), config.length_penalty, config.seq_len, inference_batch_size(config)};
 }
 
-Tensor encoder_inputs(const std::vector<std::vector<int32_t>>& sources) {
-  size_t longest = 0;
-  for (const auto& s : sources) longest = std::max(longest, s.size());
-  int64_t width = static_cast<int64_t>(longest) + 2;
-  std::vector<int32_t> ids;
-  ids.reserve(sources.size() * width);
-  for (const auto& s : sources) {
-    ids.push_back(data::kSosId);
-    ids.insert(ids.end(), s.begin(), s.end());
-    ids.push_back(data::kEosId);
-    ids.insert(ids.end(), longest - s.size(), data::kPadId);
-  }
-  return Tensor::from_ints(ids, {static_cast<int64_t>(sources.size()), width});
-}
-
 // Indices of `lengths` in groups of at most `batch_size`, similar lengths
 // together, so little padding is computed.
 static std::vector<std::vector<size_t>> length_batches(const std::vector<size_t>& lengths,
@@ -85,22 +70,26 @@ static std::vector<std::vector<size_t>> length_batches(const std::vector<size_t>
 
 std::vector<TokenIds> translate_ids(nn::Transformer& model,
                                     const std::vector<std::vector<int32_t>>& sources,
-                                    const DecodeOptions& options) {
+                                    const DecodeOptions& options,
+                                    std::vector<AttentionRecord>* attention) {
   std::vector<size_t> lengths;
   for (const auto& s : sources) lengths.push_back(s.size());
   std::vector<TokenIds> out(sources.size());
+  if (attention) attention->assign(sources.size(), {});
   for (const auto& batch : length_batches(lengths, options.batch_size)) {
     std::vector<std::vector<int32_t>> rows;
     for (size_t i : batch) rows.push_back(sources[i]);
-    Tensor src = encoder_inputs(rows);
+    Tensor src = data::frame_sources(rows);
+    std::vector<AttentionRecord> records;
     if (options.beam <= 1) {
-      std::vector<TokenIds> result = greedy_decode(model, src, options.max_len);
+      std::vector<TokenIds> result = greedy_decode(model, src, options.max_len, attention ? &records : nullptr);
       for (size_t j = 0; j < batch.size(); ++j) out[batch[j]] = std::move(result[j]);
     } else {
-      std::vector<Hypothesis> result =
-          beam_search(model, src, options.beam, options.length_penalty, options.max_len);
+      std::vector<Hypothesis> result = beam_search(model, src, options.beam, options.length_penalty,
+                                                   options.max_len, attention ? &records : nullptr);
       for (size_t j = 0; j < batch.size(); ++j) out[batch[j]] = std::move(result[j].tokens);
     }
+    for (size_t j = 0; j < records.size(); ++j) (*attention)[batch[j]] = std::move(records[j]);
   }
   return out;
 }
@@ -117,12 +106,13 @@ std::vector<int32_t> encode_source(const Session& session, const std::string& te
 }
 
 std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
-                                         const DecodeOptions& options) {
+                                         const DecodeOptions& options,
+                                         std::vector<AttentionRecord>* attention) {
   std::vector<std::vector<int32_t>> sources;
   for (size_t i = 0; i < sentences.size(); ++i)
     sources.push_back(encode_source(session, sentences[i], "input sentence " + std::to_string(i + 1)));
   std::vector<std::string> lines;
-  for (const TokenIds& ids : translate_ids(*session.model, sources, options))
+  for (const TokenIds& ids : translate_ids(*session.model, sources, options, attention))
     lines.push_back(session.tgt_tokenizer.decode(ids));
   return lines;
 }

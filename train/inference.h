@@ -25,10 +25,6 @@ struct Session {
   static Session open(const Config& config, const std::optional<std::string>& checkpoint);
 };
 
-// Encoder inputs [B, S] for source token ids: [SOS] ids [EOS] [PAD]..., S the
-// longest + 2.
-Tensor encoder_inputs(const std::vector<std::vector<int32_t>>& sources);
-
 // Sentences per inference batch: the training batch size, but at least 32, as
 // decoding a few sentences at a time leaves the machine idle.
 int64_t inference_batch_size(const Config& config);
@@ -45,19 +41,22 @@ struct DecodeOptions {
 };
 
 // Translates every source (token ids), batched by similar lengths; the results
-// come back in input order.
+// come back in input order. With `attention`, it also receives each
+// sentence's attention record (see greedy_decode and beam_search), in input order.
 std::vector<TokenIds> translate_ids(nn::Transformer& model,
                                     const std::vector<std::vector<int32_t>>& sources,
-                                    const DecodeOptions& options);
+                                    const DecodeOptions& options,
+                                    std::vector<AttentionRecord>* attention = nullptr);
 
 // Encodes `text` with the source tokenizer, checking it fits seq_len
 // (`where` names it in the error).
 std::vector<int32_t> encode_source(const Session& session, const std::string& text,
                                    const std::string& where);
 
-// The translate command's lines for `sentences`.
+// The translate command's lines for `sentences`; `attention` as translate_ids.
 std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
-                                         const DecodeOptions& options);
+                                         const DecodeOptions& options,
+                                         std::vector<AttentionRecord>* attention = nullptr);
 
 struct PairNll {
   double nll;      // -sum log p of the target tokens and [EOS]

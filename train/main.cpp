@@ -59,7 +59,7 @@ latest checkpoint in model_folder unless --checkpoint names one. --beam N uses
 beam search of width N (default: the config's beam). --set overrides config
 keys as for train (e.g. model_folder). --attention OUT.svg writes the attention
 heatmaps (every layer and head: encoder self, decoder self, cross) of the one
-sentence translated.
+sentence translated, recorded while decoding it.
 )";
 
 const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=value ...] [--checkpoint PATH]
@@ -157,13 +157,12 @@ int translate_command(int argc, char** argv) {
   if (a.attention && sentences.size() != 1)
     throw UsageError("translate: --attention draws one sentence's heatmaps; got " +
                      std::to_string(sentences.size()) + " sentences");
-  std::vector<std::string> lines = translate_lines(session, sentences, DecodeOptions::from_config(session.config, a.beam));
+  std::vector<AttentionRecord> attention;
+  std::vector<std::string> lines =
+      translate_lines(session, sentences, DecodeOptions::from_config(session.config, a.beam), a.attention ? &attention : nullptr);
   for (const std::string& line : lines) std::printf("%s\n", line.c_str());
   if (a.attention) {
-    std::vector<AttentionMap> maps =
-        capture_attention(*session.model, session.src_tokenizer, session.tgt_tokenizer,
-                          encode_source(session, sentences[0], "input sentence 1"),
-                          session.tgt_tokenizer.encode(lines[0]));
+    std::vector<AttentionMap> maps = attention_maps(attention[0], session.src_tokenizer, session.tgt_tokenizer);
     write_file_atomically(*a.attention, attention_svg(maps, session.model->config().h));
   }
   return 0;

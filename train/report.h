@@ -18,7 +18,7 @@ struct ReportContent {
   std::string title;
   std::string metrics_path;  // metrics.jsonl, read for the curves and the table
   std::vector<ReportSample> samples;
-  // Per sentence, its attention maps (see capture_attention).
+  // Per sentence, its attention maps (see attention_maps).
   std::vector<std::vector<AttentionMap>> attention;
   int64_t heads = 1;
 };

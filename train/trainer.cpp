@@ -332,9 +332,17 @@ void Trainer::write_epoch_report(const ValidationResult& v) {
   const auto& examples = valid_set_->examples();
   for (size_t i = 0; i < std::min(kSamples, v.predictions.size()); ++i)
     content.samples.push_back({v.sources[i], v.references[i], v.predictions[i]});
-  for (size_t i = 0; i < std::min(kHeatmapSentences, v.predictions.size()); ++i)
-    content.attention.push_back(capture_attention(*model_, *src_tokenizer_, *tgt_tokenizer_, examples[i].src,
-                                                  tgt_tokenizer_->encode(v.predictions[i])));
+  // The heatmaps' sentences decoded again, as validation decoded them, now
+  // recording what the model attended to (recording all of validation would
+  // keep every weight of every sentence).
+  std::vector<std::vector<int32_t>> sources;
+  for (size_t i = 0; i < std::min(kHeatmapSentences, v.predictions.size()); ++i) sources.push_back(examples[i].src);
+  std::vector<AttentionRecord> records;
+  model_->eval();
+  translate_ids(*model_, sources, {config_.beam, config_.length_penalty, config_.seq_len, static_cast<int64_t>(kHeatmapSentences)}, &records);
+  model_->train();
+  for (const AttentionRecord& record : records)
+    content.attention.push_back(attention_maps(record, *src_tokenizer_, *tgt_tokenizer_));
   write_report((fs::path(config_.experiment_name) / "report.html").string(), content);
 }
 

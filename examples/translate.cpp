@@ -1,0 +1,43 @@
+// Translating with a trained model from C++, as a program embedding the
+// library would: a config, a checkpoint and the tokenizers it names, then
+// greedy decoding of each sentence. Prints what `scratchformer translate` does.
+//
+//   build/examples/translate CONFIG.json [CHECKPOINT.safetensors] SENTENCE...
+//
+// Without a checkpoint it loads the latest complete one in the config's
+// model_folder. Paths in the config are relative to the working directory.
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/error.h"
+#include "train/config.h"
+#include "train/inference.h"
+
+using namespace sf;
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: translate CONFIG.json [CHECKPOINT.safetensors] SENTENCE...\n");
+    return 2;
+  }
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::optional<std::string> checkpoint;
+  size_t first = 1;  // the first sentence
+  if (args[1].ends_with(".safetensors")) checkpoint = args[first++];
+  std::vector<std::string> sentences(args.begin() + first, args.end());
+  try {
+    // The config names the tokenizers, the model folder and seq_len; Session
+    // loads both tokenizers and the model, which it puts in eval mode.
+    train::Config config = train::load_config(args[0]);
+    train::Session session = train::Session::open(config, checkpoint);
+    train::DecodeOptions greedy = train::DecodeOptions::from_config(config, /*beam=*/1);
+    for (const std::string& line : train::translate_lines(session, sentences, greedy))
+      std::printf("%s\n", line.c_str());
+  } catch (const std::exception& e) {  // sf::Error: a bad file or sentence (2); else a bug (1)
+    std::fprintf(stderr, "translate: %s\n", e.what());
+    return exit_status(e);
+  }
+  return 0;
+}
