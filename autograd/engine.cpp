@@ -56,7 +56,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
   if (!root.requires_grad()) internal_fail("backward() on a tensor that does not require grad");
   if (grad.shape() != root.shape())
     internal_fail("backward(): gradient of shape ", to_string(grad.shape()), " for a tensor of shape ",
-         to_string(root.shape()));
+                  to_string(root.shape()));
   NoGradGuard no_grad;
   if (root.is_leaf()) {
     root.accumulate_grad(grad);
@@ -78,13 +78,13 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     Grads grads = node->backward(grad_output);
     if (grads.size() != node->inputs.size())
       internal_fail(node->op, " backward returned ", grads.size(), " gradients for ",
-           node->inputs.size(), " inputs");
+                    node->inputs.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
       const Edge& input = node->inputs[i];
       if (!input.requires_grad() || !grads[i].defined()) continue;
       if (grads[i].shape() != input.shape)
         internal_fail(node->op, " backward gave a gradient of shape ",
-             to_string(grads[i].shape()), " for an input of shape ", to_string(input.shape));
+                      to_string(grads[i].shape()), " for an input of shape ", to_string(input.shape));
       if (input.leaf.defined()) {
         input.leaf.accumulate_grad(grads[i]);
       } else {

@@ -11,7 +11,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1)
       internal_fail(op, ": shapes ", to_string(a), " and ", to_string(b), " do not broadcast (dim ", i,
-           ": ", da, " vs ", db, ")");
+                    ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -29,7 +29,7 @@ Shape broadcast_strides(const Shape& shape, const Shape& target) {
 Device& common_device(const Tensor& a, const Tensor& b, const char* op) {
   if (&a.device() != &b.device())
     internal_fail(op, ": operands on different devices (", a.device().name(), " and ", b.device().name(),
-         "); move one with to()");
+                  "); move one with to()");
   return a.device();
 }
 

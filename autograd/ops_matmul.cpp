@@ -28,8 +28,8 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
   MatrixDims da = matrix_dims(a, o.trans_a), db = matrix_dims(b, o.trans_b);
   if (da.cols != db.rows)
     internal_fail("matmul: shapes ", to_string(a.shape()), (o.trans_a ? "^T" : ""), " and ",
-         to_string(b.shape()), (o.trans_b ? "^T" : ""), " do not multiply (", da.cols, " vs ",
-         db.rows, ")");
+                  to_string(b.shape()), (o.trans_b ? "^T" : ""), " do not multiply (", da.cols, " vs ",
+                  db.rows, ")");
   int64_t m = da.rows, n = db.cols, k = da.cols;
   Shape batch = broadcast_shapes(batch_shape(a), batch_shape(b), "matmul (batch dims)");
   Shape out_shape = batch;
@@ -71,7 +71,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o) {
   common_device(a, b, "matmul");
   if (a.ndim() < 2 || b.ndim() < 2)
     internal_fail("matmul: operands need 2 or more dims, got ", to_string(a.shape()), " and ",
-         to_string(b.shape()));
+                  to_string(b.shape()));
   // x [..., T, K] times a weight matrix: fold the batch into rows, so the
   // weight's gradient is one product summed over every row (no per-batch copies).
   if (b.ndim() == 2 && a.ndim() > 2 && !o.trans_a) {

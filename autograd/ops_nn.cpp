@@ -48,7 +48,7 @@ Tensor masked_softmax(const Tensor& x, const Tensor& host_keep, float scale) {
     keep = beside(host_keep, x);
     if (broadcast_shapes(x.shape(), keep.shape(), "masked_softmax") != x.shape())
       internal_fail("masked_softmax: mask ", to_string(keep.shape()), " does not broadcast to scores ",
-           to_string(x.shape()));
+                    to_string(x.shape()));
     keep_strides = broadcast_strides(keep.shape(), x.shape());
   }
   kernels::Strided<int32_t, Mem> m{keep.defined() ? keep.int_mem() : Mem<int32_t>(),
@@ -71,7 +71,7 @@ static void require_feature_vector(const Tensor& v, const Tensor& x, const char*
   require_float(v, op);
   if (v.shape() != Shape{x.size(-1)})
     internal_fail(op, ": ", what, " of shape ", to_string(v.shape()), " for inputs of shape ",
-         to_string(x.shape()), " (expected [", x.size(-1), "])");
+                  to_string(x.shape()), " (expected [", x.size(-1), "])");
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& alpha, const Tensor& bias, float eps) {
@@ -133,7 +133,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& host_targets, int32_t i
   Shape expect(logits.shape().begin(), logits.shape().end() - 1);
   if (host_targets.shape() != expect)
     internal_fail("cross_entropy: targets of shape ", to_string(host_targets.shape()),
-         " for logits of shape ", to_string(logits.shape()), " (expected ", to_string(expect), ")");
+                  " for logits of shape ", to_string(logits.shape()), " (expected ", to_string(expect), ")");
   if (label_smoothing < 0.0f || label_smoothing > 1.0f)
     internal_fail("cross_entropy: label_smoothing ", label_smoothing, " is outside [0, 1]");
   int64_t rows = rows_of(logits), cols = logits.size(-1);

@@ -24,7 +24,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   if (inferred >= 0 && known != 0 && x.numel() % known == 0) target[inferred] = x.numel() / known;
   if (numel(target) != x.numel() || (inferred >= 0 && target[inferred] < 0))
     internal_fail("reshape: cannot view ", to_string(x.shape()), " (", x.numel(), " elements) as ",
-         to_string(shape));
+                  to_string(shape));
   Tensor out = x.alias(target);
   return record(out, "reshape", {x}, [sx = x.shape()](const Tensor& g) -> Grads {
     return {reshape(g, sx)};
@@ -81,7 +81,7 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
     if (x.ndim() == first.ndim()) expect[axis] = x.size(axis);
     if (x.shape() != expect || x.dtype() != first.dtype())
       internal_fail("concat: ", to_string(x.shape()), " (", to_string(x.dtype()), ") does not match ",
-           to_string(first.shape()), " (", to_string(first.dtype()), ") outside axis ", axis);
+                    to_string(first.shape()), " (", to_string(first.dtype()), ") outside axis ", axis);
     out_shape[axis] += x.size(axis);
   }
   Tensor out = empty_like_device(first, out_shape, first.dtype());

@@ -88,7 +88,7 @@ int64_t Tensor::size(int dim) const {
 void* Tensor::raw() const {
   if (!device().host_addressable())
     internal_fail("data(): the tensor lives on ", device().name(),
-         "; read it with to_vector() or move it with to(cpu())");
+                  "; read it with to_vector() or move it with to(cpu())");
   return impl().storage->buffer();
 }
 
@@ -150,7 +150,7 @@ void Tensor::move_to(Device& target) {
 void Tensor::copy_from(const Tensor& src) const {
   if (src.shape() != shape() || src.dtype() != dtype())
     internal_fail("copy_from: ", to_string(src.shape()), " ", to_string(src.dtype()), " into ",
-         to_string(shape()), " ", to_string(dtype()));
+                  to_string(shape()), " ", to_string(dtype()));
   size_t bytes = impl().storage->bytes();
   Device &from = src.device(), &into = device();
   if (&from == &into)
@@ -182,7 +182,7 @@ void Tensor::zero_grad() { impl().grad = Tensor(); }
 void Tensor::backward() const {
   if (numel() != 1)
     internal_fail("backward() on a tensor of shape ", to_string(shape()),
-         " needs a gradient argument: only one-element tensors get the implicit gradient 1");
+                  " needs a gradient argument: only one-element tensors get the implicit gradient 1");
   backward(Tensor::full(shape(), 1.0f, device()));
 }
 

@@ -170,8 +170,8 @@ std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, 
   if (config.src_vocab_size <= 0 || config.tgt_vocab_size <= 0 || config.d_model <= 0 ||
       config.N <= 0 || config.d_ff <= 0 || config.src_seq_len <= 0 || config.tgt_seq_len <= 0)
     internal_fail("build_transformer: sizes must be positive (vocab ", config.src_vocab_size, "/",
-         config.tgt_vocab_size, ", seq_len ", config.src_seq_len, "/", config.tgt_seq_len,
-         ", d_model ", config.d_model, ", N ", config.N, ", d_ff ", config.d_ff, ")");
+                  config.tgt_vocab_size, ", seq_len ", config.src_seq_len, "/", config.tgt_seq_len,
+                  ", d_model ", config.d_model, ", N ", config.N, ", d_ff ", config.d_ff, ")");
   auto model = std::make_unique<Transformer>(config, init);
   for (const Tensor& p : model->parameters())
     if (p.ndim() > 1) p.copy_from(xavier_uniform(p.shape(), init));

@@ -19,7 +19,7 @@ void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
   cl_int status = clSetKernelArg(kernel, index, size, value);
   if (status != CL_SUCCESS)
     internal_fail("opencl: clSetKernelArg failed for argument ", index, " of ", name_of(kernel), ": ",
-         error_name(status));
+                  error_name(status));
 }
 
 void enqueue(cl_kernel kernel, const Grid& grid) {
