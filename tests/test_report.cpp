@@ -136,7 +136,25 @@ TEST_CASE("eval: equals the metrics recomputed from translate's printed lines") 
     "h": 2, "d_ff": 64, "min_frequency": 1, "val_examples": 0, "model_folder": ")" + d + R"(/w",
     "experiment_name": ")" + d + R"(/run", "tokenizer_file": ")" + d + R"(/tok_{0}.json"})";
   REQUIRE(Trainer(load_config((dir.path / "config.json").string())).run() == 0);
-  CHECK(fs::exists(dir.path / "run/report.html"));
+  {
+    // Validation records the attention of its first sentences while it
+    // translates them, so the report's heatmaps show the translations it printed.
+    Trainer trainer(load_config((dir.path / "config.json").string(), {"num_epochs=0", "preload=latest"}));
+    ValidationResult v = trainer.validate();
+    REQUIRE(v.attention.size() == 2);
+    data::Tokenizer iso = data::Tokenizer::load(d + "/tok_iso.json");
+    for (size_t i = 0; i < v.attention.size(); ++i) {
+      // The record's decoder inputs are [SOS] and every generated token fed
+      // back: all of the printed translation, or all but its last token when
+      // decoding stopped at seq_len rather than at [EOS].
+      const std::string& printed = v.predictions[i];
+      CHECK(printed.starts_with(iso.decode(v.attention[i].target)));
+      CHECK(v.attention[i].target.size() >= count(printed, " ") + 1);
+    }
+    std::stringstream html;
+    html << std::ifstream(dir.path / "run/report.html").rdbuf();
+    CHECK(count(html.str(), "<g class=\"heatmap\">") > 0);
+  }
   {
     // The validation record holds every metric by name.
     std::ifstream in(dir.path / "run/metrics.jsonl");

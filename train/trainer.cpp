@@ -21,6 +21,9 @@
 namespace sf::train {
 
 namespace fs = std::filesystem;
+
+// Validation sentences whose attention the report draws, the first ones.
+constexpr size_t kHeatmapSentences = 2;
 using nlohmann::json;
 
 std::atomic<bool> g_stop_requested{false};
@@ -284,10 +287,17 @@ ValidationResult Trainer::validate() {
       count += b.label_tokens;
     }
     result.loss = count > 0 ? total / count : 0.0;
-    std::vector<std::vector<int32_t>> sources;
-    for (const data::Example& e : examples) sources.push_back(e.src);
-    for (const TokenIds& ids : translate_ids(*model_, sources, DecodeOptions::from_config(config_)))
-      result.predictions.push_back(tgt_tokenizer_->decode(ids));
+    // The first kHeatmapSentences are decoded on their own, recording their
+    // attention for the report; recording every sentence would keep every
+    // weight of the validation set.
+    size_t heatmaps = std::min(kHeatmapSentences, examples.size());
+    std::vector<std::vector<int32_t>> recorded, rest;
+    for (size_t i = 0; i < examples.size(); ++i) (i < heatmaps ? recorded : rest).push_back(examples[i].src);
+    DecodeOptions options = DecodeOptions::from_config(config_);
+    std::vector<TokenIds> outputs = translate_ids(*model_, recorded, options, &result.attention);
+    std::vector<TokenIds> rest_outputs = translate_ids(*model_, rest, options);
+    outputs.insert(outputs.end(), rest_outputs.begin(), rest_outputs.end());
+    for (const TokenIds& ids : outputs) result.predictions.push_back(tgt_tokenizer_->decode(ids));
     for (const data::Example& e : examples) {
       result.sources.push_back(e.text.src);
       result.references.push_back(e.text.tgt);
@@ -324,24 +334,14 @@ void Trainer::end_of_epoch(int64_t epoch) {
 
 // The report's samples and heatmaps: the first few validation sentences.
 void Trainer::write_epoch_report(const ValidationResult& v) {
-  constexpr size_t kSamples = 5, kHeatmapSentences = 2;
+  constexpr size_t kSamples = 5;
   ReportContent content;
   content.title = "Scratchformer: " + config_.experiment_name;
   content.metrics_path = metrics_path_;
   content.heads = config_.h;
-  const auto& examples = valid_set_->examples();
   for (size_t i = 0; i < std::min(kSamples, v.predictions.size()); ++i)
     content.samples.push_back({v.sources[i], v.references[i], v.predictions[i]});
-  // The heatmaps' sentences decoded again, as validation decoded them, now
-  // recording what the model attended to (recording all of validation would
-  // keep every weight of every sentence).
-  std::vector<std::vector<int32_t>> sources;
-  for (size_t i = 0; i < std::min(kHeatmapSentences, v.predictions.size()); ++i) sources.push_back(examples[i].src);
-  std::vector<AttentionRecord> records;
-  model_->eval();
-  translate_ids(*model_, sources, {config_.beam, config_.length_penalty, config_.seq_len, static_cast<int64_t>(kHeatmapSentences)}, &records);
-  model_->train();
-  for (const AttentionRecord& record : records)
+  for (const AttentionRecord& record : v.attention)
     content.attention.push_back(attention_maps(record, *src_tokenizer_, *tgt_tokenizer_));
   write_report((fs::path(config_.experiment_name) / "report.html").string(), content);
 }

@@ -28,6 +28,9 @@ struct ValidationResult {
   double loss = 0;
   Scores scores;
   std::vector<std::string> sources, references, predictions;
+  // What the model attended to while translating the first few sentences
+  // (the report's heatmaps), recorded during that same decoding.
+  std::vector<AttentionRecord> attention;
 };
 
 class Trainer {
