@@ -158,6 +158,7 @@ TEST_CASE("opencl: the device moves bytes: write, read, copy and fill with offse
   CHECK(dev->description().rfind("opencl: ", 0) == 0);
   CHECK_FALSE(dev->host_addressable());
   MESSAGE(dev->description());
+  CHECK(is_complete(dev->kernels()));  // also a compile-time check, except under UBSan
 
   std::vector<float> host = random_floats(65, 1);
   DeviceArray<float> a(host), b(std::vector<float>(65, 0.0f));

@@ -143,6 +143,12 @@ void check_gemm(const GemmCheck& g) {
 
 }  // namespace
 
+TEST_CASE("kernels: the scalar and fast tables fill every entry") {
+  // Checked at run time too: the sanitizer build cannot check it at compile time.
+  CHECK(is_complete(scalar_table()));
+  CHECK(is_complete(fast_table()));
+}
+
 TEST_CASE("kernels: gemm, every layout, awkward sizes, alpha/beta, strided batches") {
   with_threads([] {
     for (int64_t m : kSizes)

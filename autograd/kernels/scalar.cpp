@@ -430,7 +430,7 @@ const HostTable& scalar_table() {
       .sgd_step = sgd_step,
   };
   // The reference fills every entry: other host tables start from a copy of it.
-  static_assert(is_complete(table));
+  SF_ASSERT_COMPLETE(table);
   return table;
 }
 

@@ -326,7 +326,7 @@ const kernels::Table& table() {
       .adam_step = adam_step,
       .sgd_step = sgd_step,
   };
-  static_assert(kernels::is_complete(table));
+  SF_ASSERT_COMPLETE(table);
   return table;
 }
 
