@@ -13,7 +13,7 @@ namespace {
 std::vector<int32_t> frame(std::initializer_list<int32_t> before, const std::vector<int32_t>& ids,
                            std::initializer_list<int32_t> after, int64_t length) {
   int64_t used = static_cast<int64_t>(before.size() + ids.size() + after.size());
-  if (used > length) fail("frame: ", ids.size(), " tokens do not fit in ", length, " positions");
+  if (used > length) internal_fail("frame: ", ids.size(), " tokens do not fit in ", length, " positions");
   std::vector<int32_t> out(before);
   out.insert(out.end(), ids.begin(), ids.end());
   out.insert(out.end(), after);
@@ -50,14 +50,14 @@ Tensor frame_sources(const std::vector<std::vector<int32_t>>& sources) {
 
 Tensor encoder_keep_mask(const Tensor& tokens) {
   if (tokens.ndim() != 2 || tokens.dtype() != DType::I32)
-    fail("encoder_keep_mask: tokens must be int32 [B, S], got ", to_string(tokens.dtype()), " ",
-         to_string(tokens.shape()));
+    internal_fail("encoder_keep_mask: tokens must be int32 [B, S], got ", to_string(tokens.dtype()), " ",
+                  to_string(tokens.shape()));
   Tensor keep = ne(tokens, Tensor::from_ints({kPadId}, {}));
   return reshape(keep, {tokens.size(0), 1, 1, tokens.size(1)});
 }
 
 Tensor causal_keep_mask(int64_t queries, int64_t keys) {
-  if (queries > keys) fail("causal_keep_mask: ", queries, " queries for ", keys, " keys");
+  if (queries > keys) internal_fail("causal_keep_mask: ", queries, " queries for ", keys, " keys");
   // Query i is position i + offset; it sees keys j with j <= i + offset.
   int64_t offset = keys - queries;
   Tensor mask = Tensor::empty({1, 1, queries, keys}, DType::I32);

@@ -197,7 +197,7 @@ TEST_CASE("data: framing a source, a decoder input and labels, padded to a lengt
   CHECK(frame_labels({7, 8}, 4) == std::vector<int32_t>{7, 8, EOS, P});
   CHECK(frame_sources({{7}, {7, 8, 9}}).to_int_vector() ==
         std::vector<int32_t>{SOS, 7, EOS, P, P, SOS, 7, 8, 9, EOS});
-  CHECK_THROWS_WITH_AS(frame_source({7, 8}, 3), doctest::Contains("do not fit"), Error);
+  CHECK_THROWS_WITH_AS(frame_source({7, 8}, 3), doctest::Contains("do not fit"), InternalError);
 }
 
 TEST_CASE("data: framing's masks keep (1) what a query may attend to") {
