@@ -16,6 +16,7 @@
 #include "data/toy_tasks.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
+#include "optim/schedule.h"
 #include "train/decoding.h"
 #include "train/loss.h"
 
@@ -45,11 +46,17 @@ int main() {
                                      seq_len, /*d_model=*/32, /*N=*/1, /*h=*/4, /*dropout=*/0.0f,
                                      /*d_ff=*/64, /*seed=*/1);
   optim::Adam adam(model->named_parameters(), /*lr=*/3e-3f);
+  // The rate warms up over the first epoch, then decays to 0 on a cosine
+  // (optim/schedule.h): held at 3e-3, the loss of so small a model jumps back
+  // up now and then instead of settling.
+  const int64_t epochs = 20, steps_per_epoch = data::EpochBatches(dataset, 0).size();
+  optim::ScheduleOptions schedule{.kind = optim::Schedule::Cosine, .lr = 3e-3f,
+                                  .warmup_steps = steps_per_epoch, .total_steps = epochs * steps_per_epoch};
 
   // 5. Training: forward, loss, backward, step. The loss is the cross-entropy
   //    -log p(label) averaged over the label positions that are not [PAD].
   double epoch_loss = 0.0;
-  for (int64_t epoch = 0; epoch < 20; ++epoch) {
+  for (int64_t epoch = 0, step = 0; epoch < epochs; ++epoch) {
     int64_t steps = 0;
     epoch_loss = 0.0;
     for (data::EpochBatches batches(dataset, epoch); !batches.done();) {
@@ -59,6 +66,7 @@ int main() {
       Tensor loss = train::translation_loss(*model, features, b.label, /*label_smoothing=*/0.0f);
       adam.zero_grad();
       loss.backward();
+      adam.set_lr(optim::learning_rate(schedule, ++step));
       adam.step();
       epoch_loss += loss.item(), ++steps;
     }
