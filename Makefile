@@ -54,7 +54,7 @@ EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.
 
 obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all test docs-check bench demo report-check deps bench-deps clean fuzz fuzz-deps
+.PHONY: all test docs-check docs-deps bench demo report-check deps bench-deps clean fuzz fuzz-deps
 .SECONDARY:
 CLI := $(BUILD)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
@@ -107,9 +107,12 @@ endif
 # and its self-test, whose broken fixture docs (tests/docs_check/) must fail.
 # tools/docs-check explains the rules; `make test` counts each as one test.
 # The docs run build/tests and build/scratchformer, so those are built first.
-DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" tools/docs-check \
-  --command "docs-check --self-test: broken docs fail" "tools/docs-check --self-test"
-docs-check: $(TESTS) $(CLI) $(EXAMPLES)
+# tools/docs-check is Python 3 (standard library only), installed when missing.
+DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" "$(MAKE) docs-deps && tools/docs-check" \
+  --command "docs-check --self-test: broken docs fail" "$(MAKE) docs-deps && tools/docs-check --self-test"
+docs-deps:
+	@tools/need-packages python3:/usr/bin/python3
+docs-check: $(TESTS) $(CLI) $(EXAMPLES) | docs-deps
 	@tools/docs-check --self-test
 	@tools/docs-check
 

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "autograd/atomic_file.h"
 #include "autograd/error.h"
-#include "autograd/parse_int.h"
 #include "autograd/kernels/thread_pool.h"
+#include "autograd/parse_int.h"
 #include "data/corpus.h"
 #include "data/unicode.h"
 #include "train/attention_maps.h"
-#include "autograd/atomic_file.h"
 #include "train/inference.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
