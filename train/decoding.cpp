@@ -203,8 +203,11 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
         int64_t parent = index / vocab;
         auto token = static_cast<int32_t>(index % vocab);
         TokenIds tokens = beams[b][parent].tokens;
-        std::vector<int64_t> rows = beams[b][parent].rows;
-        rows.push_back(b * k + parent);
+        std::vector<int64_t> rows;  // kept only for an attention record
+        if (attention) {
+          rows = beams[b][parent].rows;
+          rows.push_back(b * k + parent);
+        }
         if (token == data::kEosId) {
           finished[b].push_back({tokens, log_prob, normalized(log_prob, tokens.size() + 1, length_penalty)});
           finished_rows[b].push_back(std::move(rows));
