@@ -3,6 +3,8 @@
 # tests on PoCL; `make SANITIZE=1 test` runs the suite under ASan + UBSan,
 # `make SANITIZE=thread test` the threaded tests under ThreadSanitizer.
 # `make OPENCL=1` builds the variant with the OpenCL backend in build/opencl/.
+# `make MPI=1` adds build/mpi/scratchformer, the command for data-parallel
+# training under mpirun (Open MPI; see "The MPI variant" below).
 # Jobs run in parallel without -j.
 MAKEFLAGS += -j$(shell nproc) --no-print-directory
 CXX ?= g++
@@ -54,7 +56,7 @@ EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.
 
 obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all test docs-check docs-deps bench demo report-check deps bench-deps clean fuzz fuzz-deps
+.PHONY: all test docs-check docs-deps bench demo report-check deps bench-deps clean fuzz fuzz-deps mpi-deps
 .SECONDARY:
 CLI := $(BUILD)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
@@ -65,7 +67,8 @@ $(CLI): $(BUILD)/obj/train/main.o $(LIB)
 # Build dependencies, installed when missing (see tools/need-packages).
 deps:
 	@tools/need-packages doctest-dev:/usr/include/doctest/doctest.h \
-	  nlohmann-json3-dev:/usr/include/nlohmann/json.hpp $(if $(filter 1,$(OPENCL)),$(OPENCL_PACKAGES))
+	  nlohmann-json3-dev:/usr/include/nlohmann/json.hpp $(if $(filter 1,$(OPENCL)),$(OPENCL_PACKAGES)) \
+	  $(if $(filter 1,$(MPI)),$(MPI_PACKAGES))
 
 $(BUILD)/obj/%.o: %.cpp | deps
 	@mkdir -p $(dir $@)
@@ -74,6 +77,28 @@ $(BUILD)/obj/%.o: %.cpp | deps
 $(LIB): $(call obj,$(LIB_SRC))
 	@rm -f $@
 	ar rcs $@ $^
+
+# The MPI variant (MPI=1): $(BUILD)/mpi/scratchformer, run as `mpirun -np N
+# $(BUILD)/mpi/scratchformer train ...`. Only train/main.cpp (built with
+# -DSF_MPI) and train/mpi/ differ from the plain command, so they alone are
+# compiled, into $(BUILD)/mpi/obj/, and linked with the same $(LIB). mpicxx's
+# flags are read as the recipes run: deps may install Open MPI in this make.
+MPI_PACKAGES := libopenmpi-dev:/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h openmpi-bin:/usr/bin/orterun
+mpi-deps:
+	@tools/need-packages $(MPI_PACKAGES)
+ifeq ($(MPI),1)
+all: $(BUILD)/mpi/scratchformer
+
+MPI_OBJ := $(patsubst %.cpp,$(BUILD)/mpi/obj/%.o,train/main.cpp $(wildcard train/mpi/*.cpp))
+$(BUILD)/mpi/scratchformer: $(MPI_OBJ) $(LIB)
+	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $$(mpicxx --showme:link) $(LDLIBS)
+
+$(BUILD)/mpi/obj/%.o: %.cpp | deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_FLAGS) -DSF_MPI $$(mpicxx --showme:compile) -c $< -o $@
+
+-include $(shell find $(BUILD)/mpi/obj -name '*.d' 2>/dev/null)
+endif
 
 # The suite runs the examples and the command, so they are built first.
 $(TESTS): $(call obj,$(TEST_SRC)) $(LIB) | $(EXAMPLES) $(CLI)

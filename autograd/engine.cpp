@@ -52,7 +52,16 @@ static std::vector<std::shared_ptr<Node>> topological_order(const std::shared_pt
   return {post_order.rbegin(), post_order.rend()};
 }
 
-void run_backward(const Tensor& root, const Tensor& grad) {
+// How many edges lead to each leaf: its gradient is final once that many have been passed.
+static std::unordered_map<const TensorImpl*, int64_t> leaf_uses(const std::vector<std::shared_ptr<Node>>& order) {
+  std::unordered_map<const TensorImpl*, int64_t> uses;
+  for (const std::shared_ptr<Node>& node : order)
+    for (const Edge& input : node->inputs)
+      if (input.leaf.defined()) ++uses[input.leaf.id()];
+  return uses;
+}
+
+void run_backward(const Tensor& root, const Tensor& grad, const BackwardHooks& hooks) {
   if (!root.requires_grad()) internal_fail("backward() on a tensor that does not require grad");
   if (grad.shape() != root.shape())
     internal_fail("backward(): gradient of shape ", to_string(grad.shape()), " for a tensor of shape ",
@@ -60,6 +69,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
   NoGradGuard no_grad;
   if (root.is_leaf()) {
     root.accumulate_grad(grad);
+    if (hooks.grad_ready) hooks.grad_ready(root);
     return;
   }
   Node* root_node = root.grad_fn().get();
@@ -67,12 +77,24 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     internal_fail("backward() through a graph that was already freed by an earlier backward()");
 
   std::unordered_map<Node*, Tensor> pending{{root_node, grad}};
-  for (const std::shared_ptr<Node>& owned : topological_order(root.grad_fn())) {
+  const std::vector<std::shared_ptr<Node>> order = topological_order(root.grad_fn());
+  std::unordered_map<const TensorImpl*, int64_t> uses_left;
+  if (hooks.grad_ready) uses_left = leaf_uses(order);
+  // Frees what the node saved for backward (the graph is used once), and
+  // reports the leaves whose last pending use it was.
+  auto finish = [&](Node* node) {
+    if (hooks.grad_ready)
+      for (const Edge& input : node->inputs)
+        if (input.leaf.defined() && --uses_left[input.leaf.id()] == 0) hooks.grad_ready(input.leaf);
+    node->backward = nullptr;
+    node->inputs.clear();
+    if (hooks.after_op) hooks.after_op();
+  };
+  for (const std::shared_ptr<Node>& owned : order) {
     Node* node = owned.get();
     Tensor grad_output = std::move(pending[node]);
     if (!grad_output.defined()) {  // no path carried a gradient here
-      node->backward = nullptr;
-      node->inputs.clear();
+      finish(node);
       continue;
     }
     Grads grads = node->backward(grad_output);
@@ -92,9 +114,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
         slot = slot.defined() ? add(slot, grads[i]) : grads[i];
       }
     }
-    // Free what the node saved for backward: the graph is used once.
-    node->backward = nullptr;
-    node->inputs.clear();
+    finish(node);
   }
 }
 

@@ -11,6 +11,8 @@
 // masked softmax normalises, are freed as soon as the forward pass moves on,
 // as in PyTorch, where a node keeps only what it saved for backward.
 #pragma once
+#include <functional>
+
 #include "tensor.h"
 
 namespace sf {
@@ -35,7 +37,18 @@ struct Node {
 // a gradient. `backward` returns one gradient per input (same shape).
 Tensor record(const Tensor& out, const char* op, std::vector<Tensor> inputs, BackwardFn backward);
 
-void run_backward(const Tensor& root, const Tensor& grad);
+// Observers of one backward pass, for work that should overlap it
+// (data-parallel training all-reduces gradients while backward still runs).
+struct BackwardHooks {
+  // Called once for each leaf reached, as soon as its gradient is final: no op
+  // left in this pass would add to it. The gradient may be undefined when no
+  // path carried one.
+  std::function<void(const Tensor& leaf)> grad_ready;
+  // Called after each op's backward.
+  std::function<void()> after_op;
+};
+
+void run_backward(const Tensor& root, const Tensor& grad, const BackwardHooks& hooks = {});
 
 bool grad_enabled();
 

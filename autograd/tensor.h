@@ -105,6 +105,8 @@ class Tensor {
   // Internal: a tensor sharing this one's storage under another shape.
   Tensor alias(const Shape& shape) const;
   bool same_storage(const Tensor& other) const;
+  // Internal: what this handle refers to; equal for handles of one tensor.
+  const TensorImpl* id() const { return impl_.get(); }
 
  private:
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}

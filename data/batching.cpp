@@ -126,9 +126,11 @@ EpochBatches::EpochBatches(const BatchedDataset& dataset, int64_t epoch, int64_t
     fail("cannot resume epoch ", epoch, " at batch ", start, ": it has ", size(), " batches");
 }
 
-Batch EpochBatches::next() {
+Batch EpochBatches::next() { return dataset_.make_batch(next_indices()); }
+
+const std::vector<size_t>& EpochBatches::next_indices() {
   if (done()) internal_fail("EpochBatches::next: the epoch is over");
-  return dataset_.make_batch(plan_[position_++]);
+  return plan_[position_++];
 }
 
 }  // namespace sf::data

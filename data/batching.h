@@ -80,6 +80,9 @@ class EpochBatches {
   int64_t position() const { return position_; }  // the index of the next batch
   int64_t size() const { return static_cast<int64_t>(plan_.size()); }
   Batch next();
+  // The next batch's example indices, without building it (a rank of
+  // data-parallel training builds its share only).
+  const std::vector<size_t>& next_indices();
 
  private:
   const BatchedDataset& dataset_;

@@ -40,10 +40,10 @@ Tokenizer build_tokenizer(const std::vector<Pair>& pairs, Side side, int64_t min
 }
 
 TokenizerFile load_or_build_tokenizer(const std::string& path, const std::vector<Pair>& train,
-                                      Side side, int64_t min_frequency) {
+                                      Side side, int64_t min_frequency, bool save) {
   if (std::filesystem::exists(path)) return {Tokenizer::load(path), true};
   Tokenizer tokenizer = build_tokenizer(train, side, min_frequency);
-  tokenizer.save(path);
+  if (save) tokenizer.save(path);
   return {std::move(tokenizer), false};
 }
 

@@ -42,8 +42,8 @@ struct TokenizerFile {
 };
 
 // If `path` exists the tokenizer is loaded from it, otherwise built
-// from the training pairs and saved to it (creating its folder).
+// from the training pairs and, with `save`, saved to it (creating its folder).
 TokenizerFile load_or_build_tokenizer(const std::string& path, const std::vector<Pair>& train,
-                                      Side side, int64_t min_frequency);
+                                      Side side, int64_t min_frequency, bool save = true);
 
 }  // namespace sf::data

@@ -17,6 +17,26 @@ namespace sf::optim {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// Elements [begin, end) of a parameter, in row-major order.
+struct Slice {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// An optimizer's state as its file holds it: whole tensors named
+// "<state>.<parameter>" (e.g. "exp_avg.encoder.norm.alpha"), the optimizer's
+// kind ("adam", ...) and its step count, as safetensors metadata
+// {"optimizer", "step"}.
+struct OptimizerState {
+  std::string kind;
+  int64_t steps = 0;
+  NamedTensors tensors;
+
+  // Reading checks the file and its metadata; a problem is an sf::Error naming the file.
+  static OptimizerState read(const std::string& path);
+  void write(const std::string& path) const;
+};
+
 class Optimizer {
  public:
   Optimizer(NamedTensors params, float lr);
@@ -33,20 +53,36 @@ class Optimizer {
   int64_t steps() const { return steps_; }  // updates done so far
   const NamedTensors& params() const { return params_; }
 
-  // State as safetensors: tensors named "<state>.<parameter>" (e.g.
-  // "exp_avg.encoder.norm.alpha"), metadata {"optimizer", "step"}. Loading
-  // checks the optimizer kind, every name and shape; a mismatch is an
-  // sf::Error naming the file and tensor.
-  void save(const std::string& path) const;
-  void load(const std::string& path);
+  // Sharding for ZeRO-1 (train/data_parallel.h): from now on only elements
+  // `owned[i]` of parameter i are updated, and only their state is kept.
+  // Every update is element-wise, so the owned elements change exactly as
+  // they would in an optimizer of the whole parameters. Call before any step.
+  void shard(std::vector<Slice> owned);
+  bool sharded() const { return sharded_; }
+  const Slice& owned(size_t i) const { return owned_[i]; }
+
+  // The whole state (not for a sharded optimizer, whose state is gathered
+  // across ranks first); loading checks the kind, every name, shape and
+  // value, changes nothing when any is wrong (an sf::Error naming `path` and
+  // the tensor), and keeps only the owned slices of a sharded optimizer.
+  OptimizerState state_dict() const;
+  void load_state_dict(const OptimizerState& state, const std::string& path);
+  void save(const std::string& path) const { state_dict().write(path); }
+  void load(const std::string& path) { load_state_dict(OptimizerState::read(path), path); }
 
   virtual const char* name() const = 0;
-
- protected:
-  // Updates params_[i] from its gradient, keeping its state in state(i, ...).
-  virtual void update(size_t i, const Tensor& grad) = 0;
   // The names of the per-parameter state tensors ("exp_avg", ...).
   virtual std::vector<std::string> state_names() const = 0;
+  // Parameter i's state tensor `name` (its owned slice, flat, when sharded),
+  // or null before its first update.
+  const Tensor* find_state(size_t i, const std::string& name) const;
+  // The bytes of state this optimizer holds (its share, when sharded).
+  int64_t state_bytes() const;
+
+ protected:
+  // Updates the owned elements of params_[i] from its gradient, keeping its
+  // state in state(i, ...).
+  virtual void update(size_t i, const Tensor& grad) = 0;
   // The state tensor `name` of parameter i, created (zeros) on first use.
   Tensor& state(size_t i, const std::string& name);
   bool has_state(size_t i, const std::string& name) const;
@@ -58,6 +94,8 @@ class Optimizer {
  private:
   // state_[i]: name -> tensor for parameter i (a map: references stay valid).
   std::vector<std::map<std::string, Tensor>> state_;
+  std::vector<Slice> owned_;  // all of each parameter unless sharded
+  bool sharded_ = false;
 };
 
 struct AdamOptions {
@@ -70,10 +108,10 @@ class Adam : public Optimizer {
  public:
   Adam(NamedTensors params, float lr, AdamOptions options = {});
   const char* name() const override { return options_.decoupled ? "adamw" : "adam"; }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  protected:
   void update(size_t i, const Tensor& grad) override;
-  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  private:
   AdamOptions options_;
@@ -89,10 +127,10 @@ class Sgd : public Optimizer {
  public:
   Sgd(NamedTensors params, float lr, SgdOptions options = {});
   const char* name() const override { return "sgd"; }
+  std::vector<std::string> state_names() const override;
 
  protected:
   void update(size_t i, const Tensor& grad) override;
-  std::vector<std::string> state_names() const override;
 
  private:
   SgdOptions options_;

@@ -21,11 +21,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 nlohmann::json TrainingState::to_json() const {
-  json rng = json::array();
-  for (uint64_t word : dropout_rng) rng.push_back(word);
-  return {{"epoch", epoch},       {"global_step", global_step},     {"batch", batch},
-          {"batches_in_epoch", batches_in_epoch}, {"accum_pending", accum_pending},
-          {"dropout_rng", rng},   {"best_bleu", best_bleu}};
+  json j = {{"epoch", epoch},       {"global_step", global_step},     {"batch", batch},
+            {"batches_in_epoch", batches_in_epoch}, {"accum_pending", accum_pending},
+            {"dropout_rng", dropout_rng}, {"best_bleu", best_bleu}};
+  if (!rank_dropout_rngs.empty()) j["rank_dropout_rngs"] = rank_dropout_rngs;
+  return j;
 }
 
 TrainingState TrainingState::from_json(const json& j, const std::string& path) {
@@ -61,13 +61,22 @@ TrainingState TrainingState::from_json(const json& j, const std::string& path) {
   if (!bleu.is_number() || !(bleu.get<double>() == -1.0 || (bleu.get<double>() >= 0 && bleu.get<double>() <= 100)))
     bad("best_bleu", "must be -1 (none yet) or a BLEU score in [0, 100]");
   s.best_bleu = bleu.get<double>();
-  const json& rng = field("dropout_rng");
-  if (!rng.is_array() || rng.size() != s.dropout_rng.size() ||
-      !std::all_of(rng.begin(), rng.end(), [](const json& w) { return w.is_number_unsigned(); }))
-    bad("dropout_rng", "must be ", s.dropout_rng.size(), " unsigned 64-bit integers");
-  for (size_t i = 0; i < s.dropout_rng.size(); ++i) s.dropout_rng[i] = rng[i].get<uint64_t>();
-  // xoshiro's state is never all zero: from there it would only yield zeros.
-  if (s.dropout_rng == Rng::State{}) bad("dropout_rng", "must not be all zero");
+  auto rng_state = [&](const json& rng, const char* key) {
+    Rng::State state{};
+    if (!rng.is_array() || rng.size() != state.size() ||
+        !std::all_of(rng.begin(), rng.end(), [](const json& w) { return w.is_number_unsigned(); }))
+      bad(key, "must be ", state.size(), " unsigned 64-bit integers");
+    for (size_t i = 0; i < state.size(); ++i) state[i] = rng[i].get<uint64_t>();
+    // xoshiro's state is never all zero: from there it would only yield zeros.
+    if (state == Rng::State{}) bad(key, "must not be all zero");
+    return state;
+  };
+  s.dropout_rng = rng_state(field("dropout_rng"), "dropout_rng");
+  if (j.contains("rank_dropout_rngs")) {
+    const json& rngs = j["rank_dropout_rngs"];
+    if (!rngs.is_array()) bad("rank_dropout_rngs", "must be an array (one stream per rank after rank 0)");
+    for (const json& rng : rngs) s.rank_dropout_rngs.push_back(rng_state(rng, "rank_dropout_rngs"));
+  }
   return s;
 }
 
@@ -166,12 +175,12 @@ static void rename_into_place(const std::string& from, const std::string& to) {
 }
 
 void CheckpointStore::save(const std::string& tag, const nn::Transformer& model,
-                           const optim::Optimizer& optimizer, const TrainingState& state) const {
+                           const optim::OptimizerState& optimizer, const TrainingState& state) const {
   fs::create_directories(folder_);
   const CheckpointFiles next = files(tag, ".new"), live = files(tag), prev = files(tag, ".prev");
   try {
     nn::save_checkpoint(model, next.weights);
-    optimizer.save(next.optimizer);
+    optimizer.write(next.optimizer);
     json j = state.to_json();
     j["files"] = {{"weights", file_digest(next.weights)}, {"optimizer", file_digest(next.optimizer)}};
     write_file_atomically(next.state, j.dump(1) + "\n");

@@ -38,7 +38,8 @@ struct TrainingState {
   int64_t batch = 0;             // batches of `epoch` already trained
   int64_t batches_in_epoch = 0;  // == batch when the epoch is complete
   int64_t accum_pending = 0;     // batches accumulated since the last step
-  Rng::State dropout_rng{};
+  Rng::State dropout_rng{};      // rank 0's (a single process's) dropout stream
+  std::vector<Rng::State> rank_dropout_rngs;  // ranks 1, 2, ... of a data-parallel run
   double best_bleu = -1.0;       // the best validation BLEU so far
 
   bool epoch_complete() const { return batch >= batches_in_epoch; }
@@ -68,7 +69,7 @@ class CheckpointStore {
   CheckpointFiles files(const std::string& tag, const std::string& variant = "") const;
   std::string weights_path(const std::string& tag) const { return files(tag).weights; }
 
-  void save(const std::string& tag, const nn::Transformer& model, const optim::Optimizer& optimizer,
+  void save(const std::string& tag, const nn::Transformer& model, const optim::OptimizerState& optimizer,
             const TrainingState& state) const;
   // Deletes all but the newest `keep` epoch checkpoints (keep 0 = keep all).
   void prune() const;

@@ -207,6 +207,7 @@ Config from_json(const json& root, const std::string& source) {
     r.error("device", e.what());
   }
   r.integer("threads", c.threads, 0, kMaxThreads);
+  r.integer("zero", c.zero, 0, 1);
   r.integer("val_examples", c.val_examples, 0);
   r.integer("beam", c.beam, 1, kMaxBeam);
   r.integer("max_nonfinite_steps", c.max_nonfinite_steps, 0);
@@ -279,7 +280,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
          colon == std::string::npos ? what : what.substr(colon + 2));
   }
   for (const std::string& o : overrides) apply_override(root, o, path);
-  return from_json(root, path);
+  Config config = from_json(root, path);
+  config.canonical = root.dump();
+  return config;
 }
 
 }  // namespace sf::train

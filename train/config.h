@@ -29,7 +29,8 @@ struct OptimizerConfig {
 };
 
 struct Config {
-  std::string source;  // the config file, for messages
+  std::string source;     // the config file, for messages
+  std::string canonical;  // the config as read, --set applied, as compact JSON
 
   int64_t batch_size = 8, num_epochs = 20;
   float lr = 1e-4f;
@@ -52,6 +53,8 @@ struct Config {
   int64_t grad_accum = 1;
   std::string device = "cpu";  // cpu | opencl
   int64_t threads = 0, val_examples = 2, beam = 1;
+  // Under MPI, 1 shards the optimizer state across the ranks (ZeRO stage 1).
+  int64_t zero = 0;
   float length_penalty = 0.6f;
   // Optimizer steps in a row with a non-finite loss or gradient norm (each
   // skipped) after which training stops, saving its last good state; 0 = never.

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "autograd/atomic_file.h"
@@ -17,9 +18,13 @@
 #include "data/corpus.h"
 #include "data/unicode.h"
 #include "train/attention_maps.h"
+#include "train/communicator.h"
 #include "train/inference.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
+#ifdef SF_MPI
+#include "train/mpi/communicator.h"
+#endif
 
 using namespace sf;
 using namespace sf::train;
@@ -129,12 +134,12 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
   return a;
 }
 
-int train_command(int argc, char** argv) {
+int train_command(int argc, char** argv, Communicator& comm) {
   Arguments a = parse("train", argc, argv, {"--config", "--set"}, false);
   if (a.help) return std::fputs(kTrainHelp, stdout), 0;
   Config config = load_config(a.config, a.sets);
   install_stop_handlers();
-  return Trainer(config).run();
+  return Trainer(config, &comm).run();
 }
 
 Session open_session(const Arguments& a) {
@@ -215,24 +220,53 @@ int score_command(int argc, char** argv) {
   return 0;
 }
 
+// The exception that ends the command, as one line on stderr; returns the
+// exit status (2: bad input, sf::Error; 1: a bug; autograd/error.h). With
+// several ranks, rank 0 speaks for all: an error every rank meets (a bad
+// config, a diverged run) is printed once, by rank 0, which ends the job. A
+// rank that fails alone while rank 0 waits for it gives rank 0 a moment to do
+// that, then reports its own error, naming itself, and ends the job.
+int report_failure(const std::exception& e, Communicator& comm) {
+  std::fflush(stdout);
+  int status = exit_status(e);
+  std::string rank;
+  if (comm.rank() > 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    rank = "rank " + std::to_string(comm.rank()) + ": ";
+  }
+  std::fprintf(stderr, "scratchformer: %s: %s%s\n", status == 2 ? "error" : "internal error", rank.c_str(), e.what());
+  comm.abort(status);
+  return status;
+}
+
+// The processes of this job: MPI's in the MPI build (make MPI=1), else this one alone.
+std::unique_ptr<Communicator> world([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
+#ifdef SF_MPI
+  return mpi_world(argc, argv);
+#else
+  return single_process();
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f) a write fails with EFBIG, reported like
   // a full disk, instead of the signal killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
-  std::string command = argc > 1 ? argv[1] : "";
+  std::unique_ptr<Communicator> comm = single_process();  // until MPI has started
   try {
+    comm = world(&argc, &argv);
+    std::string command = argc > 1 ? argv[1] : "";
     if (command == "--help" || command == "-h") return std::fputs(kUsage, stdout), 0;
-    if (command == "train") return train_command(argc, argv);
+    if (command == "train") return train_command(argc, argv, *comm);
+    if (comm->size() > 1)
+      throw UsageError(command + ": only train runs on several processes; run " + command + " without mpirun");
     if (command == "translate") return translate_command(argc, argv);
     if (command == "eval") return eval_command(argc, argv);
     if (command == "score") return score_command(argc, argv);
     throw UsageError(command.empty() ? "no subcommand (try --help)" : "unknown subcommand '" + command + "' (try --help)");
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    int status = exit_status(e);  // 2: bad input (sf::Error), 1: a bug (autograd/error.h)
-    std::fprintf(stderr, "scratchformer: %s: %s\n", status == 2 ? "error" : "internal error", e.what());
-    return status;
+    return report_failure(e, *comm);
   }
 }

@@ -1,0 +1,274 @@
+// Data-parallel training under mpirun (make MPI=1): N ranks take the steps
+// one process takes on the whole batch, resume exactly, stop together, and a
+// rank that dies, hangs or reads other data ends the job with a clear error.
+//
+// The suite "mpi" runs the MPI variant of the command under Open MPI's mpirun,
+// so it is skipped unless asked for: `make test` installs Open MPI, builds
+// build/mpi/scratchformer and then runs `build/tests -ts=mpi --no-skip`.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include "autograd/safetensors.h"
+#include "cli_process.h"
+#include "train/checkpoints.h"
+#include "train/inference.h"
+
+using namespace sf;
+using namespace sf::train;
+using namespace sf::testing;
+
+namespace {
+
+std::string mpi_binary() { return fs::absolute(std::string(SF_BUILD_DIR) + "/mpi/scratchformer").string(); }
+
+// Starts the program argv[0] (looked up in PATH), output to `log`, with
+// `env` added to its environment.
+pid_t spawn_program(const std::vector<std::string>& argv, const fs::path& log, const std::vector<std::string>& env) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* out = std::fopen(log.c_str(), "w");
+    dup2(fileno(out), STDOUT_FILENO);
+    dup2(fileno(out), STDERR_FILENO);
+    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> c_argv;
+    for (const std::string& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+    c_argv.push_back(nullptr);
+    execvp(c_argv[0], c_argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// mpirun and its options: root is how CI runs, more ranks than cores is
+// what the 3-rank test asks for, and ranks are not pinned to one core each.
+const std::vector<std::string> kMpirun = {"mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"};
+
+// Starts `mpirun -np ranks build/mpi/scratchformer ARGS...` (or, with
+// ranks 0, the plain command alone), output to `log`.
+pid_t spawn_ranks(int ranks, const std::vector<std::string>& args, const fs::path& log,
+                  const std::vector<std::string>& env = {}) {
+  std::vector<std::string> argv = {scratchformer_binary()};
+  if (ranks > 0) {
+    argv = kMpirun;
+    argv.insert(argv.end(), {"-np", std::to_string(ranks), mpi_binary()});
+  }
+  argv.insert(argv.end(), args.begin(), args.end());
+  return spawn_program(argv, log, env);
+}
+
+int run_ranks(int ranks, const std::vector<std::string>& args, const fs::path& log) {
+  int status = wait_exit(spawn_ranks(ranks, args, log));
+  if (status != 0) MESSAGE(read_file(log));
+  return status;
+}
+
+std::vector<std::string> train_args(const std::string& config, const std::vector<std::string>& sets) {
+  std::vector<std::string> args{"train", "--config", config};
+  for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+  return args;
+}
+
+// The largest relative difference ||a - b|| / ||b|| over the tensors of two
+// weights files, but the attention's key biases. Their gradient is zero in
+// exact arithmetic (adding q.b_k to every score of a row leaves its softmax
+// unchanged), so in float it is rounding noise, which Adam divides by its own
+// size into steps of about lr: they take a random walk that any change in the
+// order of a sum (here: summing the ranks' halves of a batch) sends elsewhere.
+double largest_relative_difference(const fs::path& a, const fs::path& b) {
+  safetensors::Contents x = safetensors::load(a.string()), y = safetensors::load(b.string());
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  double worst = 0;
+  for (size_t i = 0; i < x.tensors.size(); ++i) {
+    REQUIRE(x.tensors[i].first == y.tensors[i].first);
+    if (x.tensors[i].first.ends_with("w_k.bias")) continue;
+    std::vector<float> u = x.tensors[i].second.to_vector(), v = y.tensors[i].second.to_vector();
+    double diff = 0, norm = 0;
+    for (size_t k = 0; k < u.size(); ++k) {
+      diff += (double(u[k]) - v[k]) * (double(u[k]) - v[k]);
+      norm += double(v[k]) * v[k];
+    }
+    worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
+  }
+  return worst;
+}
+
+// The copy task with dropout 0: 640 training pairs, 20 batches of 32 (the last
+// one 31 pairs), one epoch, so 20 optimizer steps.
+std::string twenty_steps_config(const fs::path& dir) {
+  return write_config(dir, std::string(R"("data": {"task": "copy", "size": 711}, "lang_src": "a", "lang_tgt": "b",
+    "num_epochs": 1, "dropout": 0.0, "clip_grad_norm": 1.0, )") + kTiny);
+}
+
+// One process and `ranks` ranks train the same config; returns how far apart
+// their final weights are, after checking both took the same number of steps.
+double distance_from_one_process(int ranks, const std::vector<std::string>& sets, const fs::path& reference_dir,
+                                 const fs::path& parallel_dir) {
+  std::string one = twenty_steps_config(reference_dir), many = twenty_steps_config(parallel_dir);
+  REQUIRE(run_ranks(0, train_args(one, sets), reference_dir / "log") == 0);
+  REQUIRE(run_ranks(ranks, train_args(many, sets), parallel_dir / "log") == 0);
+  std::vector<std::string> steps = step_losses(reference_dir / "run/metrics.jsonl");
+  CHECK(steps.size() >= 10);
+  CHECK(step_losses(parallel_dir / "run/metrics.jsonl").size() == steps.size());
+  double d = largest_relative_difference(parallel_dir / "weights/tmodel_00.safetensors",
+                                         reference_dir / "weights/tmodel_00.safetensors");
+  MESSAGE(ranks, " ranks vs 1 process, ", steps.size(), " steps: largest relative weight difference ", d);
+  return d;
+}
+
+// The ranks of a job (mpirun's children), waited for until all are running.
+std::vector<pid_t> ranks_of(pid_t mpirun, size_t count) {
+  std::vector<pid_t> children;
+  for (int tries = 0; tries < 500 && children.size() < count; ++tries) {
+    children.clear();
+    std::ifstream in("/proc/" + std::to_string(mpirun) + "/task/" + std::to_string(mpirun) + "/children");
+    for (pid_t child; in >> child;) children.push_back(child);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return children;
+}
+
+// The copy task with dropout 0.1 for resume tests: 12 batches an epoch.
+std::string resume_config(const fs::path& dir) {
+  return write_config(dir, std::string(R"("data": {"task": "copy", "size": 420}, "lang_src": "a",
+    "lang_tgt": "b", "dropout": 0.1, "num_epochs": 4, "grad_accum": 2, )") + kTiny);
+}
+
+void check_same_files(const fs::path& a, const fs::path& b, const std::string& tag) {
+  for (std::string file : {".safetensors", ".optim.safetensors"}) {
+    CAPTURE(file);
+    CHECK(read_file(a / "weights" / ("tmodel_" + tag + file)) == read_file(b / "weights" / ("tmodel_" + tag + file)));
+  }
+  CHECK(step_losses(a / "run/metrics.jsonl") == step_losses(b / "run/metrics.jsonl"));
+  CHECK(step_losses(a / "run/metrics.jsonl", "valid") == step_losses(b / "run/metrics.jsonl", "valid"));
+}
+
+}  // namespace
+
+TEST_SUITE("mpi" * doctest::skip()) {
+  TEST_CASE("mpi: 20 steps on 2 ranks end with the weights of 20 steps of one process (dropout 0)") {
+    TempDir one, two;
+    CHECK(distance_from_one_process(2, {}, one.path, two.path) <= 1e-5);
+  }
+
+  TEST_CASE("mpi: zero 1 shards the optimizer state and changes nothing: same weights, same whole optimizer file") {
+    TempDir one, sharded, unsharded;
+    CHECK(distance_from_one_process(2, {"zero=1"}, one.path, sharded.path) <= 1e-5);
+    std::string config = twenty_steps_config(unsharded.path);
+    REQUIRE(run_ranks(2, train_args(config, {}), unsharded.path / "log") == 0);
+    // Adam is element-wise: the shards update exactly what the whole would.
+    for (std::string file : {"weights/tmodel_00.safetensors", "weights/tmodel_00.optim.safetensors"}) {
+      CAPTURE(file);
+      CHECK(read_file(sharded.path / file) == read_file(unsharded.path / file));
+    }
+    CHECK(read_file(sharded.path / "log").find("optimizer state sharded") != std::string::npos);
+  }
+
+  TEST_CASE("mpi: gradient accumulation 2 on 2 ranks matches one process") {
+    TempDir one, two;
+    CHECK(distance_from_one_process(2, {"grad_accum=2"}, one.path, two.path) <= 1e-5);
+  }
+
+  TEST_CASE("mpi: an odd global batch split unevenly across 3 ranks matches one process") {
+    TempDir one, three;
+    // 7 = 3 + 2 + 2 pairs a batch; the epoch's last batch has 2 pairs, so rank 2 has none.
+    CHECK(distance_from_one_process(3, {"batch_size=7", "data.size=150"}, one.path, three.path) <= 1e-5);
+  }
+
+  TEST_CASE("mpi: 2 ranks for 2 epochs then resumed to 4 equal 4 straight epochs, bit for bit (dropout on)") {
+    TempDir straight, resumed;
+    REQUIRE(run_ranks(2, train_args(resume_config(straight.path), {}), straight.path / "log") == 0);
+    std::string config = resume_config(resumed.path);
+    REQUIRE(run_ranks(2, train_args(config, {"num_epochs=2"}), resumed.path / "log1") == 0);
+    REQUIRE(run_ranks(2, train_args(config, {"preload=latest"}), resumed.path / "log2") == 0);
+    check_same_files(straight.path, resumed.path, "03");
+    // Each rank's dropout stream is saved, and the streams differ.
+    TrainingState state = CheckpointStore(resumed.path / "weights", "tmodel_", 5).load_state("01");
+    REQUIRE(state.rank_dropout_rngs.size() == 1);
+    CHECK(state.rank_dropout_rngs[0] != state.dropout_rng);
+
+    // A 2-rank checkpoint resumed by one process trains on without error.
+    CHECK(run_ranks(0, train_args(config, {"preload=latest", "num_epochs=5"}), resumed.path / "log3") == 0);
+    CHECK(CheckpointStore(resumed.path / "weights", "tmodel_", 5).latest_epoch() == 4);
+  }
+
+  TEST_CASE("mpi: SIGINT to one rank stops every rank at the same step; rank 0 saves; resuming matches") {
+    TempDir straight, cut;
+    std::string config = resume_config(cut.path);
+    REQUIRE(run_ranks(2, train_args(resume_config(straight.path), {}), straight.path / "log") == 0);
+    pid_t job = spawn_ranks(2, train_args(config, {}), cut.path / "log1");
+    std::vector<pid_t> ranks = ranks_of(job, 2);
+    REQUIRE(ranks.size() == 2);
+    wait_for_lines(cut.path / "run/metrics.jsonl", 9, job);  // into epoch 1 (6 steps an epoch, 1 valid)
+    kill(ranks[1], SIGINT);
+    CHECK(wait_exit(job) == 130);
+    CHECK(read_file(cut.path / "log1").find("stopped: saved epoch") != std::string::npos);
+    REQUIRE(run_ranks(2, train_args(config, {"preload=latest"}), cut.path / "log2") == 0);
+    check_same_files(straight.path, cut.path, "03");
+  }
+
+  TEST_CASE("mpi: SIGKILL of one rank ends the job within 10 s; the last checkpoint still loads") {
+    TempDir dir;
+    std::string config = resume_config(dir.path);
+    pid_t job = spawn_ranks(2, train_args(config, {"num_epochs=50"}), dir.path / "log");
+    std::vector<pid_t> ranks = ranks_of(job, 2);
+    REQUIRE(ranks.size() == 2);
+    wait_for_lines(dir.path / "run/metrics.jsonl", 16, job);  // epoch 0 saved, epoch 2 under way
+    auto killed = std::chrono::steady_clock::now();
+    kill(ranks[1], SIGKILL);
+    int status = wait_exit(job);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+    MESSAGE("the job ended ", seconds, " s after the kill, status ", status, ":\n", read_file(dir.path / "log"));
+    CHECK(status != 0);
+    CHECK(seconds < 10);
+    Session session = Session::open(load_config(config), std::nullopt);
+    CHECK(session.checkpoint.find("tmodel_0") != std::string::npos);
+  }
+
+  TEST_CASE("mpi: a rank that hangs ends the job within seconds, with one line naming it") {
+    TempDir dir;
+    std::string config = resume_config(dir.path);
+    pid_t job = spawn_ranks(2, train_args(config, {"num_epochs=50"}), dir.path / "log", {"SCRATCHFORMER_MPI_TIMEOUT=3"});
+    std::vector<pid_t> ranks = ranks_of(job, 2);
+    REQUIRE(ranks.size() == 2);
+    wait_for_lines(dir.path / "run/metrics.jsonl", 3, job);
+    auto stopped = std::chrono::steady_clock::now();
+    kill(ranks[1], SIGSTOP);
+    int status = wait_exit(job);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+    std::string log = read_file(dir.path / "log");
+    MESSAGE("the job ended ", seconds, " s after the rank stopped, status ", status, ":\n", log);
+    CHECK(status != 0);
+    CHECK(seconds < 10);
+    CHECK(log.find("has not responded") != std::string::npos);
+  }
+
+  TEST_CASE("mpi: ranks that read different data are refused at start, naming the rank") {
+    TempDir dir;
+    for (std::string side : {"a", "b"}) {
+      fs::create_directories(dir.path / side);
+      std::ofstream(dir.path / side / "train.tsv") << "one two\tein zwei\nthree\tdrei\n"
+                                                  << (side == "a" ? "four\tvier\n" : "five\tfünf\n");
+    }
+    std::string config = write_config(dir.path, std::string(R"("data": {"train": "train.tsv"}, "lang_src": "en",
+      "lang_tgt": "de", "num_epochs": 1, "val_fraction": 0.0, )") + kTiny);
+    // mpirun's MPMD form: rank 0 runs in folder a, rank 1 in folder b.
+    std::vector<std::string> argv = kMpirun, args = train_args(config, {});
+    for (std::string side : {"a", "b"}) {
+      if (side == "b") argv.push_back(":");
+      argv.insert(argv.end(), {"-np", "1", "--wdir", (dir.path / side).string(), mpi_binary()});
+      argv.insert(argv.end(), args.begin(), args.end());
+    }
+    CHECK(wait_exit(spawn_program(argv, dir.path / "log", {})) == 2);
+    std::string log = read_file(dir.path / "log");
+    MESSAGE(log);
+    CHECK(log.find("scratchformer: error: " + config + ": rank 1 read other data") != std::string::npos);
+    CHECK(!fs::exists(dir.path / "weights/tmodel_00.safetensors"));
+  }
+}

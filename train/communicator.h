@@ -1,0 +1,63 @@
+// The processes that train one model together (data parallelism), and the
+// few collective operations that needs. Every process runs the same program
+// on its share of each batch; the communicator is how they agree.
+//
+// A single process is a communicator of size 1 whose operations return at
+// once (single_process()). The MPI build (make MPI=1) adds one over
+// MPI_COMM_WORLD (train/mpi/communicator.cpp); nothing else in the project
+// calls MPI, and a build without it needs no MPI at all.
+//
+// Every collective must be called by every rank, in the same order, with the
+// same sizes: that is MPI's rule, and a rank that breaks it hangs the others.
+// A rank that dies or stops responding ends the whole job with one line
+// naming it (the MPI communicator's timeout), never a hang.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace sf::train {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;  // 0 .. size() - 1; rank 0 writes files and prints
+  virtual int size() const = 0;
+  // This process's place among the ranks on its own machine, and their
+  // number: to share the machine's cores and devices out among them.
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+
+  // Element-wise over all ranks, in place; every rank receives the same values.
+  virtual void all_reduce_sum(std::span<float> values) = 0;
+  virtual void all_reduce_sum(std::span<double> values) = 0;
+  virtual void all_reduce_sum(std::span<int64_t> values) = 0;
+  virtual void all_reduce_max(std::span<int64_t> values) = 0;
+  virtual void all_reduce_min(std::span<int64_t> values) = 0;
+  // Rank `root`'s bytes to every rank.
+  virtual void broadcast(std::span<std::byte> bytes, int root) = 0;
+  // Each rank's `mine` (the same size on every rank) lands in `all` at
+  // rank * mine.size(); `all` holds size() * mine.size() bytes.
+  virtual void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;
+  virtual void barrier() = 0;
+
+  // A sum all-reduce that runs while the caller computes (the gradient
+  // buckets during backward). `values` must stay untouched until wait().
+  // MPI moves data only inside its own calls, so the caller calls progress()
+  // now and then (between backward's ops) to keep started reductions moving.
+  using Request = int64_t;
+  virtual Request start_all_reduce_sum(std::span<float> values) = 0;
+  virtual void progress() = 0;
+  virtual void wait(Request request) = 0;
+
+  // Ends every rank of the job at once with exit status `code`, after this
+  // rank has printed why. In a single process it returns (the caller exits).
+  virtual void abort(int code) = 0;
+};
+
+// The communicator of a process training alone.
+std::unique_ptr<Communicator> single_process();
+
+}  // namespace sf::train

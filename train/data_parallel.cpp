@@ -1,0 +1,267 @@
+#include "data_parallel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/error.h"
+
+namespace sf::train {
+
+namespace {
+
+// Buckets of about this many bytes of gradients: large enough that each
+// all-reduce moves data at full speed, small enough that the first ones start
+// early in backward (DDP's default is 25 MB for models far larger than ours).
+constexpr size_t kBucketBytes = size_t{2} << 20;
+
+template <class T>
+std::span<std::byte> as_bytes(std::vector<T>& values) {
+  return std::as_writable_bytes(std::span<T>(values));
+}
+
+// A tensor's elements [begin, end) to the host, and back.
+void read_elements(const Tensor& t, int64_t begin, int64_t end, float* host) {
+  t.device().read(t.mem() + begin, host, static_cast<size_t>(end - begin) * sizeof(float));
+}
+void write_elements(const Tensor& t, int64_t begin, const float* host, int64_t count) {
+  t.device().write(host, t.mem() + begin, static_cast<size_t>(count) * sizeof(float));
+}
+
+// ZeRO's cuts fall on multiples of this many elements from a parameter's
+// start: SIMD kernels treat a run's last few elements (those past its last
+// whole vector) with scalar code, which may round differently, so a cut
+// anywhere else would change how some elements are updated.
+constexpr int64_t kShardAlign = 64;
+
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// Where each parameter starts when the parameters are laid one after another,
+// each from a multiple of kShardAlign; the last entry is the total length.
+std::vector<int64_t> flat_offsets(const optim::NamedTensors& params) {
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const auto& [name, p] : params) {
+    offsets.push_back(total);
+    total += round_up(p.numel(), kShardAlign);
+  }
+  offsets.push_back(total);
+  return offsets;
+}
+
+// The length of each rank's run of the flattened parameters (the last may be
+// shorter; runs past the end are empty).
+int64_t shard_length(int64_t total, int ranks) { return round_up((total + ranks - 1) / ranks, kShardAlign); }
+
+}  // namespace
+
+std::vector<size_t> rank_share(const std::vector<size_t>& batch, int rank, int ranks) {
+  size_t base = batch.size() / ranks, extra = batch.size() % ranks;
+  size_t r = static_cast<size_t>(rank);
+  size_t begin = r * base + std::min(r, extra);
+  size_t end = begin + base + (r < extra ? 1 : 0);
+  return {batch.begin() + begin, batch.begin() + end};
+}
+
+// ---- Gradient buckets ------------------------------------------------------
+
+GradientReducer::GradientReducer(const optim::NamedTensors& params, Communicator& comm, bool overlap)
+    : params_(params), comm_(comm), overlap_(overlap), bucket_of_(params.size()), offset_of_(params.size()),
+      copied_(params.size(), false) {
+  for (size_t i = params.size(); i-- > 0;) {
+    size_t bytes = static_cast<size_t>(params[i].second.numel()) * sizeof(float);
+    if (buckets_.empty() || buckets_.back().values.size() * sizeof(float) + bytes > kBucketBytes)
+      buckets_.emplace_back();
+    Bucket& b = buckets_.back();
+    bucket_of_[i] = buckets_.size() - 1;
+    offset_of_[i] = b.values.size();
+    b.params.push_back(i);
+    b.values.resize(b.values.size() + bytes / sizeof(float));
+    index_of_[params[i].second.id()] = i;
+  }
+}
+
+int64_t GradientReducer::bytes_per_step() const {
+  int64_t bytes = 0;
+  for (const Bucket& b : buckets_) bytes += static_cast<int64_t>(b.values.size() * sizeof(float));
+  return bytes;
+}
+
+BackwardHooks GradientReducer::hooks() {
+  if (!overlap_) return {};
+  return {[this](const Tensor& leaf) {
+            auto it = index_of_.find(leaf.id());
+            if (it != index_of_.end()) gradient_ready(it->second);
+          },
+          [this] { comm_.progress(); }};
+}
+
+// Copies the parameter's final gradient into its bucket (zeros when it got
+// none), and starts every bucket that is now complete.
+void GradientReducer::gradient_ready(size_t i) {
+  if (copied_[i]) return;
+  copied_[i] = true;
+  Bucket& b = buckets_[bucket_of_[i]];
+  const Tensor& p = params_[i].second;
+  float* slot = b.values.data() + offset_of_[i];
+  if (Tensor g = p.grad(); g.defined())
+    read_elements(g, 0, g.numel(), slot);
+  else
+    std::fill(slot, slot + p.numel(), 0.0f);
+  ++b.ready;
+  start_ready_buckets();
+}
+
+// In bucket order only: every rank must start the same all-reduces in the
+// same order, whatever order its gradients became final in.
+void GradientReducer::start_ready_buckets() {
+  while (started_ < buckets_.size() && buckets_[started_].ready == buckets_[started_].params.size()) {
+    Bucket& b = buckets_[started_++];
+    b.request = comm_.start_all_reduce_sum(b.values);
+  }
+}
+
+void GradientReducer::finish() {
+  for (size_t i = 0; i < params_.size(); ++i) gradient_ready(i);
+  auto start = std::chrono::steady_clock::now();
+  for (Bucket& b : buckets_) comm_.wait(b.request);
+  exposed_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++steps_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i].second;
+    if (!p.grad().defined()) p.accumulate_grad(Tensor::zeros(p.shape(), DType::F32, p.device()));
+    write_elements(p.grad(), 0, buckets_[bucket_of_[i]].values.data() + offset_of_[i], p.numel());
+    copied_[i] = false;
+  }
+  for (Bucket& b : buckets_) b.ready = 0;
+  started_ = 0;
+}
+
+// ---- Broadcasts ------------------------------------------------------------
+
+void broadcast_tensors(const optim::NamedTensors& tensors, Communicator& comm) {
+  for (const auto& [name, t] : tensors) {
+    std::vector<float> values(static_cast<size_t>(t.numel()));
+    if (comm.rank() == 0) read_elements(t, 0, t.numel(), values.data());
+    comm.broadcast(as_bytes(values), 0);
+    if (comm.rank() != 0) write_elements(t, 0, values.data(), t.numel());
+  }
+}
+
+std::string broadcast_string(const std::string& text, Communicator& comm) {
+  std::vector<int64_t> size{static_cast<int64_t>(text.size())};
+  comm.broadcast(as_bytes(size), 0);
+  std::vector<char> bytes(text.begin(), text.end());
+  bytes.resize(static_cast<size_t>(size[0]));
+  comm.broadcast(as_bytes(bytes), 0);
+  return {bytes.begin(), bytes.end()};
+}
+
+// ---- ZeRO-1 ----------------------------------------------------------------
+
+std::vector<optim::Slice> zero_shards(const optim::NamedTensors& params, int rank, int ranks) {
+  std::vector<int64_t> offsets = flat_offsets(params);
+  int64_t length = shard_length(offsets.back(), ranks);
+  int64_t begin = std::min(offsets.back(), rank * length), end = std::min(offsets.back(), begin + length);
+  std::vector<optim::Slice> slices;
+  for (size_t i = 0; i < params.size(); ++i) {
+    int64_t from = std::clamp(begin - offsets[i], int64_t{0}, params[i].second.numel());
+    int64_t to = std::clamp(end - offsets[i], int64_t{0}, params[i].second.numel());
+    slices.push_back({from, std::max(from, to)});
+  }
+  return slices;
+}
+
+// Each rank's run of one flattened quantity (the parameters, or one state
+// tensor per parameter), gathered so that every rank holds all of it. `mine`
+// writes this rank's elements of parameter i into `to`.
+template <class ReadMine>
+static std::vector<float> all_gather_flat(const optim::Optimizer& sharded, Communicator& comm, ReadMine mine) {
+  const optim::NamedTensors& params = sharded.params();
+  std::vector<int64_t> offsets = flat_offsets(params);
+  int64_t length = shard_length(offsets.back(), comm.size());
+  int64_t run_start = comm.rank() * length;
+  std::vector<float> run(static_cast<size_t>(length), 0.0f);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const optim::Slice& own = sharded.owned(i);
+    if (own.size() > 0) mine(i, run.data() + (offsets[i] + own.begin - run_start));
+  }
+  std::vector<float> all(static_cast<size_t>(length) * comm.size());
+  comm.all_gather(std::as_bytes(std::span<const float>(run)), as_bytes(all));
+  return all;
+}
+
+void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm) {
+  const optim::NamedTensors& params = sharded.params();
+  std::vector<float> all = all_gather_flat(sharded, comm, [&](size_t i, float* to) {
+    const optim::Slice& own = sharded.owned(i);
+    read_elements(params[i].second, own.begin, own.end, to);
+  });
+  std::vector<int64_t> offsets = flat_offsets(params);
+  for (size_t i = 0; i < params.size(); ++i)
+    write_elements(params[i].second, 0, all.data() + offsets[i], params[i].second.numel());
+}
+
+optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded, Communicator& comm) {
+  const optim::NamedTensors& params = sharded.params();
+  std::vector<int64_t> offsets = flat_offsets(params);
+  optim::OptimizerState whole{sharded.name(), sharded.steps(), {}};
+  // A single process's optimizer lists each parameter's state in name order.
+  std::vector<std::string> keys = sharded.state_names();
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::vector<Tensor>> per_key(keys.size());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    // A state exists once its parameter has been updated, on whichever rank owns it.
+    std::vector<int64_t> exists(params.size(), 0);
+    for (size_t i = 0; i < params.size(); ++i) exists[i] = sharded.find_state(i, keys[k]) != nullptr;
+    comm.all_reduce_max(exists);
+    std::vector<float> all = all_gather_flat(sharded, comm, [&](size_t i, float* to) {
+      if (const Tensor* piece = sharded.find_state(i, keys[k])) read_elements(*piece, 0, piece->numel(), to);
+    });
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& p = params[i].second;
+      per_key[k].push_back(comm.rank() == 0 && exists[i]
+                               ? Tensor::from({all.begin() + offsets[i], all.begin() + offsets[i] + p.numel()}, p.shape())
+                               : Tensor());
+    }
+  }
+  for (size_t i = 0; i < params.size(); ++i)
+    for (size_t k = 0; k < keys.size(); ++k)
+      if (per_key[k][i].defined()) whole.tensors.emplace_back(keys[k] + "." + params[i].first, per_key[k][i]);
+  return whole;
+}
+
+optim::OptimizerState broadcast_optimizer_state(const optim::OptimizerState& on_root, Communicator& comm) {
+  nlohmann::json header = {{"kind", on_root.kind}, {"steps", on_root.steps}, {"tensors", nlohmann::json::array()}};
+  for (const auto& [name, t] : on_root.tensors) header["tensors"].push_back({name, t.shape()});
+  header = nlohmann::json::parse(broadcast_string(comm.rank() == 0 ? header.dump() : "", comm));
+  optim::OptimizerState state{header["kind"], header["steps"], {}};
+  for (size_t i = 0; i < header["tensors"].size(); ++i) {
+    Shape shape = header["tensors"][i][1].get<Shape>();
+    Tensor t = comm.rank() == 0 ? on_root.tensors[i].second.to(cpu()) : Tensor::empty(shape);
+    comm.broadcast(std::as_writable_bytes(std::span<float>(t.data(), static_cast<size_t>(t.numel()))), 0);
+    state.tensors.emplace_back(header["tensors"][i][0].get<std::string>(), t);
+  }
+  return state;
+}
+
+// ---- Consistency -----------------------------------------------------------
+
+void Digest::add(const void* bytes, size_t size) {
+  const auto* b = static_cast<const unsigned char*>(bytes);
+  for (size_t i = 0; i < size; ++i) hash_ = (hash_ ^ b[i]) * 0x100000001b3ull;
+}
+
+void check_same_on_every_rank(uint64_t digest, const std::string& what, const std::string& source,
+                              Communicator& comm) {
+  std::vector<uint64_t> all(static_cast<size_t>(comm.size()));
+  comm.all_gather(std::as_bytes(std::span<const uint64_t>(&digest, 1)), as_bytes(all));
+  for (int r = 1; r < comm.size(); ++r)
+    if (all[r] != all[0])
+      fail(source, ": rank ", r, " read other ", what, " than rank 0 (digest ", std::hex, all[r], " vs ", all[0],
+           "): every rank must train on the same config and data");
+}
+
+}  // namespace sf::train

@@ -1,0 +1,116 @@
+// Data parallelism (docs/12-data-parallel.md): N processes ("ranks") train
+// one model. Each holds a replica, takes its share of every batch, and the
+// ranks sum their gradients before every optimizer step, so that N ranks take
+// exactly the step one process takes on the whole batch:
+//
+//   loss = (1 / T) * sum over the batch's T label tokens of the token's loss
+//        = sum over ranks r of (T_r / T) * (rank r's mean over its T_r tokens)
+//
+// so rank r scales its mean loss by T_r / T (T all-reduced first), and the
+// all-reduced sum of the ranks' gradients is the gradient of the whole batch.
+//
+// The pieces here are what the trainer calls; the communicator
+// (train/communicator.h) carries the bytes.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "optim/optimizer.h"
+#include "train/communicator.h"
+
+namespace sf::train {
+
+// Rank `rank`'s share of a batch's examples: a contiguous run, shares
+// differing by at most one (the first size % ranks ranks take one more). A
+// rank may get none when the batch has fewer examples than there are ranks.
+std::vector<size_t> rank_share(const std::vector<size_t>& batch, int rank, int ranks);
+
+// Sums the ranks' gradients in buckets while backward still runs, as
+// PyTorch's DistributedDataParallel does: a bucket (a few MB of gradients,
+// parameters in reverse order, since backward reaches the last layers first)
+// starts its all-reduce as soon as its last gradient is final, so the
+// communication of one bucket overlaps the computation of the next ones.
+// Buckets start in the same order on every rank (MPI's rule for collectives).
+class GradientReducer {
+ public:
+  // `overlap` false: nothing happens during backward; finish() reduces every
+  // bucket after it (to measure what overlapping saves).
+  GradientReducer(const optim::NamedTensors& params, Communicator& comm, bool overlap = true);
+  // For the backward of a step's last batch (earlier batches of an
+  // accumulated step only accumulate locally, as DDP's no_sync).
+  BackwardHooks hooks();
+  // After that backward: starts what is left, waits for every bucket and
+  // replaces each gradient by the sum over ranks. A rank whose share of the
+  // batch was empty calls it too, contributing zeros.
+  void finish();
+
+  size_t buckets() const { return buckets_.size(); }
+  int64_t bytes_per_step() const;
+  bool overlapping() const { return overlap_; }
+  // Time spent in finish() waiting for reductions, per step: the
+  // communication that backward did not hide.
+  double exposed_seconds_per_step() const { return steps_ > 0 ? exposed_seconds_ / steps_ : 0.0; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;  // indices into params_
+    std::vector<float> values;   // their gradients, back to back
+    size_t ready = 0;            // parameters copied in this step
+    Communicator::Request request = 0;
+  };
+  void gradient_ready(size_t param);
+  void start_ready_buckets();
+
+  const optim::NamedTensors& params_;
+  Communicator& comm_;
+  bool overlap_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_, offset_of_;  // per parameter
+  std::vector<bool> copied_;                   // per parameter, this step
+  std::unordered_map<const TensorImpl*, size_t> index_of_;
+  size_t started_ = 0;  // buckets started this step, in order
+  double exposed_seconds_ = 0;
+  int64_t steps_ = 0;
+};
+
+// Copies rank 0's values of every tensor to the other ranks.
+void broadcast_tensors(const optim::NamedTensors& tensors, Communicator& comm);
+// Rank 0's string on every rank.
+std::string broadcast_string(const std::string& text, Communicator& comm);
+
+// ZeRO-1 (Rajbhandari et al. 2020, stage 1): the parameters, flattened one
+// after the other, are cut into `ranks` equal runs; rank r keeps the
+// optimizer state of run r only and updates only those elements. Returns
+// the slice of each parameter that falls in rank `rank`'s run.
+std::vector<optim::Slice> zero_shards(const optim::NamedTensors& params, int rank, int ranks);
+// After a sharded step: every rank's updated elements to every rank.
+void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm);
+// The whole state of a sharded optimizer, as a single process's optimizer
+// would hold it (on rank 0; the other ranks get an empty state).
+optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded, Communicator& comm);
+// Rank 0's optimizer state (read from a checkpoint) on every rank.
+optim::OptimizerState broadcast_optimizer_state(const optim::OptimizerState& on_root, Communicator& comm);
+
+// A 64-bit digest (FNV-1a) of bytes, to compare what ranks read.
+class Digest {
+ public:
+  void add(const void* bytes, size_t size);
+  template <class T>
+  void add(const std::vector<T>& values) { add(values.data(), values.size() * sizeof(T)); }
+  void add(const std::string& text) { add(text.data(), text.size()); }
+  uint64_t value() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ull;
+};
+
+// Fails (sf::Error naming `source`, on every rank) unless every rank's
+// `digest` of `what` equals rank 0's.
+void check_same_on_every_rank(uint64_t digest, const std::string& what, const std::string& source,
+                              Communicator& comm);
+
+}  // namespace sf::train

@@ -1,0 +1,21 @@
+// The communicator of an MPI job (make MPI=1; the interface is
+// train/communicator.h): every process `mpirun -np N` starts is one rank.
+#pragma once
+#include <memory>
+
+#include "train/communicator.h"
+
+namespace sf::train {
+
+// Starts MPI (MPI_Init_thread with MPI_THREAD_FUNNELED: only the main thread
+// calls MPI, never the thread pool's workers) and returns the communicator of
+// all the job's ranks; destroying it waits for every rank to get there, then
+// ends MPI (MPI_Finalize). Call it once, first thing in main.
+//
+// A collective that waits longer than SCRATCHFORMER_MPI_TIMEOUT seconds
+// (environment variable, default 30) for the other ranks ends the job with
+// one line naming the rank that does not respond. A value that is not a
+// number > 0 is bad input (sf::Error), reported before MPI starts.
+std::unique_ptr<Communicator> mpi_world(int* argc, char*** argv);
+
+}  // namespace sf::train
