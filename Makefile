@@ -109,20 +109,25 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
 # The whole suite, the kernel tests at every SIMD level (below), then (except
-# under the sanitizers, whose builds skip it) the OpenCL variant's suite
-# "opencl" on PoCL, then the docs check (below), then each fuzzer for FUZZ_SECONDS (below). tools/run-tests
+# under the sanitizers, whose builds skip them) the OpenCL variant's suite
+# "opencl" on PoCL and the suite "mpi", which trains under mpirun with the MPI
+# variant, then the docs check (below), then each fuzzer for FUZZ_SECONDS (below). tools/run-tests
 # prints each suite's report and, last, the summary line
 # "tests: N passed, M failed[, K skipped]" over all of them.
 # PoCL caches the kernels it compiles in build/pocl-cache.
 # Under ThreadSanitizer: the tests that run work on several threads (the pool,
 # the kernels, gradients, layers and a Transformer step on 1 and 2 threads).
 TSAN_TESTS := thread pool*,kernels*,grad*,engine*,nn*
+# The suite "mpi" also trains on OpenCL under mpirun where the OpenCL variant was built.
+MPI_TEST_BUILD := $(MAKE) MPI=1 build/mpi/scratchformer && { [ ! -e build/opencl/tests ] || \
+  $(MAKE) MPI=1 OPENCL=1 build/opencl/mpi/scratchformer build/opencl/scratchformer; }
 test: $(TESTS)
 ifeq ($(SANITIZE),thread)
 	@SF_TEST_FILTER='$(TSAN_TESTS)' TSAN_OPTIONS=halt_on_error=1 tools/run-tests $(TESTS)
 else ifeq ($(SANITIZE)$(OPENCL),)
 	@tools/run-tests $(TESTS) $(KERNEL_LEVEL_RUNS) --opencl "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 build/opencl/tests" \
-	  build/opencl/tests $(DOCS_TESTS) $(FUZZ_TESTS)
+	  build/opencl/tests --mpi "$(MAKE) MPI=1 mpi-deps" "$(MPI_TEST_BUILD)" $(TESTS) \
+	  $(DOCS_TESTS) $(FUZZ_TESTS)
 else
 	@tools/run-tests $(TESTS) $(KERNEL_LEVEL_RUNS)
 endif

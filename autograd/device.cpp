@@ -144,6 +144,13 @@ Device& device_named(const std::string& name) {
   fail("unknown device \"", name, "\" (expected \"cpu\" or \"opencl\")");
 }
 
+namespace {
+int g_local_rank = 0;
+}
+
+void set_local_rank(int rank) { g_local_rank = rank; }
+int local_rank() { return g_local_rank; }
+
 AllocationStats cpu_allocation_stats() { return cpu_device().stats(); }
 
 void reset_cpu_peak_live_bytes() { cpu_device().reset_peak(); }

@@ -50,6 +50,13 @@ Device& cpu();
 // backend (make OPENCL=1). Throws sf::Error naming what is missing otherwise.
 Device& device_named(const std::string& name);
 
+// Processes that share a machine (data-parallel ranks) spread over its
+// devices: the process numbered `local_rank` among them takes device
+// local_rank mod (the machine's GPUs, or all its devices when it has no GPU).
+// Call before the first tensor goes to such a device; a single process is 0.
+void set_local_rank(int local_rank);
+int local_rank();
+
 // The CPU device's allocations: how many were served by the system or reused
 // from its cache of freed blocks, and bytes (counted in size classes) held by
 // tensors now, at most since the last reset, and kept in the cache.

@@ -17,6 +17,7 @@
 
 #include "autograd/safetensors.h"
 #include "cli_process.h"
+#include "skip.h"
 #include "train/checkpoints.h"
 #include "train/inference.h"
 
@@ -26,7 +27,13 @@ using namespace sf::testing;
 
 namespace {
 
-std::string mpi_binary() { return fs::absolute(std::string(SF_BUILD_DIR) + "/mpi/scratchformer").string(); }
+// `variant` "" or "/opencl": the plain build's commands or the OpenCL build's.
+std::string mpi_binary(const std::string& variant = "") {
+  return fs::absolute(std::string(SF_BUILD_DIR) + variant + "/mpi/scratchformer").string();
+}
+std::string single_binary(const std::string& variant = "") {
+  return fs::absolute(std::string(SF_BUILD_DIR) + variant + "/scratchformer").string();
+}
 
 // Starts the program argv[0] (looked up in PATH), output to `log`, with
 // `env` added to its environment.
@@ -53,18 +60,18 @@ const std::vector<std::string> kMpirun = {"mpirun", "--allow-run-as-root", "--ov
 // Starts `mpirun -np ranks build/mpi/scratchformer ARGS...` (or, with
 // ranks 0, the plain command alone), output to `log`.
 pid_t spawn_ranks(int ranks, const std::vector<std::string>& args, const fs::path& log,
-                  const std::vector<std::string>& env = {}) {
-  std::vector<std::string> argv = {scratchformer_binary()};
+                  const std::vector<std::string>& env = {}, const std::string& variant = "") {
+  std::vector<std::string> argv = {single_binary(variant)};
   if (ranks > 0) {
     argv = kMpirun;
-    argv.insert(argv.end(), {"-np", std::to_string(ranks), mpi_binary()});
+    argv.insert(argv.end(), {"-np", std::to_string(ranks), mpi_binary(variant)});
   }
   argv.insert(argv.end(), args.begin(), args.end());
   return spawn_program(argv, log, env);
 }
 
-int run_ranks(int ranks, const std::vector<std::string>& args, const fs::path& log) {
-  int status = wait_exit(spawn_ranks(ranks, args, log));
+int run_ranks(int ranks, const std::vector<std::string>& args, const fs::path& log, const std::string& variant = "") {
+  int status = wait_exit(spawn_ranks(ranks, args, log, {}, variant));
   if (status != 0) MESSAGE(read_file(log));
   return status;
 }
@@ -109,10 +116,10 @@ std::string twenty_steps_config(const fs::path& dir) {
 // One process and `ranks` ranks train the same config; returns how far apart
 // their final weights are, after checking both took the same number of steps.
 double distance_from_one_process(int ranks, const std::vector<std::string>& sets, const fs::path& reference_dir,
-                                 const fs::path& parallel_dir) {
+                                 const fs::path& parallel_dir, const std::string& variant = "") {
   std::string one = twenty_steps_config(reference_dir), many = twenty_steps_config(parallel_dir);
-  REQUIRE(run_ranks(0, train_args(one, sets), reference_dir / "log") == 0);
-  REQUIRE(run_ranks(ranks, train_args(many, sets), parallel_dir / "log") == 0);
+  REQUIRE(run_ranks(0, train_args(one, sets), reference_dir / "log", variant) == 0);
+  REQUIRE(run_ranks(ranks, train_args(many, sets), parallel_dir / "log", variant) == 0);
   std::vector<std::string> steps = step_losses(reference_dir / "run/metrics.jsonl");
   CHECK(steps.size() >= 10);
   CHECK(step_losses(parallel_dir / "run/metrics.jsonl").size() == steps.size());
@@ -181,6 +188,13 @@ TEST_SUITE("mpi" * doctest::skip()) {
     CHECK(distance_from_one_process(3, {"batch_size=7", "data.size=150"}, one.path, three.path) <= 1e-5);
   }
 
+  TEST_CASE("mpi: device opencl: 2 ranks on the machine's OpenCL devices match one process on OpenCL") {
+    if (!fs::exists(mpi_binary("/opencl"))) SF_SKIP("no OpenCL build here (make OPENCL=1: its packages are missing)");
+    TempDir one, two;
+    CHECK(distance_from_one_process(2, {"device=opencl"}, one.path, two.path, "/opencl") <= 1e-5);
+    CHECK(read_file(two.path / "log").find("parameters on opencl") != std::string::npos);
+  }
+
   TEST_CASE("mpi: 2 ranks for 2 epochs then resumed to 4 equal 4 straight epochs, bit for bit (dropout on)") {
     TempDir straight, resumed;
     REQUIRE(run_ranks(2, train_args(resume_config(straight.path), {}), straight.path / "log") == 0);
@@ -193,9 +207,11 @@ TEST_SUITE("mpi" * doctest::skip()) {
     REQUIRE(state.rank_dropout_rngs.size() == 1);
     CHECK(state.rank_dropout_rngs[0] != state.dropout_rng);
 
-    // A 2-rank checkpoint resumed by one process trains on without error.
+    // A 2-rank checkpoint resumed by one process trains on without error, and the reverse.
     CHECK(run_ranks(0, train_args(config, {"preload=latest", "num_epochs=5"}), resumed.path / "log3") == 0);
     CHECK(CheckpointStore(resumed.path / "weights", "tmodel_", 5).latest_epoch() == 4);
+    CHECK(run_ranks(2, train_args(config, {"preload=latest", "num_epochs=6"}), resumed.path / "log4") == 0);
+    CHECK(CheckpointStore(resumed.path / "weights", "tmodel_", 5).latest_epoch() == 5);
   }
 
   TEST_CASE("mpi: SIGINT to one rank stops every rank at the same step; rank 0 saves; resuming matches") {

@@ -257,6 +257,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<Communicator> comm = single_process();  // until MPI has started
   try {
     comm = world(&argc, &argv);
+    set_local_rank(comm->local_rank());  // before a config names a device
     std::string command = argc > 1 ? argv[1] : "";
     if (command == "--help" || command == "-h") return std::fputs(kUsage, stdout), 0;
     if (command == "train") return train_command(argc, argv, *comm);

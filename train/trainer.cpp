@@ -566,8 +566,9 @@ void Trainer::report_data_parallel() {
     return std::string(text);
   };
   for (int r = 0; r < comm_.size(); ++r) {
-    rss += (r ? ", " : "") + mib(all[2 * r]);
-    state += (r ? ", " : "") + mib(all[2 * r + 1]);
+    const char* separator = r > 0 ? ", " : "";
+    rss.append(separator).append(mib(all[2 * r]));
+    state.append(separator).append(mib(all[2 * r + 1]));
   }
   say("data parallel: %.2f ms per step waiting for gradient all-reduces after backward (overlap %s); "
       "per rank: peak RSS %s MiB, optimizer state %s MiB\n",

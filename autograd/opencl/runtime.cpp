@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "../device.h"
 #include "../error.h"
 
 namespace sf::opencl_backend {
@@ -45,7 +46,9 @@ cl_device_type type_of(cl_device_id device) {
   return type;
 }
 
-// SCRATCHFORMER_OPENCL_DEVICE=N, else the first GPU, else the first device.
+// SCRATCHFORMER_OPENCL_DEVICE=N, else a GPU, else any device: the first, or
+// for the data-parallel ranks of one machine, the local_rank()-th modulo
+// their number (autograd/device.h).
 Candidate choose(const std::vector<Candidate>& devices) {
   if (const char* env = std::getenv("SCRATCHFORMER_OPENCL_DEVICE"); env && *env) {
     char* end = nullptr;
@@ -58,9 +61,11 @@ Candidate choose(const std::vector<Candidate>& devices) {
            " OpenCL device", devices.size() == 1 ? "" : "s", " exist", devices.size() == 1 ? "s" : "");
     return devices[n];
   }
+  std::vector<Candidate> gpus;
   for (const Candidate& c : devices)
-    if (type_of(c.device) & CL_DEVICE_TYPE_GPU) return c;
-  return devices.front();
+    if (type_of(c.device) & CL_DEVICE_TYPE_GPU) gpus.push_back(c);
+  const std::vector<Candidate>& pool = gpus.empty() ? devices : gpus;
+  return pool[static_cast<size_t>(local_rank()) % pool.size()];
 }
 
 template <class Info, class Object>
