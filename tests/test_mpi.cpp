@@ -113,6 +113,15 @@ std::string twenty_steps_config(const fs::path& dir) {
     "num_epochs": 1, "dropout": 0.0, "clip_grad_norm": 1.0, )") + kTiny);
 }
 
+// The step records of a run's metrics.jsonl.
+std::vector<nlohmann::json> step_records(const fs::path& dir) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(dir / "run/metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (nlohmann::json j = nlohmann::json::parse(line); j["kind"] == "step") records.push_back(j);
+  return records;
+}
+
 // One process and `ranks` ranks train the same config; returns how far apart
 // their final weights are, after checking both took the same number of steps.
 double distance_from_one_process(int ranks, const std::vector<std::string>& sets, const fs::path& reference_dir,
@@ -120,9 +129,15 @@ double distance_from_one_process(int ranks, const std::vector<std::string>& sets
   std::string one = twenty_steps_config(reference_dir), many = twenty_steps_config(parallel_dir);
   REQUIRE(run_ranks(0, train_args(one, sets), reference_dir / "log", variant) == 0);
   REQUIRE(run_ranks(ranks, train_args(many, sets), parallel_dir / "log", variant) == 0);
-  std::vector<std::string> steps = step_losses(reference_dir / "run/metrics.jsonl");
+  // Every step's loss and gradient norm (before clipping) agree too.
+  std::vector<nlohmann::json> steps = step_records(reference_dir), parallel = step_records(parallel_dir);
   CHECK(steps.size() >= 10);
-  CHECK(step_losses(parallel_dir / "run/metrics.jsonl").size() == steps.size());
+  REQUIRE(parallel.size() == steps.size());
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (const char* key : {"loss", "grad_norm"}) {
+      double want = steps[i][key], got = parallel[i][key];
+      CHECK_MESSAGE(std::fabs(got - want) <= 1e-5 * std::fabs(want), "step ", i + 1, " ", key, ": ", got, " vs ", want);
+    }
   double d = largest_relative_difference(parallel_dir / "weights/tmodel_00.safetensors",
                                          reference_dir / "weights/tmodel_00.safetensors");
   MESSAGE(ranks, " ranks vs 1 process, ", steps.size(), " steps: largest relative weight difference ", d);
