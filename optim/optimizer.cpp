@@ -10,18 +10,6 @@
 
 namespace sf::optim {
 
-OptimizerState OptimizerState::read(const std::string& path) {
-  safetensors::Contents file = safetensors::load(path);
-  auto kind = file.metadata.find("optimizer");
-  auto step = file.metadata.find("step");
-  if (step == file.metadata.end()) fail(path, ": optimizer state has no step count");
-  std::optional<int64_t> steps = parse_int64(step->second);
-  if (!steps || *steps < 0)
-    fail(path, ": __metadata__ 'step' is \"", step->second, "\", not an integer >= 0");
-  // A file that names no kind is for no optimizer: loading it says so.
-  return {kind == file.metadata.end() ? "?" : kind->second, *steps, std::move(file.tensors)};
-}
-
 void OptimizerState::write(const std::string& path) const {
   safetensors::save(path, tensors, {{"optimizer", kind}, {"step", std::to_string(steps)}});
 }
@@ -85,6 +73,20 @@ Tensor& Optimizer::state(size_t i, const std::string& name) {
     it->second = Tensor::zeros(state_shape(p, owned_[i]), DType::F32, p.device());
   }
   return it->second;
+}
+
+OptimizerState Optimizer::read_state(const std::string& path) const {
+  safetensors::Contents file = safetensors::load(path);
+  auto kind = file.metadata.find("optimizer");
+  if (kind == file.metadata.end() || kind->second != name())
+    fail(path, ": optimizer state is for '", kind == file.metadata.end() ? std::string("?") : kind->second,
+         "', not '", name(), "'");
+  auto step = file.metadata.find("step");
+  if (step == file.metadata.end()) fail(path, ": optimizer state has no step count");
+  std::optional<int64_t> steps = parse_int64(step->second);
+  if (!steps || *steps < 0)
+    fail(path, ": __metadata__ 'step' is \"", step->second, "\", not an integer >= 0");
+  return {kind->second, *steps, std::move(file.tensors)};
 }
 
 OptimizerState Optimizer::state_dict() const {

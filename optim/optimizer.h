@@ -32,8 +32,6 @@ struct OptimizerState {
   int64_t steps = 0;
   NamedTensors tensors;
 
-  // Reading checks the file and its metadata; a problem is an sf::Error naming the file.
-  static OptimizerState read(const std::string& path);
   void write(const std::string& path) const;
 };
 
@@ -67,8 +65,10 @@ class Optimizer {
   // the tensor), and keeps only the owned slices of a sharded optimizer.
   OptimizerState state_dict() const;
   void load_state_dict(const OptimizerState& state, const std::string& path);
+  // Reads a state file, checking that it is this optimizer's kind and has a step count.
+  OptimizerState read_state(const std::string& path) const;
   void save(const std::string& path) const { state_dict().write(path); }
-  void load(const std::string& path) { load_state_dict(OptimizerState::read(path), path); }
+  void load(const std::string& path) { load_state_dict(read_state(path), path); }
 
   virtual const char* name() const = 0;
   // The names of the per-parameter state tensors ("exp_avg", ...).

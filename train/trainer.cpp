@@ -268,7 +268,7 @@ std::optional<optim::OptimizerState> Trainer::restore_on_rank_0() {
   }
   for (const std::string* file : {&files.optimizer, &files.state})
     if (!fs::exists(*file)) fail(*file, ": missing, so the checkpoint is incomplete");
-  optim::OptimizerState optimizer_state = optim::OptimizerState::read(files.optimizer);
+  optim::OptimizerState optimizer_state = optimizer_->read_state(files.optimizer);
   optimizer_->load_state_dict(optimizer_state, files.optimizer);
   state_ = files.load_state();
   if (optimizer_->steps() != state_.global_step)
