@@ -68,10 +68,22 @@ std::vector<size_t> rank_share(const std::vector<size_t>& batch, int rank, int r
 // ---- Gradient buckets ------------------------------------------------------
 
 GradientReducer::GradientReducer(const optim::NamedTensors& params, Communicator& comm, bool overlap)
-    : params_(params), comm_(comm), overlap_(overlap), bucket_of_(params.size()), offset_of_(params.size()),
-      copied_(params.size(), false) {
+    : params_(params), comm_(comm), overlap_(overlap), copied_(params.size(), false) {
+  std::vector<size_t> reverse;
   for (size_t i = params.size(); i-- > 0;) {
-    size_t bytes = static_cast<size_t>(params[i].second.numel()) * sizeof(float);
+    reverse.push_back(i);
+    index_of_[params[i].second.id()] = i;
+  }
+  build_buckets(reverse);
+}
+
+// Consecutive parameters of `order` share a bucket up to kBucketBytes.
+void GradientReducer::build_buckets(const std::vector<size_t>& order) {
+  buckets_.clear();
+  bucket_of_.assign(params_.size(), 0);
+  offset_of_.assign(params_.size(), 0);
+  for (size_t i : order) {
+    size_t bytes = static_cast<size_t>(params_[i].second.numel()) * sizeof(float);
     if (buckets_.empty() || buckets_.back().values.size() * sizeof(float) + bytes > kBucketBytes)
       buckets_.emplace_back();
     Bucket& b = buckets_.back();
@@ -79,7 +91,6 @@ GradientReducer::GradientReducer(const optim::NamedTensors& params, Communicator
     offset_of_[i] = b.values.size();
     b.params.push_back(i);
     b.values.resize(b.values.size() + bytes / sizeof(float));
-    index_of_[params[i].second.id()] = i;
   }
 }
 
@@ -103,6 +114,7 @@ BackwardHooks GradientReducer::hooks() {
 void GradientReducer::gradient_ready(size_t i) {
   if (copied_[i]) return;
   copied_[i] = true;
+  arrival_.push_back(i);
   Bucket& b = buckets_[bucket_of_[i]];
   const Tensor& p = params_[i].second;
   float* slot = b.values.data() + offset_of_[i];
@@ -137,6 +149,17 @@ void GradientReducer::finish() {
   }
   for (Bucket& b : buckets_) b.ready = 0;
   started_ = 0;
+  // Parameter order is only a guess at backward's order: the embeddings,
+  // registered before the layers, get their gradients last. After the first
+  // step the buckets follow the order the gradients really came in (as DDP
+  // rebuilds its buckets), rank 0's, so that every rank has the same buckets.
+  if (!rebuilt_) {
+    std::vector<int64_t> order(arrival_.begin(), arrival_.end());
+    comm_.broadcast(as_bytes(order), 0);
+    build_buckets({order.begin(), order.end()});
+    rebuilt_ = true;
+  }
+  arrival_.clear();
 }
 
 // ---- Broadcasts ------------------------------------------------------------

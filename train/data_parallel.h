@@ -30,10 +30,11 @@ namespace sf::train {
 std::vector<size_t> rank_share(const std::vector<size_t>& batch, int rank, int ranks);
 
 // Sums the ranks' gradients in buckets while backward still runs, as
-// PyTorch's DistributedDataParallel does: a bucket (a few MB of gradients,
-// parameters in reverse order, since backward reaches the last layers first)
-// starts its all-reduce as soon as its last gradient is final, so the
-// communication of one bucket overlaps the computation of the next ones.
+// PyTorch's DistributedDataParallel does: a bucket (a few MB of gradients, in
+// the order backward finishes them: reverse parameter order at first, then
+// the order the first step saw) starts its all-reduce as soon as its last
+// gradient is final, so the communication of one bucket overlaps the
+// computation of the next ones.
 // Buckets start in the same order on every rank (MPI's rule for collectives).
 class GradientReducer {
  public:
@@ -62,6 +63,7 @@ class GradientReducer {
     size_t ready = 0;            // parameters copied in this step
     Communicator::Request request = 0;
   };
+  void build_buckets(const std::vector<size_t>& order);
   void gradient_ready(size_t param);
   void start_ready_buckets();
 
@@ -71,6 +73,8 @@ class GradientReducer {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, offset_of_;  // per parameter
   std::vector<bool> copied_;                   // per parameter, this step
+  std::vector<size_t> arrival_;                // parameters in the order their gradients came, this step
+  bool rebuilt_ = false;                       // buckets follow the first step's arrival order
   std::unordered_map<const TensorImpl*, size_t> index_of_;
   size_t started_ = 0;  // buckets started this step, in order
   double exposed_seconds_ = 0;

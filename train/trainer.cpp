@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include <sched.h>
 #include <sys/resource.h>
 
 #include "autograd/atomic_file.h"
@@ -57,17 +58,25 @@ static std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const o
       params, c.lr, optim::AdamOptions{o.beta1, o.beta2, o.eps, o.weight_decay, o.name == "adamw"});
 }
 
+// threads 0: the cores this process may run on. That is the cores mpirun (or
+// taskset) bound it to, if it is bound; else the machine's, shared out among
+// the ranks on it.
+static int default_threads(int ranks_on_this_machine) {
+  int machine = static_cast<int>(std::thread::hardware_concurrency());
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) < machine)
+    return CPU_COUNT(&allowed);
+  return std::max(1, machine / ranks_on_this_machine);
+}
+
 Trainer::Trainer(Config config, Communicator* comm)
     : own_comm_(comm ? nullptr : single_process()),
       comm_(comm ? *comm : *own_comm_),
       config_(std::move(config)),
       accumulation_(config_.grad_accum),
       store_(config_.model_folder, config_.model_basename, config_.keep_checkpoints) {
-  // threads 0 shares the machine's cores out among the ranks on it.
-  int threads = static_cast<int>(config_.threads);
-  if (threads == 0 && comm_.local_size() > 1)
-    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / comm_.local_size());
-  kernels::set_num_threads(threads);
+  kernels::set_num_threads(config_.threads > 0 ? static_cast<int>(config_.threads)
+                                                : default_threads(comm_.local_size()));
   check_outputs();
   prepare_data();
   build_model_and_optimizer();
