@@ -281,9 +281,16 @@ bench-deps:
 $(BUILD)/bench: $(wildcard bench/*.cpp bench/*.h) $(LIB) | deps bench-deps
 	$(CXX) $(BASE_FLAGS) -O3 -I$(OPENBLAS_INCLUDE) $(wildcard bench/*.cpp) $(LIB) $(BENCH_LIBS) -o $@
 
+# With MPI=1, then the data-parallel tables (bench/data_parallel.py: 2 ranks
+# beside 1 process, the all-reduce's overlap with backward, ZeRO-1, PyTorch's
+# DDP), whose records join build/bench.json. (docs-deps: python3, which runs it.)
 bench:
 	@$(MAKE) SANITIZE= $(BUILD)/bench
 	@POCL_CACHE_DIR=$(abspath build/pocl-cache) $(BUILD)/bench build/bench.json
+ifeq ($(MPI),1)
+	@$(MAKE) SANITIZE= MPI=1 docs-deps $(CLI) $(BUILD)/mpi/scratchformer
+	@python3 bench/data_parallel.py $(BUILD) build/bench.json
+endif
 
 clean:
 	rm -rf build

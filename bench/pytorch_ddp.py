@@ -2,7 +2,7 @@
 of bench/pytorch_reference.py trained with DistributedDataParallel over gloo,
 one process of one thread per rank:
 
-  python3 bench/pytorch_ddp.py [--ranks 2] [--model small] [--warmup 10] [--steps 30]
+  python3 bench/pytorch_ddp.py [--ranks 2] [--model small] [--warmup 3] [--steps 10]
 
 starts the ranks as torchrun would (env:// rendezvous: MASTER_ADDR,
 MASTER_PORT, RANK, WORLD_SIZE), since Debian's torchrun (torch 1.13 under
@@ -22,7 +22,9 @@ What differs from our run (bench/data_parallel.py) is said there.
 import argparse
 import json
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import time
 
@@ -30,13 +32,24 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytorch_reference as reference  # noqa: E402 (after the path it is found on)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=sorted(reference.MODELS), default="small")
-    parser.add_argument("--warmup", type=int, default=10, help="untimed steps first")
-    parser.add_argument("--steps", type=int, default=30, help="timed steps")
-    args = parser.parse_args()
+def launch(args):
+    """Starts args.ranks copies of this script as ranks 0..n-1 of one job, each
+    on one thread (OpenBLAS's and OpenMP's thread counts are read when torch
+    loads, so they go in the environment), and exits with the worst status."""
+    with socket.socket() as s:  # a free port for rank 0's rendezvous store
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(args.ranks),
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    ranks = [subprocess.Popen([sys.executable, os.path.abspath(__file__)] + sys.argv[1:],
+                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r))) for r in range(args.ranks)]
+    sys.exit(max(rank.wait() for rank in ranks))
+
+
+def train(args):
+    """One rank's run; rank 0 prints the median step."""
     torch, parity = reference.import_torch()
+    torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo")
     rank, ranks = torch.distributed.get_rank(), torch.distributed.get_world_size()
     c = reference.MODELS[args.model]
@@ -77,6 +90,17 @@ def main():
         print(json.dumps({"step_ms": statistics.median(times), "ranks": ranks,
                           "torch_threads": torch.get_num_threads()}), flush=True)
     torch.distributed.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ranks", type=int, default=2, help="processes, one thread each")
+    parser.add_argument("--model", choices=sorted(reference.MODELS), default="small")
+    # Its steps take seconds here and are steady from the second on: few suffice.
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps")
+    args = parser.parse_args()
+    train(args) if "RANK" in os.environ else launch(args)
 
 
 if __name__ == "__main__":

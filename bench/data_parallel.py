@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""`make MPI=1 bench`'s data-parallel tables: data-parallel training through
+the command (`mpirun -np 2 BUILD/mpi/scratchformer train ...`) beside a
+reference measured in the same run.
+
+Usage: python3 bench/data_parallel.py BUILD BENCH_JSON
+  BUILD       the build folder with scratchformer and mpi/scratchformer
+  BENCH_JSON  the C++ bench's records (build/bench.json): this script's
+              records are added, replacing any it added before
+
+Four comparisons, all on this machine's 2 cores:
+1. Multi30k (a prefix of configs/multi30k_en_de.json's corpus): target
+   tokens/s of 2 ranks x 1 thread beside 1 process x 2 threads.
+2. The small bench model (bench/step_models.h) on random words: the time
+   each step waits for gradient all-reduces after backward, with the
+   overlap of all-reduce and backward off (= the whole all-reduce) and on.
+3. The same model with ZeRO-1 (`zero: 1`) beside without: each rank's
+   optimizer state and peak RSS.
+4. The same model and global batch under PyTorch's DistributedDataParallel
+   (bench/pytorch_ddp.py): step time, ours beside theirs.
+Rates and times are medians over the optimizer steps after each run's first
+WARMUP, pooled over its TRIALS runs.
+"""
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+from pytorch_reference import MODELS  # the bench models' sizes (torch is not imported)
+
+WORK = "build/data-parallel"  # every file the runs write
+WARMUP = 10  # first optimizer steps of a run left out of the medians (allocations, caches)
+# Each side of a comparison runs TRIALS times, in turn with the other (A B A B),
+# and its median pools the steps of its runs: other work on the machine for a
+# few seconds then slows both sides alike, and a fraction of either's steps.
+TRIALS = 2
+MULTI30K = "../shared/data/multi30k_en_de"
+MULTI30K_PAIRS = 3840  # 60 steps of the config's batch of 64
+SMALL = MODELS["small"]
+SMALL_STEPS = 30  # optimizer steps per run of the small model
+TORCH_PYTHON = "/usr/bin/python3"  # as the C++ bench: Debian's python3-torch
+
+# Rank 0's lines (stderr) that carry the figures.
+BUCKETS = re.compile(r"all-reduced in (\d+) buckets \(([\d.]+) MB per step\)")
+SUMMARY = re.compile(r"data parallel: ([\d.]+) ms per step waiting .*; "
+                     r"per rank: peak RSS ([\d., ]+) MiB, optimizer state ([\d., ]+) MiB")
+
+
+def mpirun(ranks, env_names=()):
+    """The launch of `ranks` ranks on this machine, passing on `env_names`.
+    --bind-to none: Open MPI would pin each rank to a core, and with threads > 1
+    pin all of a rank's threads there."""
+    command = ["mpirun", "-np", str(ranks), "--bind-to", "none"]
+    if os.geteuid() == 0:
+        command.append("--allow-run-as-root")
+    for name in env_names:
+        command += ["-x", name]
+    return command
+
+
+def train(launcher, config, folder, settings, env=None):
+    """Trains `launcher + [train ...]` with its outputs in `folder` (emptied
+    first); returns the step records of metrics.jsonl and rank 0's stderr."""
+    shutil.rmtree(folder, ignore_errors=True)
+    settings = dict(settings, model_folder=f"{folder}/weights", experiment_name=f"{folder}/run")
+    command = launcher + ["train", "--config", config]
+    for key, value in settings.items():
+        command += ["--set", f"{key}={value}"]
+    run = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **(env or {})))
+    if run.returncode != 0:
+        sys.exit(f"data_parallel.py: {' '.join(command)} exited {run.returncode}:\n{run.stderr[-2000:]}")
+    with open(f"{folder}/run/metrics.jsonl") as f:
+        steps = [r for r in map(json.loads, f) if r["kind"] == "step"]
+    return steps, run.stderr
+
+
+def median_tokens_per_s(runs):
+    return statistics.median(r["tokens_per_s"] for steps in runs for r in steps[WARMUP:])
+
+
+def median_step_ms(runs):
+    """Each step's own duration, from the steps' times since the start."""
+    durations = []
+    for steps in runs:
+        times = [r["time"] for r in steps]
+        durations += [b - a for a, b in zip(times[WARMUP - 1:], times[WARMUP:])]
+    return 1e3 * statistics.median(durations)
+
+
+def summary(stderr):
+    """Rank 0's end-of-run line: ms per step waiting for all-reduces after
+    backward, and each rank's peak RSS and optimizer state (MiB)."""
+    m = SUMMARY.search(stderr)
+    per_rank = lambda text: [float(x) for x in text.split(",")]  # noqa: E731
+    return {"wait_ms": float(m[1]), "peak RSS": per_rank(m[2]), "optimizer state": per_rank(m[3])}
+
+
+def record(bench, case, ours, ref, ref_name, unit, **extra):
+    """A record as bench_util.h's add_record writes it; `speedup` > 1 means ours
+    is better: ref / ours where less is better (ms, MiB), else ours / ref."""
+    better_low = unit in ("ms", "MiB")
+    return dict(bench=bench, case=case, threads=2, ours=ours, ref=ref, ref_name=ref_name, unit=unit,
+                speedup=ref / ours if better_low else ours / ref, **extra)
+
+
+def multi30k(build):
+    """Comparison 1: a prefix of the corpus (the whole takes minutes per epoch)
+    and a 4-pair validation file, so validation costs next to nothing."""
+    print(f"\nData-parallel training, configs/multi30k_en_de.json on its first {MULTI30K_PAIRS} pairs "
+          f"(target tokens/s, median after {WARMUP} warm-up steps, {TRIALS} runs each):\n2 ranks x 1 thread beside "
+          f"1 process x 2 threads; wait: the 2 ranks' ms per step waiting for all-reduces after backward\n"
+          f"{'case':<28} {'2 ranks':>9} {'1 proc':>9} {'ratio':>7} {'wait':>9}")
+    if not os.path.isdir(MULTI30K):
+        print(f"{'multi30k_en_de':<28}   skipped: no {MULTI30K}")
+        return []
+    folder = f"{WORK}/multi30k"
+    os.makedirs(folder)
+    for name, lines in (("train", MULTI30K_PAIRS), ("valid", 4)):
+        with open(f"{MULTI30K}/{name}.tsv") as f, open(f"{folder}/{name}.tsv", "w") as out:
+            out.writelines(line for _, line in zip(range(lines), f))
+    # Every run reads the tokenizers the first one builds, so all train the same model.
+    settings = {"data.train": f"{folder}/train.tsv", "data.valid": f"{folder}/valid.tsv", "num_epochs": 1,
+                "tokenizer_file": f"{folder}/tokenizer_{{0}}.json"}
+    ranks, single, waits = [], [], []
+    for trial in range(TRIALS):
+        steps, stderr = train(mpirun(2) + [f"{build}/mpi/scratchformer"], "configs/multi30k_en_de.json",
+                              f"{folder}/ranks{trial}", dict(settings, threads=1))
+        ranks.append(steps)
+        waits.append(summary(stderr)["wait_ms"])
+        single.append(train([f"{build}/scratchformer"], "configs/multi30k_en_de.json", f"{folder}/single{trial}",
+                            dict(settings, threads=2))[0])
+    ours, ref, wait = median_tokens_per_s(ranks), median_tokens_per_s(single), statistics.mean(waits)
+    print(f"{'multi30k_en_de':<28} {ours:9.0f} {ref:9.0f} {ours / ref:7.3f} {wait:9.2f}")
+    return [record("data_parallel", "multi30k_en_de prefix, 2 ranks x 1 thread", ours, ref,
+                   "1 process x 2 threads", "tokens/s", wait_ms=wait)]
+
+
+def write_random_corpus(path, pairs, c, seed):
+    """Pairs of random words with the lengths bench/step_models.cpp draws
+    (framed lengths uniform in [S/2, S-1]); each side's words run through
+    shuffles of vocab - 4 distinct words, so all are seen and the vocabulary,
+    with the 4 special tokens, is exactly c["vocab"]."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(c["vocab"] - 4)]
+
+    def stream():
+        while True:
+            rng.shuffle(words)
+            yield from words
+    src, tgt = stream(), stream()
+    s = c["seq_len"]
+    with open(path, "w") as out:
+        for _ in range(pairs):
+            n = s // 2 - 2 + rng.randrange(s // 2)
+            out.write(" ".join(next(src) for _ in range(n)) + "\t" + " ".join(next(tgt) for _ in range(n)) + "\n")
+
+
+def small_model_runs(build):
+    """Runs of the small model on 2 ranks x 1 thread: TRIALS each with the
+    overlap off and on, in turn, then one with ZeRO-1. Our side of comparisons 2, 3 and 4, whose reference
+    (PyTorch) takes the same model and batch: bench/step_models.h's small
+    sizes, global batch SMALL["batch"], padded to seq_len (bucket false),
+    dropout and label smoothing 0.1, Adam (lr 1e-4, eps 1e-9)."""
+    folder = f"{WORK}/small"
+    os.makedirs(folder)
+    write_random_corpus(f"{folder}/train.tsv", SMALL_STEPS * SMALL["batch"], SMALL, seed=1)
+    write_random_corpus(f"{folder}/valid.tsv", 2, SMALL, seed=2)
+    config = {"data": {"train": f"{folder}/train.tsv", "valid": f"{folder}/valid.tsv"},
+              "lang_src": "src", "lang_tgt": "tgt", "tokenizer_file": f"{folder}/tokenizer_{{0}}.json",
+              "min_frequency": 1, "bucket": False, "seq_len": SMALL["seq_len"], "batch_size": SMALL["batch"],
+              "d_model": SMALL["d_model"], "N": SMALL["N"], "h": SMALL["h"], "d_ff": SMALL["d_ff"],
+              "dropout": 0.1, "label_smoothing": 0.1, "lr": 1e-4, "schedule": "constant", "warmup_steps": 0,
+              "num_epochs": 1, "threads": 1, "val_examples": 0}
+    with open(f"{folder}/config.json", "w") as f:
+        json.dump(config, f, indent=1)
+    launcher = mpirun(2, ["SCRATCHFORMER_DDP_OVERLAP"]) + [f"{build}/mpi/scratchformer"]
+    runs = {"off": [], "on": []}
+    for trial in range(TRIALS):
+        for name in runs:
+            runs[name].append(train(launcher, f"{folder}/config.json", f"{folder}/{name}{trial}", {"zero": 0},
+                                    env={"SCRATCHFORMER_DDP_OVERLAP": "1" if name == "on" else "0"}))
+    # ZeRO-1 for its memory only: one run.
+    runs["zero"] = [train(launcher, f"{folder}/config.json", f"{folder}/zero", {"zero": 1},
+                          env={"SCRATCHFORMER_DDP_OVERLAP": "1"})]
+    # Per kind: the pooled median step, the mean wait, the first run's lines and memory.
+    kinds = {}
+    for name, trials in runs.items():
+        kinds[name] = dict(summary(trials[0][1]), stderr=trials[0][1],
+                           step_ms=median_step_ms([steps for steps, _ in trials]),
+                           wait_ms=statistics.mean(summary(stderr)["wait_ms"] for _, stderr in trials))
+    return kinds
+
+
+def overlap_table(runs):
+    """Comparison 2. On 2 cores each rank's one thread is also the one that
+    moves and sums its buckets (MPI progresses inside our calls), so what the
+    overlap saves shows in the whole step too, beside the wait."""
+    buckets, megabytes = BUCKETS.search(runs["on"]["stderr"]).groups()
+    on, off = runs["on"], runs["off"]
+    hidden = 1 - on["wait_ms"] / off["wait_ms"]
+    print(f"\nGradient all-reduce, small model, 2 ranks x 1 thread, {buckets} buckets, {megabytes} MB per step:\n"
+          f"ms per step waiting after backward (overlap off: the whole all-reduce), and the whole step\n"
+          f"{'case':<28} {'on':>9} {'off':>9} {'hidden':>7} {'step on':>9} {'step off':>9}\n"
+          f"{'small, overlap':<28} {on['wait_ms']:9.2f} {off['wait_ms']:9.2f} {100 * hidden:6.0f}% "
+          f"{on['step_ms']:9.1f} {off['step_ms']:9.1f}")
+    return [record("ddp_overlap", "small, ms waiting after backward", on["wait_ms"], off["wait_ms"], "overlap off",
+                   "ms", hidden_fraction=hidden, buckets=int(buckets), mb_per_step=float(megabytes),
+                   step_ms=on["step_ms"], ref_step_ms=off["step_ms"])]
+
+
+def zero_table(runs):
+    """Comparison 3."""
+    print(f"\nZeRO-1, small model, 2 ranks x 1 thread (MiB, per rank: rank 0, rank 1)\n"
+          f"{'case':<28} {'zero 1':>13} {'zero 0':>13} {'ratio':>7}")
+    records = []
+    for what in ("optimizer state", "peak RSS"):
+        zero, plain = runs["zero"][what], runs["on"][what]
+        print(f"{'small, ' + what:<28} {zero[0]:6.1f},{zero[1]:6.1f} {plain[0]:6.1f},{plain[1]:6.1f} "
+              f"{max(zero) / max(plain):7.3f}")
+        records.append(record("zero", f"small, {what} (largest rank)", max(zero), max(plain), "zero 0", "MiB",
+                              per_rank=zero, ref_per_rank=plain))
+    return records
+
+
+def pytorch_table(runs):
+    """Comparison 4. What differs besides the framework: our step also builds
+    its batch from the corpus, all-reduces the batch's token count and the
+    loss, and computes the gradient norm (logged); PyTorch's reuses 4
+    prebuilt batches. Our loss weights each rank by its share of the batch's
+    tokens where DDP averages the ranks' means (the same work). DDP's buckets
+    are 25 MB, ours 2 MB."""
+    ours = runs["on"]["step_ms"]
+    print(f"\nTraining step, small model, global batch {SMALL['batch']} on 2 ranks x 1 thread (ms, median after "
+          f"{WARMUP} warm-up steps):\nours beside PyTorch's DistributedDataParallel (gloo; its own warm-up, "
+          f"bench/pytorch_ddp.py)\n{'case':<28} {'ours':>9} {'pytorch':>9} {'ratio':>7}")
+    case = "small, 2 ranks x 1 thread"
+    if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
+        print(f"{case:<28} {ours:9.1f}   skipped: {TORCH_PYTHON} has no torch")
+        return [record("ddp_train_step", case, ours, ours, "none", "ms")]
+    torch = subprocess.run([TORCH_PYTHON, "bench/pytorch_ddp.py", "--model", "small"], stdout=subprocess.PIPE,
+                           text=True)
+    if torch.returncode != 0:
+        print(f"{case:<28} {ours:9.1f}   failed: bench/pytorch_ddp.py exited {torch.returncode}")
+        return [record("ddp_train_step", case, ours, ours, "none", "ms")]
+    theirs = json.loads(torch.stdout.strip().splitlines()[-1])["step_ms"]
+    print(f"{case:<28} {ours:9.1f} {theirs:9.1f} {ours / theirs:7.3f}")
+    return [record("ddp_train_step", case, ours, theirs, "pytorch ddp (gloo)", "ms")]
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    build, bench_json = sys.argv[1:]
+    shutil.rmtree(WORK, ignore_errors=True)
+    records = multi30k(build)
+    runs = small_model_runs(build)
+    records += overlap_table(runs) + zero_table(runs) + pytorch_table(runs)
+    ours = {r["bench"] for r in records}
+    try:
+        with open(bench_json) as f:
+            kept = [r for r in json.load(f) if r["bench"] not in ours]
+    except FileNotFoundError:
+        kept = []
+    with open(bench_json + ".tmp", "w") as f:
+        json.dump(kept + records, f, indent=1)
+        f.write("\n")
+    os.replace(bench_json + ".tmp", bench_json)
+    print(f"\nadded {len(records)} data-parallel records to {bench_json} ({len(kept) + len(records)} records)")
+
+
+if __name__ == "__main__":
+    main()
