@@ -12,8 +12,8 @@ Four comparisons, all on this machine's 2 cores:
 1. Multi30k (a prefix of configs/multi30k_en_de.json's corpus): target
    tokens/s of 2 ranks x 1 thread beside 1 process x 2 threads.
 2. The small bench model (bench/step_models.h) on random words: the time
-   each step waits for gradient all-reduces after backward, with the
-   overlap of all-reduce and backward off (= the whole all-reduce) and on.
+   each step waits for gradient all-reduces after backward, and the whole
+   step, with the overlap of all-reduce and backward off and on.
 3. The same model with ZeRO-1 (`zero: 1`) beside without: each rank's
    optimizer state and peak RSS.
 4. The same model and global batch under PyTorch's DistributedDataParallel
@@ -112,8 +112,9 @@ def multi30k(build):
     """Comparison 1: a prefix of the corpus (the whole takes minutes per epoch)
     and a 4-pair validation file, so validation costs next to nothing."""
     print(f"\nData-parallel training, configs/multi30k_en_de.json on its first {MULTI30K_PAIRS} pairs "
-          f"(target tokens/s, median after {WARMUP} warm-up steps, {TRIALS} runs each):\n2 ranks x 1 thread beside "
-          f"1 process x 2 threads; wait: the 2 ranks' ms per step waiting for all-reduces after backward\n"
+          f"(target tokens/s, median after {WARMUP} warm-up steps, {TRIALS} runs each):\n"
+          f"2 ranks x 1 thread beside 1 process x 2 threads; wait: the 2 ranks' ms per step waiting for "
+          f"all-reduces after backward\n"
           f"{'case':<28} {'2 ranks':>9} {'1 proc':>9} {'ratio':>7} {'wait':>9}")
     if not os.path.isdir(MULTI30K):
         print(f"{'multi30k_en_de':<28}   skipped: no {MULTI30K}")
@@ -197,14 +198,17 @@ def small_model_runs(build):
 
 
 def overlap_table(runs):
-    """Comparison 2. On 2 cores each rank's one thread is also the one that
-    moves and sums its buckets (MPI progresses inside our calls), so what the
-    overlap saves shows in the whole step too, beside the wait."""
+    """Comparison 2. The wait is the trainer's own figure, timed from the last
+    bucket's start, so with the overlap off it leaves out what MPI does as
+    each bucket starts. And on 2 cores each rank's one thread also moves and
+    sums its buckets (MPI progresses inside our calls): what the overlap saves
+    shows in the whole step, beside the wait."""
     buckets, megabytes = BUCKETS.search(runs["on"]["stderr"]).groups()
     on, off = runs["on"], runs["off"]
     hidden = 1 - on["wait_ms"] / off["wait_ms"]
     print(f"\nGradient all-reduce, small model, 2 ranks x 1 thread, {buckets} buckets, {megabytes} MB per step:\n"
-          f"ms per step waiting after backward (overlap off: the whole all-reduce), and the whole step\n"
+          f"ms per step waiting for the all-reduces after backward (as the trainer reports it), "
+          f"and the whole step\n"
           f"{'case':<28} {'on':>9} {'off':>9} {'hidden':>7} {'step on':>9} {'step off':>9}\n"
           f"{'small, overlap':<28} {on['wait_ms']:9.2f} {off['wait_ms']:9.2f} {100 * hidden:6.0f}% "
           f"{on['step_ms']:9.1f} {off['step_ms']:9.1f}")
@@ -260,10 +264,10 @@ def main():
     records = multi30k(build)
     runs = small_model_runs(build)
     records += overlap_table(runs) + zero_table(runs) + pytorch_table(runs)
-    ours = {r["bench"] for r in records}
+    benches = {r["bench"] for r in records}
     try:
         with open(bench_json) as f:
-            kept = [r for r in json.load(f) if r["bench"] not in ours]
+            kept = [r for r in json.load(f) if r["bench"] not in benches]
     except FileNotFoundError:
         kept = []
     with open(bench_json + ".tmp", "w") as f:
