@@ -16,7 +16,8 @@ ifeq ($(PORTABLE),1)
 else
   ARCH_FLAGS := -march=native
 endif
-BASE_FLAGS := -std=c++20 -Wall -Wextra -pthread -MMD -MP -I. $(ARCH_FLAGS)
+GENERATED := build/gen
+BASE_FLAGS := -std=c++20 -Wall -Wextra -pthread -MMD -MP -I. -I$(GENERATED) $(ARCH_FLAGS)
 ifeq ($(SANITIZE),thread)
   BUILD := build/tsan
   CXXFLAGS ?= -O1 -g -fno-omit-frame-pointer -fsanitize=thread
@@ -64,8 +65,15 @@ all: $(LIB) $(CLI) $(EXAMPLES)
 $(CLI): $(BUILD)/obj/train/main.o $(LIB)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
-# Build dependencies, installed when missing (see tools/need-packages).
-deps:
+# Headers the build writes into $(GENERATED), shared by every variant (each
+# depends on sources only): the kernel table's entry names (tools/kernel-list).
+$(GENERATED)/kernel_list.h: autograd/kernels/kernels.h tools/kernel-list
+	@mkdir -p $(dir $@)
+	tools/kernel-list $< > $@.tmp && mv $@.tmp $@
+
+# Build dependencies, installed when missing (see tools/need-packages), and
+# the generated headers, which every compile may include.
+deps: $(GENERATED)/kernel_list.h
 	@tools/need-packages doctest-dev:/usr/include/doctest/doctest.h \
 	  nlohmann-json3-dev:/usr/include/nlohmann/json.hpp $(if $(filter 1,$(OPENCL)),$(OPENCL_PACKAGES)) \
 	  $(if $(filter 1,$(MPI)),$(MPI_PACKAGES))

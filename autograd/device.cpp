@@ -41,7 +41,7 @@ const kernels::Table& cpu_table() {
   static constexpr kernels::Table table{
       .name = "cpu",
 #define SF_ON_HOST(entry) .entry = on_host<&H::entry>,
-      SF_FOR_EACH_KERNEL(SF_ON_HOST)
+      SF_KERNEL_LIST(SF_ON_HOST)
 #undef SF_ON_HOST
   };
   return table;

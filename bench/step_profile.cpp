@@ -58,7 +58,7 @@ const kernels::HostTable& timed_table() {
   static const kernels::HostTable table = [] {
     kernels::HostTable t = kernels::fast_table();
     t.name = "timed";
-    SF_FOR_EACH_KERNEL(TIMED)
+    SF_KERNEL_LIST(TIMED)
     // gemm also counts its floating-point operations.
     t.gemm = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                 int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,

@@ -20,6 +20,7 @@
 #include "autograd/error.h"
 #include "autograd/kernels/kernels.h"
 #include "autograd/opencl/opencl.h"
+#include "kernel_checks.h"
 #include "opencl_helpers.h"
 
 using namespace sf;
@@ -150,6 +151,7 @@ const int64_t kSizes[] = {1, 7, 17, 63, 65, 129};
 }  // namespace
 
 TEST_SUITE("opencl") {
+namespace {
 
 TEST_CASE("opencl: the device moves bytes: write, read, copy and fill with offsets") {
   SF_NEED_OPENCL();
@@ -158,7 +160,6 @@ TEST_CASE("opencl: the device moves bytes: write, read, copy and fill with offse
   CHECK(dev->description().rfind("opencl: ", 0) == 0);
   CHECK_FALSE(dev->host_addressable());
   MESSAGE(dev->description());
-  CHECK(is_complete(dev->kernels()));  // also a compile-time check, except under UBSan
 
   std::vector<float> host = random_floats(65, 1);
   DeviceArray<float> a(host), b(std::vector<float>(65, 0.0f));
@@ -172,8 +173,8 @@ TEST_CASE("opencl: the device moves bytes: write, read, copy and fill with offse
   check_equal(a.read(), host);
 }
 
-TEST_CASE("opencl: gemm, every layout, odd sizes, alpha/beta, broadcast and strided batches") {
-  SF_NEED_OPENCL();
+// gemm, every layout, odd sizes, alpha/beta, broadcast and strided batches.
+void check_gemm() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   double worst = 0.0;
@@ -227,8 +228,8 @@ TEST_CASE("opencl: gemm, every layout, odd sizes, alpha/beta, broadcast and stri
   MESSAGE("gemm: ", cases, " cases, largest relative error ", worst);
 }
 
-TEST_CASE("opencl: binary, predicate, predicate_int and fill_where broadcast") {
-  SF_NEED_OPENCL();
+// binary, predicate, predicate_int and fill_where broadcast.
+void check_broadcasting() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   struct Case {
@@ -283,8 +284,8 @@ TEST_CASE("opencl: binary, predicate, predicate_int and fill_where broadcast") {
   }
 }
 
-TEST_CASE("opencl: unary, every op") {
-  SF_NEED_OPENCL();
+// unary, every op.
+void check_unary() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t n : kSizes) {
@@ -304,8 +305,8 @@ TEST_CASE("opencl: unary, every op") {
   }
 }
 
-TEST_CASE("opencl: sum_to, sum_axis and max_axis") {
-  SF_NEED_OPENCL();
+// sum_to, sum_axis and max_axis.
+void check_reductions() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   const Shape x_shape = {2, 3, 4, 5};
@@ -347,8 +348,8 @@ TEST_CASE("opencl: sum_to, sum_axis and max_axis") {
       }
 }
 
-TEST_CASE("opencl: softmax, log_softmax and their backward passes") {
-  SF_NEED_OPENCL();
+// softmax, log_softmax and their backward passes.
+void check_softmax() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
@@ -374,8 +375,8 @@ TEST_CASE("opencl: softmax, log_softmax and their backward passes") {
     }
 }
 
-TEST_CASE("opencl: masked_softmax and its backward pass, broadcast masks") {
-  SF_NEED_OPENCL();
+// masked_softmax and its backward pass, broadcast masks.
+void check_masked_softmax() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   const Shape shape = {2, 3, 5, 7};  // batch, heads, queries, keys
@@ -401,8 +402,8 @@ TEST_CASE("opencl: masked_softmax and its backward pass, broadcast masks") {
   }
 }
 
-TEST_CASE("opencl: layer_norm and its backward pass") {
-  SF_NEED_OPENCL();
+// layer_norm and its backward pass.
+void check_layer_norm() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
@@ -430,8 +431,8 @@ TEST_CASE("opencl: layer_norm and its backward pass") {
     }
 }
 
-TEST_CASE("opencl: bias_relu, relu_backward and dropout (bit-exact masks)") {
-  SF_NEED_OPENCL();
+// bias_relu, relu_backward and dropout (bit-exact masks).
+void check_relu_and_dropout() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
@@ -457,8 +458,8 @@ TEST_CASE("opencl: bias_relu, relu_backward and dropout (bit-exact masks)") {
     }
 }
 
-TEST_CASE("opencl: dot") {
-  SF_NEED_OPENCL();
+// dot: the device's partial sums against the reference's double sum.
+void check_dot() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{65}, int64_t{4097}, int64_t{1000003}}) {
@@ -473,8 +474,8 @@ TEST_CASE("opencl: dot") {
   }
 }
 
-TEST_CASE("opencl: adam_step and sgd_step") {
-  SF_NEED_OPENCL();
+// adam_step and sgd_step.
+void check_optimizer_steps() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t n : kSizes) {
@@ -504,8 +505,8 @@ TEST_CASE("opencl: adam_step and sgd_step") {
   }
 }
 
-TEST_CASE("opencl: topk, ties to the lower index") {
-  SF_NEED_OPENCL();
+// topk, ties to the lower index.
+void check_topk() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
@@ -526,8 +527,8 @@ TEST_CASE("opencl: topk, ties to the lower index") {
         }
 }
 
-TEST_CASE("opencl: copy_rows and permute") {
-  SF_NEED_OPENCL();
+// copy_rows and permute.
+void check_copies() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   // Rows of 5 ints out of rows of 17, into rows of 9 (a slice then a concat).
@@ -558,8 +559,8 @@ TEST_CASE("opencl: copy_rows and permute") {
   }
 }
 
-TEST_CASE("opencl: gather_rows and scatter_add_rows (deterministic with repeated ids)") {
-  SF_NEED_OPENCL();
+// gather_rows and scatter_add_rows (deterministic with repeated ids).
+void check_embedding_rows() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t vocab : {1, 17, 129})
@@ -592,8 +593,8 @@ TEST_CASE("opencl: gather_rows and scatter_add_rows (deterministic with repeated
   check_equal(dout.read(), want);
 }
 
-TEST_CASE("opencl: cross_entropy and its backward pass, ignored rows, label smoothing") {
-  SF_NEED_OPENCL();
+// cross_entropy and its backward pass, ignored rows, label smoothing.
+void check_cross_entropy() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   const int32_t ignore = 0;
@@ -620,6 +621,47 @@ TEST_CASE("opencl: cross_entropy and its backward pass, ignored rows, label smoo
         K.cross_entropy_backward(dlp.mem(), dt.mem(), rows, cols, ignore, eps, dscale.mem(), ddl.mem());
         check_close(ddl.read(), dl);
       }
+}
+
+}  // namespace
+
+// The check of each entry of the kernel table (tests/kernel_checks.h).
+constexpr sf::testing::KernelChecks kChecks{
+    .gemm = check_gemm,
+    .unary = check_unary,
+    .binary = check_broadcasting,
+    .predicate = check_broadcasting,
+    .predicate_int = check_broadcasting,
+    .fill_where = check_broadcasting,
+    .bias_relu = check_relu_and_dropout,
+    .relu_backward = check_relu_and_dropout,
+    .dropout = check_relu_and_dropout,
+    .sum_to = check_reductions,
+    .sum_axis = check_reductions,
+    .max_axis = check_reductions,
+    .dot = check_dot,
+    .topk = check_topk,
+    .softmax = check_softmax,
+    .log_softmax = check_softmax,
+    .softmax_backward = check_softmax,
+    .log_softmax_backward = check_softmax,
+    .masked_softmax = check_masked_softmax,
+    .masked_softmax_backward = check_masked_softmax,
+    .layer_norm = check_layer_norm,
+    .layer_norm_backward = check_layer_norm,
+    .cross_entropy = check_cross_entropy,
+    .cross_entropy_backward = check_cross_entropy,
+    .copy_rows = check_copies,
+    .permute = check_copies,
+    .gather_rows = check_embedding_rows,
+    .scatter_add_rows = check_embedding_rows,
+    .adam_step = check_optimizer_steps,
+    .sgd_step = check_optimizer_steps,
+};
+
+TEST_CASE("opencl: every kernel entry against the scalar reference") {
+  SF_NEED_OPENCL();
+  sf::testing::run_kernel_checks(kChecks);
 }
 
 }  // TEST_SUITE("opencl")

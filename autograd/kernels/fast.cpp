@@ -12,7 +12,7 @@
 #include "simd.h"
 #include "thread_pool.h"
 
-namespace sf::kernels {
+namespace sf::kernels::fast {
 namespace {
 
 using simd::Vec;
@@ -632,46 +632,15 @@ void scatter_add_rows(const float* grad_out, const int32_t* ids, int64_t n, int6
 
 }  // namespace
 
-// The scalar table, with the entries that have a faster kernel replaced.
-const HostTable& fast_table() {
-  static const HostTable table = [] {
-    HostTable t = scalar_table();
-    t.name = "fast";
-    t.gemm = gemm_fast;
-    // elementwise
-    t.unary = unary;
-    t.binary = binary;
-    t.fill_where = fill_where;
-    t.bias_relu = bias_relu;
-    t.relu_backward = relu_backward;
-    t.dropout = dropout;
-    // reductions
-    t.sum_to = sum_to;
-    t.sum_axis = sum_axis;
-    t.max_axis = max_axis;
-    t.dot = dot;
-    // neural-network rows
-    t.softmax = softmax;
-    t.log_softmax = log_softmax;
-    t.softmax_backward = softmax_backward;
-    t.log_softmax_backward = log_softmax_backward;
-    t.masked_softmax = masked_softmax;
-    t.masked_softmax_backward = masked_softmax_backward;
-    t.layer_norm = layer_norm;
-    t.layer_norm_backward = layer_norm_backward;
-    t.cross_entropy = cross_entropy;
-    t.cross_entropy_backward = cross_entropy_backward;
-    // copies and indexing
-    t.copy_rows = copy_rows;
-    t.permute = permute;
-    t.gather_rows = gather_rows;
-    t.scatter_add_rows = scatter_add_rows;
-    // optimizer steps
-    t.adam_step = adam_step;
-    t.sgd_step = sgd_step;
-    return t;
-  }();
-  return table;
-}
+// The entries without a fast version run the reference: scalar's names are
+// found only where fast has none of its own.
+using namespace scalar;
+constexpr HostTable table{.name = "fast", SF_TABLE_ENTRIES};
+
+}  // namespace sf::kernels::fast
+
+namespace sf::kernels {
+
+const HostTable& fast_table() { return fast::table; }
 
 }  // namespace sf::kernels

@@ -22,6 +22,7 @@
 // (kPackBRows). Each B block is reused from L2 by all M/MR A panels.
 // Products of at most kFewRows rows (decoding) take gemm_few_rows.cpp instead.
 #include "gemm.h"
+#include "kernels.h"
 
 #include <algorithm>
 #include <array>
@@ -416,10 +417,9 @@ Split choose_split(bool trans_b, int64_t m, int64_t n, int64_t batch, int thread
 
 }  // namespace
 
-void gemm_fast(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-               const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
-               int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
-               int64_t batch) {
+void fast::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+                float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
   if (m <= 0 || n <= 0 || batch <= 0) return;
   if (k <= 0) {  // empty sum: C = beta * C
     for (int64_t e = 0; e < batch; ++e)
@@ -453,10 +453,10 @@ void gemm_fast(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
     parallel_for(0, batch * parts, 1, run_tasks);
 }
 
-void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
-                    int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
-                    int64_t batch) {
+// The reference: the plain triple loop that defines the result.
+void scalar::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+                  float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
   for (int64_t e = 0; e < batch; ++e) {
     const float* ae = a + e * stride_a;
     const float* be = b + e * stride_b;

@@ -13,15 +13,11 @@
 namespace sf::kernels {
 
 // Cache-blocked, packed, SIMD, multi-threaded (uses the kernels thread pool).
-void gemm_fast(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-               const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
-               int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
-               int64_t batch);
-
-// The plain triple loop that defines the result; slow, for tests and the scalar table.
-void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
-                    int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
-                    int64_t batch);
+// The reference, scalar::gemm (kernels.h), is the plain triple loop.
+namespace fast {
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
+          int64_t stride_c, int64_t batch);
+}  // namespace fast
 
 }  // namespace sf::kernels

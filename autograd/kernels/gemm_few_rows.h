@@ -8,7 +8,7 @@ namespace sf::kernels {
 
 inline constexpr int64_t kFewRows = 4;
 
-// Same contract as gemm_fast, for 1 <= m <= kFewRows and k >= 1.
+// Same contract as fast::gemm, for 1 <= m <= kFewRows and k >= 1.
 void gemm_few_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
                    int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,

@@ -3,8 +3,7 @@
 // arithmetic only through it (they read values on the host only to validate
 // inputs that come from the host, e.g. token ids).
 //
-// The entries are declared once, as `KernelTable<Ptr>` over a pointer type
-// (their names are listed once more in SF_FOR_EACH_KERNEL, below):
+// The entries are declared once, as `KernelTable<Ptr>` over a pointer type:
 //   - `Table = KernelTable<Mem>`: what a device offers. Memory is addressed as
 //     (buffer, byte offset), so a buffer may live off the host (an OpenCL
 //     cl_mem); ops never do arithmetic on host addresses.
@@ -254,47 +253,26 @@ struct KernelTable {
                    float l2, bool nesterov, bool first);
 };
 
-// Every entry of KernelTable, in declaration order: code that must visit each
-// one (the CPU device's adapter, the completeness check below, the profiler in
-// bench/) expands X(entry) over this list instead of keeping its own copy.
-#define SF_FOR_EACH_KERNEL(X)                                                                    \
-  X(gemm)                                                                                        \
-  X(unary) X(binary) X(predicate) X(predicate_int) X(fill_where) X(bias_relu) X(relu_backward)   \
-  X(dropout)                                                                                     \
-  X(sum_to) X(sum_axis) X(max_axis) X(dot) X(topk)                                               \
-  X(softmax) X(log_softmax) X(softmax_backward) X(log_softmax_backward) X(masked_softmax)       \
-  X(masked_softmax_backward) X(layer_norm) X(layer_norm_backward) X(cross_entropy)               \
-  X(cross_entropy_backward)                                                                      \
-  X(copy_rows) X(permute) X(gather_rows) X(scatter_add_rows)                                     \
-  X(adam_step) X(sgd_step)
-
-// The list above names every entry: one pointer per entry plus `name`.
-#define SF_COUNT_KERNEL(entry) +1
-static_assert(sizeof(KernelTable<HostPtr>) == sizeof(void*) * (1 SF_FOR_EACH_KERNEL(SF_COUNT_KERNEL)),
-              "an entry of KernelTable is missing from SF_FOR_EACH_KERNEL");
-#undef SF_COUNT_KERNEL
-
-// True when a table fills every entry. A backend's table is constexpr and
-// checks this with SF_ASSERT_COMPLETE, so an entry it forgets is a compile
-// error, not a null pointer called at run time; the tests check every table at
-// run time as well.
-template <template <class> class Ptr>
-constexpr bool is_complete(const KernelTable<Ptr>& table) {
-  bool complete = table.name != nullptr;
-#define SF_CHECK_KERNEL(entry) complete = complete && table.entry != nullptr;
-  SF_FOR_EACH_KERNEL(SF_CHECK_KERNEL)
-#undef SF_CHECK_KERNEL
-  return complete;
-}
-// GCC's UndefinedBehaviorSanitizer stops assuming that a function's address is
-// not null, so under it is_complete is no constant expression; that build
-// skips the compile-time check (__builtin_constant_p is then false).
-#define SF_ASSERT_COMPLETE(table) \
-  static_assert(!__builtin_constant_p(::sf::kernels::is_complete(table)) || ::sf::kernels::is_complete(table), \
-                "a kernel table leaves an entry empty")
+// Every table is expanded from the entries' names: SF_KERNEL_LIST(X) is
+// X(gemm) X(unary) ..., in declaration order, written by the build from the
+// struct above (tools/kernel-list), so the struct is the only list. A backend
+// defines one function per entry, named as the entry, and fills its table with
+// SF_TABLE_ENTRIES (`.gemm = gemm, .unary = unary, ...`) where they are in
+// scope: a function it lacks is a compile error.
+#include "kernel_list.h"
+#define SF_TABLE_ENTRY(entry) .entry = entry,
+#define SF_TABLE_ENTRIES SF_KERNEL_LIST(SF_TABLE_ENTRY)
 
 using Table = KernelTable<Mem>;
 using HostTable = KernelTable<HostPtr>;
+
+// The reference kernels (scalar.cpp), declared from the list with each
+// entry's type: the plainest loop for each entry, which defines what it means.
+namespace scalar {
+#define SF_DECLARE_REFERENCE(entry) std::remove_pointer_t<decltype(HostTable::entry)> entry;
+SF_KERNEL_LIST(SF_DECLARE_REFERENCE)
+#undef SF_DECLARE_REFERENCE
+}  // namespace scalar
 
 const HostTable& scalar_table();
 const HostTable& fast_table();  // SIMD for the build's target CPU, threaded

@@ -9,8 +9,7 @@
 #include "gemm.h"
 #include "kernels.h"
 
-namespace sf::kernels {
-namespace {
+namespace sf::kernels::scalar {
 
 // Visits every index of `shape` in row-major order, calling f(out_index,
 // offset_a, offset_b) with the operands' offsets under their broadcast strides.
@@ -388,50 +387,12 @@ void sgd_step(float* p, const float* g, float* buf, int64_t n, float lr, float m
   }
 }
 
-}  // namespace
+constexpr HostTable table{.name = "scalar", SF_TABLE_ENTRIES};
 
-const HostTable& scalar_table() {
-  static constexpr HostTable table{
-      .name = "scalar",
-      .gemm = gemm_reference,
-      // elementwise
-      .unary = unary,
-      .binary = binary,
-      .predicate = predicate,
-      .predicate_int = predicate_int,
-      .fill_where = fill_where,
-      .bias_relu = bias_relu,
-      .relu_backward = relu_backward,
-      .dropout = dropout,
-      // reductions
-      .sum_to = sum_to,
-      .sum_axis = sum_axis,
-      .max_axis = max_axis,
-      .dot = dot,
-      .topk = topk,
-      // neural-network rows
-      .softmax = softmax,
-      .log_softmax = log_softmax,
-      .softmax_backward = softmax_backward,
-      .log_softmax_backward = log_softmax_backward,
-      .masked_softmax = masked_softmax,
-      .masked_softmax_backward = masked_softmax_backward,
-      .layer_norm = layer_norm,
-      .layer_norm_backward = layer_norm_backward,
-      .cross_entropy = cross_entropy,
-      .cross_entropy_backward = cross_entropy_backward,
-      // copies and indexing
-      .copy_rows = copy_rows,
-      .permute = permute,
-      .gather_rows = gather_rows,
-      .scatter_add_rows = scatter_add_rows,
-      // optimizer steps
-      .adam_step = adam_step,
-      .sgd_step = sgd_step,
-  };
-  // The reference fills every entry: other host tables start from a copy of it.
-  SF_ASSERT_COMPLETE(table);
-  return table;
-}
+}  // namespace sf::kernels::scalar
+
+namespace sf::kernels {
+
+const HostTable& scalar_table() { return scalar::table; }
 
 }  // namespace sf::kernels

@@ -288,45 +288,7 @@ void strided_copy(Mem<const float> x, const int64_t* shape, const int64_t* strid
 }
 
 const kernels::Table& table() {
-  static constexpr kernels::Table table{
-      .name = "opencl",
-      .gemm = gemm,
-      // elementwise
-      .unary = unary,
-      .binary = binary,
-      .predicate = predicate,
-      .predicate_int = predicate_int,
-      .fill_where = fill_where,
-      .bias_relu = bias_relu,
-      .relu_backward = relu_backward,
-      .dropout = dropout,
-      // reductions
-      .sum_to = sum_to,
-      .sum_axis = sum_axis,
-      .max_axis = max_axis,
-      .dot = dot,
-      .topk = topk,
-      // neural-network rows
-      .softmax = softmax,
-      .log_softmax = log_softmax,
-      .softmax_backward = softmax_backward,
-      .log_softmax_backward = log_softmax_backward,
-      .masked_softmax = masked_softmax,
-      .masked_softmax_backward = masked_softmax_backward,
-      .layer_norm = layer_norm,
-      .layer_norm_backward = layer_norm_backward,
-      .cross_entropy = cross_entropy,
-      .cross_entropy_backward = cross_entropy_backward,
-      // copies and indexing
-      .copy_rows = copy_rows,
-      .permute = permute,
-      .gather_rows = gather_rows,
-      .scatter_add_rows = scatter_add_rows,
-      // optimizer steps
-      .adam_step = adam_step,
-      .sgd_step = sgd_step,
-  };
-  SF_ASSERT_COMPLETE(table);
+  static constexpr kernels::Table table{.name = "opencl", SF_TABLE_ENTRIES};
   return table;
 }
 
