@@ -112,7 +112,6 @@ class CpuDevice final : public Device {
     return {system_allocations_, cache_hits_, live_bytes_, peak_live_bytes_,
             static_cast<int64_t>(cache_.cached_bytes())};
   }
-  void reset_peak() { peak_live_bytes_ = live_bytes_.load(); }
 
   const kernels::Table& kernels() const override { return cpu_table(); }
 
@@ -152,8 +151,6 @@ void set_local_rank(int rank) { g_local_rank = rank; }
 int local_rank() { return g_local_rank; }
 
 AllocationStats cpu_allocation_stats() { return cpu_device().stats(); }
-
-void reset_cpu_peak_live_bytes() { cpu_device().reset_peak(); }
 
 Storage::Storage(Device& device, size_t bytes)
     : device_(device), bytes_(bytes), buffer_(device.allocate(bytes)) {}

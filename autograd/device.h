@@ -59,7 +59,7 @@ int local_rank();
 
 // The CPU device's allocations: how many were served by the system or reused
 // from its cache of freed blocks, and bytes (counted in size classes) held by
-// tensors now, at most since the last reset, and kept in the cache.
+// tensors now, at most so far, and kept in the cache.
 struct AllocationStats {
   int64_t system_allocations = 0;
   int64_t cache_hits = 0;
@@ -68,7 +68,6 @@ struct AllocationStats {
   int64_t cached_bytes = 0;
 };
 AllocationStats cpu_allocation_stats();
-void reset_cpu_peak_live_bytes();
 
 // A block of device memory, freed by its device when the last tensor using it goes.
 class Storage {
