@@ -50,7 +50,7 @@ static double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-static std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const optim::NamedTensors& params) {
+static std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const NamedTensors& params) {
   const OptimizerConfig& o = c.optimizer;
   if (o.name == "sgd")
     return std::make_unique<optim::Sgd>(params, c.lr, optim::SgdOptions{o.momentum, o.weight_decay, o.nesterov});
