@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/kernels.h"
 
@@ -49,6 +50,8 @@ Device& cpu();
 // The device a config names: "cpu", or "opencl" in a build with the OpenCL
 // backend (make OPENCL=1). Throws sf::Error naming what is missing otherwise.
 Device& device_named(const std::string& name);
+// Every name device_named knows (what a config's "device" may be).
+std::vector<std::string> device_names();
 
 // Processes that share a machine (data-parallel ranks) spread over its
 // devices: the process numbered `local_rank` among them takes device
