@@ -155,7 +155,7 @@ void Trainer::prepare_data() {
                       data::drop_long_examples(valid, config_.seq_len);
     if (dropped > 0)
       say("data: dropped %lld pairs longer than seq_len - 2 = %lld tokens\n", static_cast<long long>(dropped),
-          static_cast<long long>(config_.seq_len - 2));
+          static_cast<long long>(data::longest_source(config_.seq_len)));
     if (train.empty()) fail(config_.source, ": every training pair is longer than seq_len - 2 tokens");
   }
   if (comm_.size() > 1) {
