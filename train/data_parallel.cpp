@@ -173,6 +173,11 @@ void broadcast_tensors(const NamedTensors& tensors, Communicator& comm) {
   }
 }
 
+Rng::State rank_dropout_state(const Rng::State& rank0, int rank) {
+  if (rank == 0) return rank0;
+  return Rng(rank0[0] ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(rank))).state();
+}
+
 std::string broadcast_string(const std::string& text, Communicator& comm) {
   std::vector<int64_t> size{static_cast<int64_t>(text.size())};
   comm.broadcast(as_bytes(size), 0);

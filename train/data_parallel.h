@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/random.h"
 #include "optim/optimizer.h"
 #include "train/communicator.h"
 
@@ -80,6 +81,11 @@ class GradientReducer {
   double exposed_seconds_ = 0;
   int64_t steps_ = 0;
 };
+
+// Rank `rank`'s dropout stream: rank 0's own; rank r > 0 draws from a stream
+// of its own (seeded from rank 0's and r), so that the ranks' shares of a
+// batch are not dropped alike.
+Rng::State rank_dropout_state(const Rng::State& rank0, int rank);
 
 // Copies rank 0's values of every tensor to the other ranks.
 void broadcast_tensors(const NamedTensors& tensors, Communicator& comm);
