@@ -112,7 +112,6 @@ class CpuDevice final : public Device {
     return {system_allocations_, cache_hits_, live_bytes_, peak_live_bytes_,
             static_cast<int64_t>(cache_.cached_bytes())};
   }
-  void reset_peak() { peak_live_bytes_ = live_bytes_.load(); }
 
   const kernels::Table& kernels() const override { return cpu_table(); }
 
@@ -131,17 +130,32 @@ CpuDevice& cpu_device() {
 
 Device& cpu() { return cpu_device(); }
 
-Device& device_named(const std::string& name) {
-  if (name == "cpu") return cpu();
-  if (name == "opencl") {
-#ifdef SF_OPENCL
-    return opencl();
-#else
-    fail("device \"opencl\": this build has no OpenCL backend (make OPENCL=1 builds one: "
-         "build/opencl/scratchformer)");
+namespace {
+
+#ifndef SF_OPENCL
+Device& opencl() {
+  fail("device \"opencl\": this build has no OpenCL backend (make OPENCL=1 builds one: "
+       "build/opencl/scratchformer)");
+}
 #endif
-  }
-  fail("unknown device \"", name, "\" (expected \"cpu\" or \"opencl\")");
+
+// Every device a config may name, and how to reach it.
+constexpr std::pair<const char*, Device& (*)()> kNamedDevices[] = {{"cpu", cpu}, {"opencl", opencl}};
+
+}  // namespace
+
+std::vector<std::string> device_names() {
+  std::vector<std::string> names;
+  for (auto [name, device] : kNamedDevices) names.push_back(name);
+  return names;
+}
+
+Device& device_named(const std::string& name) {
+  for (auto [known, device] : kNamedDevices)
+    if (name == known) return device();
+  std::string expected;
+  for (const std::string& known : device_names()) expected += (expected.empty() ? "\"" : ", \"") + known + "\"";
+  fail("unknown device \"", name, "\" (expected one of ", expected, ")");
 }
 
 namespace {
@@ -152,8 +166,6 @@ void set_local_rank(int rank) { g_local_rank = rank; }
 int local_rank() { return g_local_rank; }
 
 AllocationStats cpu_allocation_stats() { return cpu_device().stats(); }
-
-void reset_cpu_peak_live_bytes() { cpu_device().reset_peak(); }
 
 Storage::Storage(Device& device, size_t bytes)
     : device_(device), bytes_(bytes), buffer_(device.allocate(bytes)) {}

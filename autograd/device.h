@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/kernels.h"
 
@@ -49,6 +50,8 @@ Device& cpu();
 // The device a config names: "cpu", or "opencl" in a build with the OpenCL
 // backend (make OPENCL=1). Throws sf::Error naming what is missing otherwise.
 Device& device_named(const std::string& name);
+// Every name device_named knows (what a config's "device" may be).
+std::vector<std::string> device_names();
 
 // Processes that share a machine (data-parallel ranks) spread over its
 // devices: the process numbered `local_rank` among them takes device
@@ -59,7 +62,7 @@ int local_rank();
 
 // The CPU device's allocations: how many were served by the system or reused
 // from its cache of freed blocks, and bytes (counted in size classes) held by
-// tensors now, at most since the last reset, and kept in the cache.
+// tensors now, at most so far, and kept in the cache.
 struct AllocationStats {
   int64_t system_allocations = 0;
   int64_t cache_hits = 0;
@@ -68,7 +71,6 @@ struct AllocationStats {
   int64_t cached_bytes = 0;
 };
 AllocationStats cpu_allocation_stats();
-void reset_cpu_peak_live_bytes();
 
 // A block of device memory, freed by its device when the last tensor using it goes.
 class Storage {

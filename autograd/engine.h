@@ -50,8 +50,6 @@ struct BackwardHooks {
 
 void run_backward(const Tensor& root, const Tensor& grad, const BackwardHooks& hooks = {});
 
-bool grad_enabled();
-
 // Disables recording in its scope (inference, optimizer steps, backward itself).
 class NoGradGuard {
  public:

@@ -17,14 +17,12 @@
 #pragma once
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "tensor.h"
 
 namespace sf::safetensors {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using Metadata = std::map<std::string, std::string>;
 
 struct Contents {

@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device.h"
@@ -122,5 +123,9 @@ struct TensorImpl {
   Tensor grad;
   std::shared_ptr<Node> grad_fn;
 };
+
+// Name -> tensor pairs in a fixed order: a module's parameters, an
+// optimizer's state, a safetensors file's contents.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 }  // namespace sf

@@ -1,8 +1,9 @@
 #include "step_models.h"
 
+#include <numeric>
 #include <vector>
 
-#include "data/framing.h"
+#include "data/batching.h"
 
 namespace sf::bench {
 
@@ -18,25 +19,20 @@ std::unique_ptr<nn::Transformer> build(const StepConfig& c, Device& device) {
 }
 
 StepBatch random_batch(const StepConfig& c, Rng& rng) {
-  const int32_t pad = 1, sos = 2, eos = 3;
-  int64_t s = c.seq_len;
-  std::vector<int32_t> src(c.batch * s, pad), tgt(c.batch * s, pad), label(c.batch * s, pad);
-  for (int64_t b = 0; b < c.batch; ++b) {
-    int64_t length = s / 2 + static_cast<int64_t>(rng.next_u64() % static_cast<uint64_t>(s / 2)) - 2;
-    src[b * s] = tgt[b * s] = sos;
-    for (int64_t t = 1; t <= length; ++t) {
-      src[b * s + t] = static_cast<int32_t>(4 + rng.next_u64() % (c.vocab - 4));
-      tgt[b * s + t] = static_cast<int32_t>(4 + rng.next_u64() % (c.vocab - 4));
-      label[b * s + t - 1] = tgt[b * s + t];
+  const int64_t specials = std::ssize(data::kSpecialTokens);
+  auto word = [&] { return static_cast<int32_t>(specials + rng.next_u64() % (c.vocab - specials)); };
+  std::vector<data::Example> examples(static_cast<size_t>(c.batch));
+  for (data::Example& e : examples) {
+    int64_t width = c.seq_len / 2 + static_cast<int64_t>(rng.next_u64() % static_cast<uint64_t>(c.seq_len / 2));
+    for (int64_t t = 0; t < data::longest_source(width); ++t) {
+      e.src.push_back(word());
+      e.tgt.push_back(word());
     }
-    src[b * s + length + 1] = eos;
-    label[b * s + length] = eos;
   }
-  StepBatch batch{Tensor::from_ints(src, {c.batch, s}), Tensor::from_ints(tgt, {c.batch, s}),
-                  Tensor::from_ints(label, {c.batch, s}), {}, {}};
-  batch.src_mask = data::encoder_keep_mask(batch.src);
-  batch.tgt_mask = data::decoder_keep_mask(batch.tgt);
-  return batch;
+  std::vector<size_t> all(examples.size());
+  std::iota(all.begin(), all.end(), 0);
+  data::Batch b = data::BatchedDataset(std::move(examples), {c.batch, c.seq_len, false, false}).make_batch(all);
+  return {b.encoder_input, b.decoder_input, b.label, b.encoder_mask, b.decoder_mask};
 }
 
 }  // namespace sf::bench

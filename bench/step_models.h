@@ -27,7 +27,8 @@ struct StepBatch {
   Tensor src, tgt, label, src_mask, tgt_mask;
 };
 
-// Lengths uniform in [S/2, S-1], framed as the data pipeline frames pairs:
+// Framed source lengths uniform in [S/2, S-1], a target as long as its
+// source, padded to S: a batch as training builds it (data::BatchedDataset):
 // [SOS] tokens [EOS] [PAD]... for the encoder, [SOS] tokens [PAD]... for the
 // decoder, tokens [EOS] [PAD]... as labels.
 StepBatch random_batch(const StepConfig& c, Rng& rng);

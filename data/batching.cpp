@@ -39,7 +39,8 @@ std::vector<Example> encode_pairs(const std::vector<Pair>& pairs, const Tokenize
 }
 
 int64_t drop_long_examples(std::vector<Example>& examples, int64_t seq_len) {
-  size_t limit = static_cast<size_t>(std::max<int64_t>(seq_len - 2, 0));
+  // Both sides are held to the source's limit, the stricter one.
+  size_t limit = static_cast<size_t>(std::max<int64_t>(longest_source(seq_len), 0));
   size_t before = examples.size();
   std::erase_if(examples, [&](const Example& e) { return e.src.size() > limit || e.tgt.size() > limit; });
   return static_cast<int64_t>(before - examples.size());
@@ -48,14 +49,12 @@ int64_t drop_long_examples(std::vector<Example>& examples, int64_t seq_len) {
 BatchedDataset::BatchedDataset(std::vector<Example> examples, BatchOptions options)
     : examples_(std::move(examples)), options_(options) {
   if (options_.batch_size <= 0) internal_fail("batch_size must be positive, got ", options_.batch_size);
-  // The encoder input adds [SOS] and [EOS], the decoder input and labels one token.
+  const int64_t longest_src = longest_source(options_.seq_len), longest_tgt = longest_target(options_.seq_len);
   for (const Example& e : examples_) {
-    if (static_cast<int64_t>(e.src.size()) > options_.seq_len - 2)
-      fail(e.text.origin, ": the source has ", e.src.size(), " tokens, more than seq_len - 2 = ",
-           options_.seq_len - 2);
-    if (static_cast<int64_t>(e.tgt.size()) > options_.seq_len - 1)
-      fail(e.text.origin, ": the target has ", e.tgt.size(), " tokens, more than seq_len - 1 = ",
-           options_.seq_len - 1);
+    if (static_cast<int64_t>(e.src.size()) > longest_src)
+      fail(e.text.origin, ": the source has ", e.src.size(), " tokens, more than seq_len - 2 = ", longest_src);
+    if (static_cast<int64_t>(e.tgt.size()) > longest_tgt)
+      fail(e.text.origin, ": the target has ", e.tgt.size(), " tokens, more than seq_len - 1 = ", longest_tgt);
   }
 }
 
@@ -92,8 +91,8 @@ Batch BatchedDataset::make_batch(const std::vector<size_t>& indices) const {
   if (options_.bucket) {
     S = T = 0;
     for (size_t i : indices) {
-      S = std::max<int64_t>(S, examples_.at(i).src.size() + 2);
-      T = std::max<int64_t>(T, examples_.at(i).tgt.size() + 1);
+      S = std::max(S, framed_source_width(examples_.at(i).src.size()));
+      T = std::max(T, framed_target_width(examples_.at(i).tgt.size()));
     }
   }
   int64_t B = static_cast<int64_t>(indices.size());
@@ -109,7 +108,7 @@ Batch BatchedDataset::make_batch(const std::vector<size_t>& indices) const {
     append(label, frame_labels(e.tgt, T));
     batch.src_text.push_back(e.text.src);
     batch.tgt_text.push_back(e.text.tgt);
-    batch.label_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
+    batch.label_tokens += framed_target_width(e.tgt.size());
   }
   batch.encoder_input = Tensor::from_ints(encoder, {B, S});
   batch.decoder_input = Tensor::from_ints(decoder, {B, T});

@@ -38,7 +38,7 @@ std::vector<int32_t> frame_labels(const std::vector<int32_t>& ids, int64_t lengt
 Tensor frame_sources(const std::vector<std::vector<int32_t>>& sources) {
   size_t longest = 0;
   for (const auto& s : sources) longest = std::max(longest, s.size());
-  int64_t width = static_cast<int64_t>(longest) + 2;
+  int64_t width = framed_source_width(longest);
   std::vector<int32_t> ids;
   ids.reserve(sources.size() * static_cast<size_t>(width));
   for (const auto& s : sources) {

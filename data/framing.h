@@ -29,8 +29,16 @@ inline constexpr int32_t kUnkId = 0, kPadId = 1, kSosId = 2, kEosId = 3;
 inline constexpr std::array<std::string_view, 4> kSpecialTokens = {"[UNK]", "[PAD]", "[SOS]",
                                                                    "[EOS]"};
 
+// The positions a sentence of `tokens` tokens takes once framed: a source
+// gains [SOS] and [EOS], a target one of them (the decoder input's [SOS], the
+// labels' [EOS]). And the converse: the most tokens `positions` hold.
+constexpr int64_t framed_source_width(size_t tokens) { return static_cast<int64_t>(tokens) + 2; }
+constexpr int64_t framed_target_width(size_t tokens) { return static_cast<int64_t>(tokens) + 1; }
+constexpr int64_t longest_source(int64_t positions) { return positions - 2; }
+constexpr int64_t longest_target(int64_t positions) { return positions - 1; }
+
 // The framing of one sentence, padded with [PAD] to `length` positions, which
-// must hold it (ids + 2, ids + 1 and ids + 1 positions).
+// must hold it (its framed width above).
 std::vector<int32_t> frame_source(const std::vector<int32_t>& ids, int64_t length);        // [SOS] ids [EOS]
 std::vector<int32_t> frame_decoder_input(const std::vector<int32_t>& ids, int64_t length); // [SOS] ids
 std::vector<int32_t> frame_labels(const std::vector<int32_t>& ids, int64_t length);        // ids [EOS]

@@ -19,7 +19,6 @@ char32_t next_code_point(std::string_view text, size_t& pos);
 size_t find_invalid_utf8(std::string_view text);
 
 std::u32string decode_utf8(std::string_view text);  // throws on invalid UTF-8
-void append_utf8(std::string& out, char32_t cp);
 
 bool is_word_char(char32_t cp);   // Python re \w: str.isalnum() or '_'
 bool is_space_char(char32_t cp);  // Python re \s: str.isspace()

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   std::string kind = argc > 1 ? argv[1] : "adam";
   Rng init(1);
   nn::Linear hidden(2, 8, init), output(8, 2, init);
-  optim::NamedTensors params = {{"hidden.weight", hidden.weight}, {"hidden.bias", hidden.bias},
+  NamedTensors params = {{"hidden.weight", hidden.weight}, {"hidden.bias", hidden.bias},
                                 {"output.weight", output.weight}, {"output.bias", output.bias}};
   std::unique_ptr<optim::Optimizer> optimizer;
   if (kind == "sgd")

@@ -12,7 +12,7 @@ namespace sf::fuzz {
 namespace {
 
 // The same names with the same contents, in any order.
-bool same_tensors(safetensors::NamedTensors a, safetensors::NamedTensors b) {
+bool same_tensors(NamedTensors a, NamedTensors b) {
   auto by_name = [](const auto& x, const auto& y) { return x.first < y.first; };
   std::sort(a.begin(), a.end(), by_name);
   std::sort(b.begin(), b.end(), by_name);

@@ -19,9 +19,6 @@
 
 namespace sf::nn {
 
-// Name -> tensor pairs in a fixed order.
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
 class Module {
  public:
   Module() = default;

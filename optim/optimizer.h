@@ -7,15 +7,12 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "autograd/safetensors.h"
 #include "autograd/tensor.h"
 
 namespace sf::optim {
-
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // Elements [begin, end) of a parameter, in row-major order.
 struct Slice {

@@ -39,7 +39,7 @@ static bool same_bits(const Tensor& a, const Tensor& b) {
 TEST_CASE("safetensors: round trip is bit-identical, in order, with metadata") {
   TempDir dir;
   float inf = std::numeric_limits<float>::infinity();
-  safetensors::NamedTensors tensors = {
+  NamedTensors tensors = {
       {"weights", Tensor::from({1.5f, -0.0f, inf, -inf, 1e-40f, 3.14159265f}, {2, 3})},
       {"ids", Tensor::from_ints({7, -2, 2147483647}, {3})},
       {"scalar", Tensor::scalar(std::nanf(""))},
@@ -154,7 +154,7 @@ TEST_CASE("checkpoint: save -> load is bit-identical and gives the same log-prob
   std::string path = dir.file("tmodel_00.safetensors");
   nn::save_checkpoint(*model, path);
   nn::load_checkpoint(*other, path);
-  nn::NamedTensors a = model->state_dict(), b = other->state_dict();
+  NamedTensors a = model->state_dict(), b = other->state_dict();
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     CAPTURE(a[i].first);
@@ -210,23 +210,23 @@ TEST_CASE("checkpoint: a file for another model is rejected, naming the tensor")
                        doctest::Contains("h = 2, the model has 4"), Error);
 
   // Without metadata (as exported from PyTorch) the shapes are checked.
-  safetensors::NamedTensors tensors = safetensors::load(path).tensors;
+  NamedTensors tensors = safetensors::load(path).tensors;
   safetensors::save(path, tensors);
   std::string expect = path + ": tensor 'encoder.layers.0.feed_forward_block.linear_1.weight'" +
                        " has shape [16, 8], the model needs [32, 8]";
   CHECK_THROWS_WITH_AS(nn::load_checkpoint(*model, path), doctest::Contains(expect.c_str()), Error);
   nn::load_checkpoint(*testing::tiny_model(c), path);  // loads fine into the right model
 
-  safetensors::NamedTensors missing(tensors.begin(), tensors.end() - 1);
+  NamedTensors missing(tensors.begin(), tensors.end() - 1);
   safetensors::save(path, missing);
   CHECK_THROWS_WITH_AS(nn::load_checkpoint(*testing::tiny_model(c), path),
                        doctest::Contains("tensor 'projection_layer.proj.bias' is missing"), Error);
-  safetensors::NamedTensors extra = tensors;
+  NamedTensors extra = tensors;
   extra.emplace_back("encoder.layers.2.norm.alpha", Tensor::ones({8}));
   safetensors::save(path, extra);
   CHECK_THROWS_WITH_AS(nn::load_checkpoint(*testing::tiny_model(c), path),
                        doctest::Contains("unexpected tensor 'encoder.layers.2.norm.alpha'"), Error);
-  safetensors::NamedTensors wrong_dtype = tensors;
+  NamedTensors wrong_dtype = tensors;
   wrong_dtype[0].second = Tensor::zeros(wrong_dtype[0].second.shape(), DType::I32);
   safetensors::save(path, wrong_dtype);
   CHECK_THROWS_WITH_AS(nn::load_checkpoint(*testing::tiny_model(c), path),

@@ -23,7 +23,7 @@ using nlohmann::json;
 nlohmann::json TrainingState::to_json() const {
   json j = {{"epoch", epoch},       {"global_step", global_step},     {"batch", batch},
             {"batches_in_epoch", batches_in_epoch}, {"accum_pending", accum_pending},
-            {"dropout_rng", dropout_rng}, {"best_bleu", best_bleu}};
+            {"dropout_rng", dropout_rng}, {"best_bleu", best_score}};
   if (!rank_dropout_rngs.empty()) j["rank_dropout_rngs"] = rank_dropout_rngs;
   return j;
 }
@@ -60,7 +60,7 @@ TrainingState TrainingState::from_json(const json& j, const std::string& path) {
   const json& bleu = field("best_bleu");
   if (!bleu.is_number() || !(bleu.get<double>() == -1.0 || (bleu.get<double>() >= 0 && bleu.get<double>() <= 100)))
     bad("best_bleu", "must be -1 (none yet) or a BLEU score in [0, 100]");
-  s.best_bleu = bleu.get<double>();
+  s.best_score = bleu.get<double>();
   auto rng_state = [&](const json& rng, const char* key) {
     Rng::State state{};
     if (!rng.is_array() || rng.size() != state.size() ||

@@ -5,8 +5,8 @@
 //   {basename}{e:02d}.state.json         where training stands: epoch, global
 //                                        step, batches done in the epoch, RNG,
 //                                        and a digest of the other two files
-// The best checkpoint by validation BLEU uses the tag "best" in place of the
-// epoch number.
+// The best checkpoint by validation kBestMetric uses the tag "best" in place
+// of the epoch number.
 //
 // Saving never puts the last complete checkpoint at risk, whatever moment a
 // run is killed or the disk fills up (docs/checkpoints.md walks through it):
@@ -32,6 +32,10 @@
 
 namespace sf::train {
 
+// The validation metric that picks the "best" checkpoint, higher being better.
+// state.json keeps its best value so far as "best_bleu".
+inline constexpr const char* kBestMetric = "bleu";
+
 struct TrainingState {
   int64_t epoch = 0;             // the epoch this checkpoint was taken in
   int64_t global_step = 0;       // optimizer steps so far
@@ -40,7 +44,7 @@ struct TrainingState {
   int64_t accum_pending = 0;     // batches accumulated since the last step
   Rng::State dropout_rng{};      // rank 0's (a single process's) dropout stream
   std::vector<Rng::State> rank_dropout_rngs;  // ranks 1, 2, ... of a data-parallel run
-  double best_bleu = -1.0;       // the best validation BLEU so far
+  double best_score = -1.0;      // the best validation kBestMetric so far (-1: none yet)
 
   bool epoch_complete() const { return batch >= batches_in_epoch; }
   nlohmann::json to_json() const;

@@ -14,6 +14,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <span>
 
@@ -59,5 +60,11 @@ class Communicator {
 
 // The communicator of a process training alone.
 std::unique_ptr<Communicator> single_process();
+
+// printf to stderr on rank 0; the other ranks keep quiet.
+template <class... Args>
+void say(const Communicator& comm, const char* format, Args... args) {
+  if (comm.rank() == 0) std::fprintf(stderr, format, args...);
+}
 
 }  // namespace sf::train

@@ -200,7 +200,7 @@ Config from_json(const json& root, const std::string& source) {
     c.clip_grad_norm = v->get<float>();
   }
   r.integer("grad_accum", c.grad_accum, 1, kMaxBatchSize);
-  r.string("device", c.device, {"cpu", "opencl"});
+  r.string("device", c.device, device_names());
   try {
     device_named(c.device);  // a build without OpenCL, or a machine without a device
   } catch (const Error& e) {

@@ -51,7 +51,7 @@ struct Config {
   int64_t warmup_steps = 4000;
   std::optional<float> clip_grad_norm;
   int64_t grad_accum = 1;
-  std::string device = "cpu";  // cpu | opencl
+  std::string device = "cpu";  // one of device_names() (autograd/device.h)
   int64_t threads = 0, val_examples = 2, beam = 1;
   // Under MPI, 1 shards the optimizer state across the ranks (ZeRO stage 1).
   int64_t zero = 0;

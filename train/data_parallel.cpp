@@ -40,7 +40,7 @@ int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / mult
 
 // Where each parameter starts when the parameters are laid one after another,
 // each from a multiple of kShardAlign; the last entry is the total length.
-std::vector<int64_t> flat_offsets(const optim::NamedTensors& params) {
+std::vector<int64_t> flat_offsets(const NamedTensors& params) {
   std::vector<int64_t> offsets;
   int64_t total = 0;
   for (const auto& [name, p] : params) {
@@ -67,7 +67,7 @@ std::vector<size_t> rank_share(const std::vector<size_t>& batch, int rank, int r
 
 // ---- Gradient buckets ------------------------------------------------------
 
-GradientReducer::GradientReducer(const optim::NamedTensors& params, Communicator& comm, bool overlap)
+GradientReducer::GradientReducer(const NamedTensors& params, Communicator& comm, bool overlap)
     : params_(params), comm_(comm), overlap_(overlap), copied_(params.size(), false) {
   std::vector<size_t> reverse;
   for (size_t i = params.size(); i-- > 0;) {
@@ -164,13 +164,18 @@ void GradientReducer::finish() {
 
 // ---- Broadcasts ------------------------------------------------------------
 
-void broadcast_tensors(const optim::NamedTensors& tensors, Communicator& comm) {
+void broadcast_tensors(const NamedTensors& tensors, Communicator& comm) {
   for (const auto& [name, t] : tensors) {
     std::vector<float> values(static_cast<size_t>(t.numel()));
     if (comm.rank() == 0) read_elements(t, 0, t.numel(), values.data());
     comm.broadcast(as_bytes(values), 0);
     if (comm.rank() != 0) write_elements(t, 0, values.data(), t.numel());
   }
+}
+
+Rng::State rank_dropout_state(const Rng::State& rank0, int rank) {
+  if (rank == 0) return rank0;
+  return Rng(rank0[0] ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(rank))).state();
 }
 
 std::string broadcast_string(const std::string& text, Communicator& comm) {
@@ -184,7 +189,7 @@ std::string broadcast_string(const std::string& text, Communicator& comm) {
 
 // ---- ZeRO-1 ----------------------------------------------------------------
 
-std::vector<optim::Slice> zero_shards(const optim::NamedTensors& params, int rank, int ranks) {
+std::vector<optim::Slice> zero_shards(const NamedTensors& params, int rank, int ranks) {
   std::vector<int64_t> offsets = flat_offsets(params);
   int64_t length = shard_length(offsets.back(), ranks);
   int64_t begin = std::min(offsets.back(), rank * length), end = std::min(offsets.back(), begin + length);
@@ -202,7 +207,7 @@ std::vector<optim::Slice> zero_shards(const optim::NamedTensors& params, int ran
 // writes this rank's elements of parameter i into `to`.
 template <class ReadMine>
 static std::vector<float> all_gather_flat(const optim::Optimizer& sharded, Communicator& comm, ReadMine mine) {
-  const optim::NamedTensors& params = sharded.params();
+  const NamedTensors& params = sharded.params();
   std::vector<int64_t> offsets = flat_offsets(params);
   int64_t length = shard_length(offsets.back(), comm.size());
   int64_t run_start = comm.rank() * length;
@@ -217,7 +222,7 @@ static std::vector<float> all_gather_flat(const optim::Optimizer& sharded, Commu
 }
 
 void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm) {
-  const optim::NamedTensors& params = sharded.params();
+  const NamedTensors& params = sharded.params();
   std::vector<float> all = all_gather_flat(sharded, comm, [&](size_t i, float* to) {
     const optim::Slice& own = sharded.owned(i);
     read_elements(params[i].second, own.begin, own.end, to);
@@ -228,7 +233,7 @@ void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm) 
 }
 
 optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded, Communicator& comm) {
-  const optim::NamedTensors& params = sharded.params();
+  const NamedTensors& params = sharded.params();
   std::vector<int64_t> offsets = flat_offsets(params);
   optim::OptimizerState whole{sharded.name(), sharded.steps(), {}};
   // A single process's optimizer lists each parameter's state in name order.

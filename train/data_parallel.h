@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/random.h"
 #include "optim/optimizer.h"
 #include "train/communicator.h"
 
@@ -40,7 +41,7 @@ class GradientReducer {
  public:
   // `overlap` false: nothing happens during backward; finish() reduces every
   // bucket after it (to measure what overlapping saves).
-  GradientReducer(const optim::NamedTensors& params, Communicator& comm, bool overlap = true);
+  GradientReducer(const NamedTensors& params, Communicator& comm, bool overlap = true);
   // For the backward of a step's last batch (earlier batches of an
   // accumulated step only accumulate locally, as DDP's no_sync).
   BackwardHooks hooks();
@@ -67,7 +68,7 @@ class GradientReducer {
   void gradient_ready(size_t param);
   void start_ready_buckets();
 
-  const optim::NamedTensors& params_;
+  const NamedTensors& params_;
   Communicator& comm_;
   bool overlap_;
   std::vector<Bucket> buckets_;
@@ -81,8 +82,13 @@ class GradientReducer {
   int64_t steps_ = 0;
 };
 
+// Rank `rank`'s dropout stream: rank 0's own; rank r > 0 draws from a stream
+// of its own (seeded from rank 0's and r), so that the ranks' shares of a
+// batch are not dropped alike.
+Rng::State rank_dropout_state(const Rng::State& rank0, int rank);
+
 // Copies rank 0's values of every tensor to the other ranks.
-void broadcast_tensors(const optim::NamedTensors& tensors, Communicator& comm);
+void broadcast_tensors(const NamedTensors& tensors, Communicator& comm);
 // Rank 0's string on every rank.
 std::string broadcast_string(const std::string& text, Communicator& comm);
 
@@ -90,7 +96,7 @@ std::string broadcast_string(const std::string& text, Communicator& comm);
 // after the other, are cut into `ranks` equal runs; rank r keeps the
 // optimizer state of run r only and updates only those elements. Returns
 // the slice of each parameter that falls in rank `rank`'s run.
-std::vector<optim::Slice> zero_shards(const optim::NamedTensors& params, int rank, int ranks);
+std::vector<optim::Slice> zero_shards(const NamedTensors& params, int rank, int ranks);
 // After a sharded step: every rank's updated elements to every rank.
 void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm);
 // The whole state of a sharded optimizer, as a single process's optimizer

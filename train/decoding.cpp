@@ -125,8 +125,8 @@ std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, i
 
 namespace {
 
-double normalized(double log_prob, size_t length, float length_penalty) {
-  return log_prob / std::pow(static_cast<double>(std::max<size_t>(length, 1)), length_penalty);
+double normalized(double log_prob, int64_t length, float length_penalty) {
+  return log_prob / std::pow(static_cast<double>(std::max<int64_t>(length, 1)), length_penalty);
 }
 
 struct Beam {
@@ -209,7 +209,9 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
           rows.push_back(b * k + parent);
         }
         if (token == data::kEosId) {
-          finished[b].push_back({tokens, log_prob, normalized(log_prob, tokens.size() + 1, length_penalty)});
+          // Its length counts the [EOS], as its labels would.
+          double score = normalized(log_prob, data::framed_target_width(tokens.size()), length_penalty);
+          finished[b].push_back({tokens, log_prob, score});
           finished_rows[b].push_back(std::move(rows));
           continue;
         }
@@ -243,7 +245,7 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
       for (const Beam& live : beams[b])
         if (live.log_prob != kNone) {
           finished[b].push_back({live.tokens, live.log_prob,
-                                 normalized(live.log_prob, live.tokens.size(), length_penalty)});
+                                 normalized(live.log_prob, std::ssize(live.tokens), length_penalty)});
           finished_rows[b].push_back(live.rows);
         }
     auto chosen = std::max_element(finished[b].begin(), finished[b].end(),

@@ -99,7 +99,7 @@ std::vector<int32_t> encode_source(const Session& session, const std::string& te
   if (size_t bad = data::find_invalid_utf8(text); bad != std::string::npos)
     fail(where, ": invalid UTF-8 at byte ", bad + 1);
   std::vector<int32_t> ids = session.src_tokenizer.encode(text);
-  int64_t limit = session.config.seq_len - 2;
+  int64_t limit = data::longest_source(session.config.seq_len);
   if (static_cast<int64_t>(ids.size()) > limit)
     fail(where, ": the sentence has ", ids.size(), " tokens, more than seq_len - 2 = ", limit);
   return ids;
@@ -133,7 +133,7 @@ std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Examp
     int64_t width = b.label.size(1), vocab = log_probs.size(-1);
     for (size_t r = 0; r < indices.size(); ++r) {
       // Label positions: the target tokens, then [EOS]; [PAD] after them.
-      int64_t tokens = static_cast<int64_t>(dataset.examples()[indices[r]].tgt.size()) + 1;
+      int64_t tokens = data::framed_target_width(dataset.examples()[indices[r]].tgt.size());
       double nll = 0.0;
       for (int64_t t = 0; t < tokens; ++t) {
         int64_t at = static_cast<int64_t>(r) * width + t;

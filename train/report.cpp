@@ -3,13 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "autograd/atomic_file.h"
-#include "train/metrics.h"
+#include "train/metrics_log.h"
 
 namespace sf::train {
 
@@ -35,13 +32,6 @@ std::vector<std::pair<double, double>> thin(const std::vector<std::pair<double, 
     out.push_back({x / double(end - i), y / double(end - i)});
   }
   return out;
-}
-
-// A record's number, or NaN when it is missing or not a number (a diverged
-// step's loss is logged as null: JSON has no NaN).
-double field(const nlohmann::json& record, const char* key) {
-  auto it = record.find(key);
-  return it != record.end() && it->is_number() ? it->get<double>() : NAN;
 }
 
 }  // namespace
@@ -94,7 +84,7 @@ namespace {
 
 // The validation charts: one per distinct Metric::chart, in table order, with
 // a curve per metric over epochs.
-std::string metric_charts(const std::vector<nlohmann::json>& valid_rows) {
+std::string metric_charts(const std::vector<ValidRecord>& valid) {
   static const char* kColors[] = {"#2ca02c", "#9467bd", "#d62728", "#8c564b", "#17becf", "#bcbd22", "#e377c2"};
   std::vector<std::string> titles;
   std::vector<std::vector<Series>> charts;
@@ -107,7 +97,7 @@ std::string metric_charts(const std::vector<nlohmann::json>& valid_rows) {
       at = titles.end() - 1;
     }
     Series series{m.label, kColors[i % std::size(kColors)], {}};
-    for (const nlohmann::json& r : valid_rows) series.points.push_back({field(r, "epoch"), field(r, m.name)});
+    for (const ValidRecord& r : valid) series.points.push_back({double(r.epoch), r.scores.values.at(i)});
     charts[at - titles.begin()].push_back(std::move(series));
   }
   std::string svg;
@@ -118,23 +108,15 @@ std::string metric_charts(const std::vector<nlohmann::json>& valid_rows) {
 }  // namespace
 
 void write_report(const std::string& path, const ReportContent& c) {
+  std::vector<StepRecord> steps;
+  std::vector<ValidRecord> valid;
+  read_metrics(c.metrics_path, steps, valid);
   std::vector<std::pair<double, double>> loss, lr, valid_loss;
-  std::vector<nlohmann::json> valid_rows;
-  std::ifstream in(c.metrics_path);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (r.is_discarded() || !r.is_object()) continue;  // a line cut short by a kill
-    auto kind = r.find("kind");
-    if (kind == r.end() || !kind->is_string()) continue;
-    if (*kind == "step") {
-      double step = field(r, "step");
-      loss.push_back({step, field(r, "loss")});
-      lr.push_back({step, field(r, "lr")});
-    } else if (*kind == "valid") {
-      valid_loss.push_back({field(r, "epoch"), field(r, "loss")});
-      valid_rows.push_back(r);
-    }
+  for (const StepRecord& r : steps) {
+    loss.push_back({double(r.step), r.loss});
+    lr.push_back({double(r.step), r.lr});
   }
+  for (const ValidRecord& r : valid) valid_loss.push_back({double(r.epoch), r.loss});
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << escape_xml(c.title)
        << "</title>\n<style>\n"
@@ -146,17 +128,17 @@ void write_report(const std::string& path, const ReportContent& c) {
        << line_chart("training loss", "step", {{"loss", "#1f77b4", thin(loss, 1000)}})
        << line_chart("learning rate", "step", {{"lr", "#ff7f0e", thin(lr, 1000)}})
        << "</div>\n<h2>Validation</h2>\n<div class=\"charts\">\n"
-       << line_chart("validation loss", "epoch", {{"loss", "#1f77b4", valid_loss}}) << metric_charts(valid_rows)
+       << line_chart("validation loss", "epoch", {{"loss", "#1f77b4", valid_loss}}) << metric_charts(valid)
        << "</div>\n<table><tr><th>epoch</th><th>step</th><th>loss</th>";
   // The table's metric columns, each marked with the direction that is better.
   for (const Metric& m : metrics())
     html << "<th>" << escape_xml(m.label)
          << (m.better == Better::higher ? " ↑" : m.better == Better::lower ? " ↓" : "") << "</th>";
   html << "</tr>\n";
-  for (const nlohmann::json& r : valid_rows) {
-    html << "<tr><td>" << number(field(r, "epoch")) << "</td><td>" << number(field(r, "step")) << "</td><td>"
-         << number(field(r, "loss")) << "</td>";
-    for (const Metric& m : metrics()) html << "<td>" << number(field(r, m.name)) << "</td>";
+  for (const ValidRecord& r : valid) {
+    html << "<tr><td>" << number(double(r.epoch)) << "</td><td>" << number(double(r.step)) << "</td><td>"
+         << number(r.loss) << "</td>";
+    for (double value : r.scores.values) html << "<td>" << number(value) << "</td>";
     html << "</tr>\n";
   }
   html << "</table>\n<h2>Sample translations</h2>\n<table><tr><th>source</th><th>reference</th><th>prediction</th></tr>\n";

@@ -4,40 +4,32 @@
 // checkpoint. Resuming from a checkpoint continues exactly where it stopped:
 // same batches, same dropout draws, same optimizer state.
 //
+// The trainer sets the run up and drives it; its parts each have a file:
+// the step and divergence (training_step.h), validation and the report
+// (validation.h), when to save, keep and resume (run_checkpoints.h), the
+// metrics.jsonl records (metrics_log.h), stopping on a signal (stop.h).
+//
 // With a communicator of several ranks (mpirun, train/data_parallel.h) every
 // rank runs this same loop on its share of each batch and the ranks sum their
 // gradients; rank 0 alone prints, writes checkpoints, metrics and the report.
 #pragma once
-#include <atomic>
-#include <chrono>
 #include <memory>
+#include <string>
 
 #include "data/batching.h"
 #include "nn/transformer.h"
 #include "optim/accumulation.h"
 #include "optim/optimizer.h"
-#include "optim/schedule.h"
 #include "train/checkpoints.h"
 #include "train/communicator.h"
 #include "train/config.h"
 #include "train/data_parallel.h"
-#include "train/inference.h"
-#include "train/metrics.h"
+#include "train/run_checkpoints.h"
+#include "train/stop.h"
+#include "train/training_step.h"
+#include "train/validation.h"
 
 namespace sf::train {
-
-// Set by SIGINT / SIGTERM: the loop finishes its step, saves and stops.
-extern std::atomic<bool> g_stop_requested;
-void install_stop_handlers();
-
-struct ValidationResult {
-  double loss = 0;
-  Scores scores;
-  std::vector<std::string> sources, references, predictions;
-  // What the model attended to while translating the first few sentences
-  // (the report's heatmaps), recorded during that same decoding.
-  std::vector<AttentionRecord> attention;
-};
 
 class Trainer {
  public:
@@ -58,25 +50,8 @@ class Trainer {
   void check_outputs();
   void prepare_data();
   void build_model_and_optimizer();
-  void restore();
-  std::optional<optim::OptimizerState> restore_on_rank_0();
-  // One batch (this rank's share of it): forward, loss, backward; an
-  // optimizer step when one is due. `batches_left`: in the epoch, this one
-  // included. Returns the whole batch's label tokens.
-  int64_t train_batch(const std::vector<size_t>& batch, int64_t batches_left);
-  void optimizer_step();
-  void end_of_epoch(int64_t epoch);
+  void end_of_epoch(int64_t epoch, const TrainingStep& step);
   void report_data_parallel();
-  // Whether any rank has been asked to stop (a collective).
-  bool stop_requested_anywhere();
-  // printf to stderr on rank 0; the other ranks keep quiet.
-  template <class... Args>
-  void say(const char* format, Args... args) const;
-  void write_epoch_report(const ValidationResult& v);
-  void skip_nonfinite_step(float loss, float grad_norm);
-  void log_step(float loss, float lr, float grad_norm, double tokens_per_second);
-  void append_metrics(const std::string& line);
-  void save(const std::string& tag);
 
   std::unique_ptr<Communicator> own_comm_;  // a single process's, when none is given
   Communicator& comm_;
@@ -86,27 +61,12 @@ class Trainer {
   std::unique_ptr<nn::Transformer> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<GradientReducer> reducer_;  // with several ranks
-  optim::ScheduleOptions schedule_;
   optim::GradAccumulation accumulation_;
   CheckpointStore store_;
   TrainingState state_;
+  std::unique_ptr<RunCheckpoints> checkpoints_;
   bool resumed_ = false;
-  // Updates skipped for a non-finite loss or gradient norm: in a row, in all.
-  int64_t nonfinite_in_a_row_ = 0, nonfinite_total_ = 0;
-  bool diverged_ = false;
-  std::string metrics_path_;
-  std::chrono::steady_clock::time_point start_;
-  // Since the last optimizer step: summed batch losses (this rank's part of
-  // them), batches, label tokens (of the whole batches).
-  double pending_loss_ = 0;
-  int64_t pending_batches_ = 0, pending_tokens_ = 0;
-  std::chrono::steady_clock::time_point last_step_;
-  // The last step's mean loss, and the sum of every step's summed batch
-  // losses in this epoch (for the progress line).
-  float last_loss_ = 0;
-  double epoch_loss_sum_ = 0;
-  // A stop asked on some rank, as the ranks agreed at the last batch.
-  bool stop_agreed_ = false;
+  std::string metrics_path_;  // rank 0's (the others write none), set by run()
 };
 
 }  // namespace sf::train

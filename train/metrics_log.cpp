@@ -1,0 +1,66 @@
+#include "metrics_log.h"
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/atomic_file.h"
+#include "autograd/error.h"
+
+namespace sf::train {
+
+using nlohmann::json;
+
+void restart_metrics(const std::string& path, bool resumed, int64_t global_step) {
+  std::string kept;
+  if (resumed) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (r.is_object() && r.value("step", INT64_MAX) <= global_step) kept += line + "\n";
+    }
+  }
+  write_file_atomically(path, kept);
+}
+
+static void append_line(const std::string& path, const nlohmann::ordered_json& record) {
+  std::ofstream out(path, std::ios::app);
+  out << record.dump() << "\n";
+  out.flush();
+  if (!out) fail(path, ": cannot write (disk full?)");
+}
+
+void append_metrics(const std::string& path, const StepRecord& r) {
+  append_line(path, {{"kind", "step"}, {"epoch", r.epoch},         {"step", r.step},          {"loss", r.loss},
+                     {"lr", r.lr},     {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}, {"time", r.time}});
+}
+
+void append_metrics(const std::string& path, const ValidRecord& r) {
+  nlohmann::ordered_json record = {{"kind", "valid"}, {"epoch", r.epoch}, {"step", r.step}, {"loss", r.loss}};
+  add_scores(record, r.scores);
+  append_line(path, record);
+}
+
+void read_metrics(const std::string& path, std::vector<StepRecord>& steps, std::vector<ValidRecord>& valid) {
+  // A number, or NaN when missing or not a number (JSON has no NaN: null).
+  auto number = [](const json& r, const char* key) {
+    auto it = r.find(key);
+    return it != r.end() && it->is_number() ? it->get<double>() : NAN;
+  };
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!r.is_object() || !std::isfinite(number(r, "epoch")) || !std::isfinite(number(r, "step"))) continue;
+    int64_t epoch = r["epoch"].get<int64_t>(), step = r["step"].get<int64_t>();
+    if (r.value("kind", "") == "step") {
+      steps.push_back({epoch, step, float(number(r, "loss")), float(number(r, "lr")), float(number(r, "grad_norm")),
+                       number(r, "tokens_per_s"), number(r, "time")});
+    } else if (r.value("kind", "") == "valid") {
+      valid.push_back({epoch, step, number(r, "loss"), {}});
+      for (const Metric& m : metrics()) valid.back().scores.values.push_back(number(r, m.name));
+    }
+  }
+}
+
+}  // namespace sf::train

@@ -1,0 +1,69 @@
+// One batch of training and the optimizer step it may complete
+// (docs/07-training.md): this rank's share of the batch forward, the loss,
+// backward; when a step is due, the gradients summed over the ranks, their
+// norm (clipped when clip_grad_norm is set), the update at the schedule's
+// rate, and the step's record in metrics.jsonl.
+//
+// Divergence policy: an update from a NaN or infinite loss or gradient would
+// poison every weight, so it is skipped (weights and optimizer state stay as
+// they were; the schedule does not advance). The first skip is reported with
+// its step; after max_nonfinite_steps skips in a row the run has diverged,
+// and the trainer saves its last good state and stops.
+#pragma once
+#include <chrono>
+#include <vector>
+
+#include "data/batching.h"
+#include "optim/accumulation.h"
+#include "optim/schedule.h"
+#include "train/checkpoints.h"
+#include "train/config.h"
+#include "train/data_parallel.h"
+
+namespace sf::train {
+
+class TrainingStep {
+ public:
+  // All of it is the trainer's and outlives this. `reducer`: null for a
+  // single process; `metrics_path`: "" on every rank but 0, which alone writes.
+  TrainingStep(const Config& config, Communicator& comm, nn::Transformer& model, optim::Optimizer& optimizer,
+               GradientReducer* reducer, optim::GradAccumulation& accumulation, TrainingState& state,
+               std::string metrics_path, int64_t batches_per_epoch);
+  // One batch of `set` (this rank's share of it); `batches_left`: in the
+  // epoch, this one included. Returns the whole batch's label tokens.
+  int64_t train_batch(const data::BatchedDataset& set, const std::vector<size_t>& batch, int64_t batches_left);
+
+  struct Status {
+    float last_loss = 0;        // the last step's mean loss
+    double epoch_loss_sum = 0;  // every step's summed batch losses this epoch
+    bool stop_agreed = false;   // a stop asked on some rank, as the ranks agreed at the last batch
+    bool diverged = false;
+    // Updates skipped for a non-finite loss or gradient norm: in a row, in all.
+    int64_t nonfinite_in_a_row = 0, nonfinite_total = 0;
+  };
+  const Status& status() const { return status_; }
+  void start_epoch() { status_.epoch_loss_sum = 0; }
+
+ private:
+  void optimizer_step();
+  void skip_nonfinite_step(float loss, float grad_norm);
+
+  const Config& config_;
+  Communicator& comm_;
+  nn::Transformer& model_;
+  optim::Optimizer& optimizer_;
+  GradientReducer* reducer_;
+  optim::GradAccumulation& accumulation_;
+  TrainingState& state_;
+  std::string metrics_path_;
+  optim::ScheduleOptions schedule_;
+  Status status_;
+  // Since the last optimizer step: summed batch losses (this rank's part of
+  // them), batches, label tokens (of the whole batches).
+  double pending_loss_ = 0;
+  int64_t pending_batches_ = 0, pending_tokens_ = 0;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_step_ = start_;
+};
+
+}  // namespace sf::train

@@ -1,0 +1,38 @@
+// Validation at the end of each epoch (docs/07-training.md): the loss over
+// the validation pairs, their translations with the config's decoding
+// settings, every metric of them; its log lines and the report it feeds.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "data/batching.h"
+#include "train/communicator.h"
+#include "train/config.h"
+#include "train/inference.h"
+#include "train/metrics.h"
+
+namespace sf::train {
+
+struct ValidationResult {
+  double loss = 0;
+  Scores scores;
+  std::vector<std::string> sources, references, predictions;
+  // What the model attended to while translating the first few sentences
+  // (the report's heatmaps), recorded during that same decoding.
+  std::vector<AttentionRecord> attention;
+};
+
+// In eval mode (no dropout), without gradients; the model is back in training
+// mode after. Nothing (no predictions) when `valid_set` is empty.
+ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& valid_set, const Config& config,
+                          const data::Tokenizer& tgt_tokenizer);
+
+// On rank 0: the scores, then the first val_examples sentences beside their references.
+void print_validation(const Communicator& comm, int64_t epoch, const ValidationResult& v, const Config& config);
+
+// {experiment_name}/report.html: the curves of `metrics_path`, and the first
+// few validation sentences as samples and heatmaps.
+void write_validation_report(const ValidationResult& v, const Config& config, const std::string& metrics_path,
+                             const data::Tokenizer& src_tokenizer, const data::Tokenizer& tgt_tokenizer);
+
+}  // namespace sf::train
