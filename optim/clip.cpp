@@ -1,15 +1,22 @@
 #include "clip.h"
 
 #include <cmath>
+#include <vector>
 
 namespace sf::optim {
 
+// Each gradient's squared norm goes to its element of one array on the
+// device; reading that array is the step's one wait for the device.
 float grad_norm(const NamedTensors& params) {
+  std::vector<Tensor> grads;
+  for (const auto& [name, p] : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return 0.0f;
+  Tensor squares = Tensor::empty({static_cast<int64_t>(grads.size())}, DType::F32, grads[0].device());
+  for (size_t i = 0; i < grads.size(); ++i)
+    grads[i].device().kernels().dot(grads[i].mem(), grads[i].mem(), grads[i].numel(), squares.mem() + i);
   double total = 0.0;
-  for (const auto& [name, p] : params) {
-    Tensor g = p.grad();
-    if (g.defined()) total += g.device().kernels().dot(g.mem(), g.mem(), g.numel());
-  }
+  for (float square : squares.to_vector()) total += square;
   return static_cast<float>(std::sqrt(total));
 }
 

@@ -466,7 +466,11 @@ void check_dot() {
     CAPTURE(n);
     std::vector<float> a = random_floats(n, 81), b = random_floats(n, 82);
     DeviceArray<float> da(a), db(b);
-    double want = S.dot(a.data(), b.data(), n), got = K.dot(da.mem(), db.mem(), n);
+    float want = 0.0f;
+    S.dot(a.data(), b.data(), n, &want);
+    DeviceArray<float> out(std::vector<float>(1, NAN));
+    K.dot(da.mem(), db.mem(), n, out.mem());
+    float got = out.read()[0];
     // Relative to the sum of |a b|: the scale a float sum's rounding is measured on.
     double scale = 0.0;
     for (int64_t i = 0; i < n; ++i) scale += std::fabs(double(a[i]) * b[i]);

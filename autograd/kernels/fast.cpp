@@ -503,7 +503,7 @@ void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, ui
 
 // Float partial sums per block of 1024, summed in double: fast, and accurate
 // enough for a norm. Blocks are fixed, so the result does not depend on threads.
-double dot(const float* a, const float* b, int64_t n) {
+void dot(const float* a, const float* b, int64_t n, float* out) {
   constexpr int64_t kBlock = 1024;
   int64_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(blocks);
@@ -513,7 +513,7 @@ double dot(const float* a, const float* b, int64_t n) {
   });
   double total = 0.0;
   for (double p : partial) total += p;
-  return total;
+  out[0] = static_cast<float>(total);
 }
 
 // --- optimizer updates -------------------------------------------------------------------

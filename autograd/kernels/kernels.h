@@ -170,8 +170,10 @@ struct KernelTable {
   // maximum. A NaN is the maximum (its first index in arg), as in torch.max.
   void (*max_axis)(Ptr<const float> x, int64_t outer, int64_t n, int64_t inner, Ptr<float> out,
                    Ptr<int32_t> arg);
-  // sum_i a[i] * b[i], accumulated in double (norms of large gradients).
-  double (*dot)(Ptr<const float> a, Ptr<const float> b, int64_t n);
+  // out[0] = sum_i a[i] * b[i], accumulated in double (norms of large
+  // gradients). The result stays in the kernel's memory, so a norm over many
+  // tensors reads its parts from the device once (optim/clip.cpp).
+  void (*dot)(Ptr<const float> a, Ptr<const float> b, int64_t n, Ptr<float> out);
   // Top k of each row of [rows, cols], largest first (ties: lower index first).
   void (*topk)(Ptr<const float> x, int64_t rows, int64_t cols, int64_t k, Ptr<float> values,
                Ptr<int32_t> indices);

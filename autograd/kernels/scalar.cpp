@@ -358,10 +358,10 @@ void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, ui
     y[i] = dropout_keeps(seed, static_cast<uint32_t>(i), threshold) ? x[i] * scale : x[i] - x[i];
 }
 
-double dot(const float* a, const float* b, int64_t n) {
+void dot(const float* a, const float* b, int64_t n, float* out) {
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) total += double(a[i]) * b[i];
-  return total;
+  out[0] = static_cast<float>(total);
 }
 
 void adam_step(float* p, const float* g, float* m, float* v, int64_t n, float step_size, float b1,

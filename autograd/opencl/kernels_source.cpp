@@ -322,7 +322,7 @@ __kernel void dropout(__global const float* x, long x_off, __global float* y, lo
 }
 
 // Partial sums of a . b: item g of `items` adds a[i] b[i] for i = g, g + items,
-// ... (Kahan-compensated); the host adds the partials in double.
+// ... (Kahan-compensated); sum_partials adds them up.
 __kernel void dot_partials(__global const float* a, long a_off, __global const float* b, long b_off,
                            long n, __global float* partials, long partials_off) {
   long g = get_global_id(0), items = get_global_size(0);
@@ -334,6 +334,19 @@ __kernel void dot_partials(__global const float* a, long a_off, __global const f
     sum = next;
   }
   partials[partials_off + g] = sum;
+}
+
+// out[0] = the sum of `count` partial sums, Kahan-compensated, by one item.
+__kernel ONE_ITEM_PER_GROUP void sum_partials(__global const float* partials, long partials_off, int count,
+                                             __global float* out, long out_off) {
+  float sum = 0.0f, carry = 0.0f;
+  for (int i = 0; i < count; ++i) {
+    float term = partials[partials_off + i] - carry;
+    float next = sum + term;
+    carry = (next - sum) - term;
+    sum = next;
+  }
+  out[out_off] = sum;
 }
 
 // torch.optim.Adam / AdamW (kernels.h):

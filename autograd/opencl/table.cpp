@@ -199,20 +199,13 @@ void dropout(Mem<const float> x, Mem<float> y, int64_t n, float scale, uint32_t 
   launch(kernel("dropout"), vectors(n), x, y, n, scale, seed, threshold);
 }
 
-// Partial sums on the device (at most 4096 of them), added in double here.
-double dot(Mem<const float> a, Mem<const float> b, int64_t n) {
-  if (n <= 0) return 0.0;
-  size_t partials = std::min<size_t>(round_up(n, 64), 4096);
-  Runtime& runtime = Runtime::get();
-  Mem<float> scratch(runtime.scratch(partials * sizeof(float)), 0);
+// Partial sums (at most 4096 of them), then their sum, all on the device: the
+// in-order queue lets the next dot reuse the scratch buffer.
+void dot(Mem<const float> a, Mem<const float> b, int64_t n, Mem<float> out) {
+  size_t partials = std::clamp<size_t>(round_up(std::max<int64_t>(n, 0), 64), 64, 4096);
+  Mem<float> scratch(Runtime::get().scratch(partials * sizeof(float)), 0);
   launch(kernel("dot_partials"), items(partials), a, b, n, scratch);
-  std::vector<float> host(partials);
-  check(clEnqueueReadBuffer(runtime.queue(), static_cast<cl_mem>(scratch.buffer), CL_TRUE, 0,
-                            partials * sizeof(float), host.data(), 0, nullptr, nullptr),
-        "clEnqueueReadBuffer");
-  double total = 0.0;
-  for (float p : host) total += p;
-  return total;
+  launch(kernel("sum_partials"), singles(1), scratch, static_cast<int32_t>(partials), out);
 }
 
 void adam_step(Mem<float> p, Mem<const float> g, Mem<float> m, Mem<float> v, int64_t n, float step_size, float b1,
