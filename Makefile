@@ -43,11 +43,24 @@ OPENCL_PACKAGES := ocl-icd-opencl-dev:/usr/lib/x86_64-linux-gnu/libOpenCL.so \
                    clinfo:/usr/bin/clinfo
 ifeq ($(OPENCL),1)
   BUILD := $(BUILD)/opencl
-  BASE_FLAGS += -DSF_OPENCL
+  BASE_FLAGS += -DSF_OPENCL -I$(BUILD)/gen
   LIB_SRC += $(wildcard autograd/opencl/*.cpp)
   LDLIBS := -lOpenCL
 endif
 ALL_FLAGS := $(BASE_FLAGS) $(CXXFLAGS) -DSF_BUILD_DIR='"$(BUILD)"'
+
+# The OpenCL C sources: each .cl file of autograd/opencl/kernels/, and
+# autograd/kernels/shared.h, which C++ and OpenCL C share, becomes a raw string
+# literal in $(BUILD)/gen/<its path>.inc, which autograd/opencl/sources.cpp
+# includes: the library carries its kernels and never reads a .cl file. The
+# #line names the file in PoCL's or a driver's build errors; the delimiter
+# )CLC" must not occur in a source.
+OPENCL_TEXTS := $(wildcard autograd/opencl/kernels/*.cl) autograd/kernels/shared.h
+$(BUILD)/gen/%.inc: %
+	@mkdir -p $(dir $@)
+	@! grep -q ')CLC"' $< || { echo '$<: holds )CLC", which ends its embedding early' >&2; exit 1; }
+	{ printf 'R"CLC(#line 1 "%s"\n' $<; cat $<; printf ')CLC"\n'; } > $@
+$(BUILD)/obj/autograd/opencl/sources.o: $(OPENCL_TEXTS:%=$(BUILD)/gen/%.inc)
 
 # The suite replays the fuzz targets' regression inputs, so it holds the targets.
 TEST_SRC := $(wildcard tests/*.cpp) $(filter-out fuzz/libfuzzer_main.cpp,$(wildcard fuzz/*.cpp))

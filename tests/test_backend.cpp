@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -171,6 +172,19 @@ TEST_CASE("opencl: the device moves bytes: write, read, copy and fill with offse
   std::fill(want.begin() + 60, want.end(), 1.0f);
   check_equal(b.read(), want);
   check_equal(a.read(), host);
+}
+
+// The shapes come from the device's type unless SCRATCHFORMER_OPENCL_SHAPES
+// forces them (make test runs this suite with each); the description says
+// which are in use.
+TEST_CASE("opencl: the device description names the launch shapes in use") {
+  SF_NEED_OPENCL();
+  std::string description = opencl_device()->description();
+  const char* forced = std::getenv("SCRATCHFORMER_OPENCL_SHAPES");
+  if (forced && *forced)
+    CHECK(description.ends_with(std::string(", ") + forced + " shapes"));
+  else
+    CHECK((description.ends_with(", cpu shapes") || description.ends_with(", gpu shapes")));
 }
 
 // gemm, every layout, odd sizes, alpha/beta, broadcast and strided batches.

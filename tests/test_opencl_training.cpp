@@ -5,7 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 
+#include "cli_process.h"
 #include "opencl_helpers.h"
 #include "train/inference.h"
 #include "train_helpers.h"
@@ -69,6 +71,20 @@ TEST_SUITE("opencl") {
       CHECK(cl_scores[i].tokens == cpu_scores[i].tokens);
       CHECK(std::fabs(cl_scores[i].nll - cpu_scores[i].nll) <= 1e-4 * std::fabs(cpu_scores[i].nll));
     }
+  }
+
+  TEST_CASE("opencl: SCRATCHFORMER_OPENCL_SHAPES other than cpu or gpu is an error that says so") {
+    SF_NEED_OPENCL();
+    TempDir dir;
+    std::string config = copy_task_config(dir.path);
+    fs::path log = dir.path / "log.txt";
+    std::string command = "SCRATCHFORMER_OPENCL_SHAPES=fast " + scratchformer_binary() + " train --config " +
+                          config + " --set device=opencl >" + log.string() + " 2>&1";
+    CHECK(std::system(command.c_str()) != 0);
+    std::string output = read_file(log);
+    CHECK_MESSAGE(output.find("SCRATCHFORMER_OPENCL_SHAPES=fast is not a kind of launch shapes: use cpu or gpu") !=
+                      std::string::npos,
+                  output);
   }
 
   TEST_CASE("opencl training: the reverse task reaches the CPU run's 90% exact match") {

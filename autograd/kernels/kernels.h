@@ -40,12 +40,11 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace sf::kernels {
+// The op enums (Unary, Binary, Predicate), kHiddenScore and dropout_hash,
+// which the OpenCL kernels share.
+#include "shared.h"
 
-enum class Binary { Add, Sub, Mul, Div };
-// Predicates write int32 1 / 0; And and Or treat nonzero as true.
-enum class Predicate { Eq, Ne, Lt, Le, Gt, Ge, And, Or };
-enum class Unary { Neg, Exp, Log, Sqrt, Relu, Tanh, Sigmoid, AddScalar, MulScalar, PowScalar, RSubScalar, RDivScalar };
+namespace sf::kernels {
 
 // Device memory as kernels see it: the device's handle of an allocation (on
 // the CPU its host address, on OpenCL a cl_mem) and a byte offset into it.
@@ -93,23 +92,8 @@ struct Strided {
   const int64_t* strides;
 };
 
-// Dropout's keep decision for element i: a stateless hash of (seed, i), so the
-// result does not depend on how threads split the work, and the backward pass
-// recomputes the mask instead of storing it. (The "lowbias32" integer hash.)
-inline bool dropout_keeps(uint32_t seed, uint32_t i, uint32_t threshold) {
-  uint32_t h = i * 0x9E3779B1u + seed;
-  h ^= h >> 16;
-  h *= 0x7feb352du;
-  h ^= h >> 15;
-  h *= 0x846ca68bu;
-  h ^= h >> 16;
-  return h >= threshold;  // P(keep) = 1 - threshold / 2^32
-}
-
-// The score a hidden position gets before masked_softmax's softmax, as the
-// annotated Transformer's scores.masked_fill(mask == 0, -1e9): its weight
-// underflows to 0, yet a row with every position hidden stays uniform (not NaN).
-constexpr float kHiddenScore = -1e9f;
+// Dropout's keep decision for element i (shared.h: dropout_hash).
+inline bool dropout_keeps(uint32_t seed, uint32_t i, uint32_t threshold) { return dropout_hash(seed, i) >= threshold; }
 
 // Offset of row `row` (an index over all dims of `shape` but the last) under
 // per-dim `strides`.

@@ -1,16 +1,15 @@
-// The OpenCL GEMM: the tilings of its kernels (shared by their sources, as -D
+// The OpenCL GEMM: the tilings of its kernels (shared by their programs, as -D
 // options, and the launcher) and the table entry.
 #pragma once
 #include <cstdint>
 
 #include "../kernels/kernels.h"
-#include "runtime.h"
 
 namespace sf::opencl_backend {
 
 using kernels::Mem;
 
-// The tiled kernel (gemm_source.cpp), for GPUs: a work-group of LX x LY items
+// The tiled kernel (kernels/gemm_tiled.cl), for GPU shapes: a work-group of LX x LY items
 // computes a TM x TN tile of C, each item a WM x WN block of it, stepping
 // through k TK at a time with both panels in local memory.
 struct Tiled {
@@ -18,7 +17,7 @@ struct Tiled {
   static constexpr int TM = LY * WM, TN = LX * WN;
 };
 
-// The blocked kernel (gemm_cpu_source.cpp), for CPU devices: one work-item per
+// The blocked kernel (kernels/gemm_blocked.cl), for CPU shapes: one work-item per
 // RM x BN block of C, kept in RM x NV vectors of VW floats (VW = 16: one
 // AVX-512 register). The accumulators, NV vectors of op(B) and one broadcast
 // value of op(A) must fit the 32 vector registers: RM NV + NV + 1 <= 32.
@@ -33,9 +32,6 @@ struct Blocked {
 // per-head products), where a wide block would mostly compute padding.
 enum BlockingIndex { kWide, kMedium, kNarrow };
 inline constexpr Blocked kBlockings[] = {{6, 4}, {8, 2}, {16, 1}};
-
-// The program of the blocked kernels for kBlockings[index].
-const Source& blocked_source(BlockingIndex index);
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, Mem<const float> a,
           int64_t lda, int64_t stride_a, Mem<const float> b, int64_t ldb, int64_t stride_b, float beta,

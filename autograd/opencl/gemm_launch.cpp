@@ -1,7 +1,7 @@
-// Launching the GEMM kernels. On CPU devices the blocked kernel
-// (gemm_cpu_source.cpp) computes all of C, in the blocking that suits n, after
-// op(B) is packed when its rows are not contiguous whole blocks; elsewhere the
-// tiled kernel (gemm_source.cpp) does.
+// Launching the GEMM kernels. With CPU shapes the blocked kernel
+// (kernels/gemm_blocked.cl) computes all of C, in the blocking that suits n,
+// after op(B) is packed when its rows are not contiguous whole blocks; with GPU
+// shapes the tiled kernel (kernels/gemm_tiled.cl) does.
 #include "gemm.h"
 
 #include "launch.h"
@@ -28,7 +28,7 @@ void tiled(int64_t m, int64_t n, int64_t k, float alpha, const Operands& o, floa
   Grid grid{3,
             {blocks(n, T::TN) * T::LX, blocks(m, T::TM) * T::LY, static_cast<size_t>(batch)},
             {T::LX, T::LY, 1}};
-  launch(Runtime::get().kernel(gemm_source, "gemm"), grid, m, n, k, alpha, o.a, o.a_rs, o.a_cs, o.stride_a, o.b,
+  launch(Runtime::get().kernel(gemm_tiled_source, "gemm"), grid, m, n, k, alpha, o.a, o.a_rs, o.a_cs, o.stride_a, o.b,
          o.b_rs, o.b_cs, o.stride_b, beta, o.c, o.ldc, o.stride_c);
 }
 
@@ -78,10 +78,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   if (m <= 0 || n <= 0 || batch <= 0) return;
   Operands o{a,         trans_a ? 1 : lda, trans_a ? lda : 1, stride_a, b, trans_b ? 1 : ldb, trans_b ? ldb : 1,
              stride_b,  c,                 ldc,               stride_c};
-  if (Runtime::get().is_cpu())
-    blocked(m, n, k, alpha, o, beta, batch);
-  else
+  if (Runtime::get().shapes().tiled_gemm)
     tiled(m, n, k, alpha, o, beta, batch);
+  else
+    blocked(m, n, k, alpha, o, beta, batch);
 }
 
 }  // namespace sf::opencl_backend

@@ -23,9 +23,10 @@ struct Grid {
 
 constexpr size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// The shapes of work the kernels use (kernels_source.cpp says why: PoCL's CPU
+// The shapes of work the kernels use (kernels/common.cl says why: PoCL's CPU
 // device vectorises only across the items of a work-group, so the kernels
-// carry their own float16 vectors).
+// carry their own float16 vectors). Elementwise kernels take the same shapes
+// on every device; row and column kernels take the runtime's Shapes.
 
 // n work items in groups of 64: many light items, e.g. one per element.
 inline Grid items(int64_t n) {
@@ -33,7 +34,7 @@ inline Grid items(int64_t n) {
   return {1, {round_up(static_cast<size_t>(n), group), 1, 1}, {group, 1, 1}};
 }
 
-// Floats in the kernels' vectors (float16: one AVX-512 register).
+// Floats in the elementwise kernels' vectors (float16: one AVX-512 register).
 constexpr int kVector = 16;
 
 // Columns per work item of the kernels that go along rows in pieces (the
@@ -44,7 +45,7 @@ constexpr int kPiece = 256;
 
 // The pieces of `width` consecutive columns that cover rows of cols elements
 // (a row's last piece may be shorter): one work item each
-// (kernels_source.cpp: row_piece). Column sums take pieces of one vector.
+// (kernels/common.cl: row_piece).
 constexpr int64_t pieces(int64_t rows, int64_t cols, int64_t width = kPiece) {
   return rows * ((cols + width - 1) / width);
 }
@@ -53,11 +54,23 @@ constexpr int64_t pieces(int64_t rows, int64_t cols, int64_t width = kPiece) {
 // groups of 64.
 inline Grid vectors(int64_t n) { return items(pieces(1, n, kVector)); }
 
-// n work items, each its own work-group of one: for items that each loop over
-// a row (or down 16 columns). A group of one is a plain loop on PoCL, and the
-// groups spread over the cores however few there are (64 rows in one group
-// would run on one core). The kernels declare reqd_work_group_size(1, 1, 1).
-inline Grid singles(int64_t n) { return {1, {static_cast<size_t>(n), 1, 1}, {1, 1, 1}}; }
+// A row kernel over `rows` rows: one work-group of Shapes::row_items items per
+// row. With CPU shapes a group of one item, a plain loop on PoCL; the groups
+// spread over the cores however few there are (64 rows in one group would run
+// on one core).
+inline Grid row_groups(int64_t rows) {
+  size_t group = static_cast<size_t>(Runtime::get().shapes().row_items);
+  return {1, {static_cast<size_t>(rows) * group, 1, 1}, {group, 1, 1}};
+}
+
+// A column kernel over rows of cols elements: one item per Shapes::lanes
+// columns of each row (pieces of that width), in groups of
+// Shapes::column_items.
+inline Grid column_items(int64_t rows, int64_t cols) {
+  const Shapes& shapes = Runtime::get().shapes();
+  size_t group = static_cast<size_t>(shapes.column_items);
+  return {1, {round_up(static_cast<size_t>(pieces(rows, cols, shapes.lanes)), group), 1, 1}, {group, 1, 1}};
+}
 
 namespace detail {
 

@@ -68,6 +68,18 @@ Candidate choose(const std::vector<Candidate>& devices) {
   return pool[static_cast<size_t>(local_rank()) % pool.size()];
 }
 
+// SCRATCHFORMER_OPENCL_SHAPES=cpu or =gpu, else CPU shapes on a CPU device and
+// GPU shapes on any other (a GPU, an accelerator).
+const Shapes& choose_shapes(cl_device_id device) {
+  if (const char* env = std::getenv("SCRATCHFORMER_OPENCL_SHAPES"); env && *env) {
+    for (const Shapes* shapes : {&kCpuShapes, &kGpuShapes})
+      if (std::string(env) == shapes->name) return *shapes;
+    fail("opencl: SCRATCHFORMER_OPENCL_SHAPES=", env, " is not a kind of launch shapes: use cpu or gpu ",
+         "(unset: by the device's type)");
+  }
+  return type_of(device) & CL_DEVICE_TYPE_CPU ? kCpuShapes : kGpuShapes;
+}
+
 template <class Info, class Object>
 std::string info_string(Info info, Object object, cl_uint param, const char* call) {
   size_t size = 0;
@@ -96,9 +108,10 @@ Runtime& Runtime::get() {
 Runtime::Runtime() {
   Candidate chosen = choose(all_devices());
   device_ = chosen.device;
-  is_cpu_ = (type_of(device_) & CL_DEVICE_TYPE_CPU) != 0;
+  shapes_ = &choose_shapes(device_);
   description_ = info_string(clGetDeviceInfo, device_, CL_DEVICE_NAME, "clGetDeviceInfo") + " (" +
-                 info_string(clGetPlatformInfo, chosen.platform, CL_PLATFORM_NAME, "clGetPlatformInfo") + ")";
+                 info_string(clGetPlatformInfo, chosen.platform, CL_PLATFORM_NAME, "clGetPlatformInfo") + "), " +
+                 shapes_->name + " shapes";
   cl_int status = CL_SUCCESS;
   context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &status);
   check(status, "clCreateContext");
@@ -108,10 +121,12 @@ Runtime::Runtime() {
 
 cl_program Runtime::build(const Source& source) {
   cl_int status = CL_SUCCESS;
-  const char* text = source.text;
-  cl_program program = clCreateProgramWithSource(context_, 1, &text, nullptr, &status);
+  cl_program program = clCreateProgramWithSource(context_, static_cast<cl_uint>(source.texts.size()),
+                                                 const_cast<const char**>(source.texts.data()), nullptr, &status);
   check(status, "clCreateProgramWithSource");
-  std::string options = "-cl-std=CL1.2 " + source.options;
+  std::string options = "-cl-std=CL1.2 -DLANES=" + std::to_string(shapes_->lanes) +
+                        " -DROW_ITEMS=" + std::to_string(shapes_->row_items) +
+                        " -DCOLUMN_ITEMS=" + std::to_string(shapes_->column_items) + " " + source.options;
   status = clBuildProgram(program, 1, &device_, options.c_str(), nullptr, nullptr);
   if (status == CL_BUILD_PROGRAM_FAILURE) {
     std::string log = info_string(

@@ -1,8 +1,8 @@
 // The launchers of the OpenCL kernel table: each prepares sizes (broadcast dims
 // simplified on the host, see dims.h) and queues its kernel. One work item per
-// 16 elements for elementwise and broadcasting ops (in groups of 64), per row
-// for row-wise ones and per 16 columns for column sums (each item its own
-// group), as the kernels' comments say and launch.h explains.
+// 16 elements for elementwise and broadcasting ops (in groups of 64), a
+// work-group per row for row-wise ones and an item per few columns for column
+// sums (in the runtime's shapes), as kernels/common.cl and launch.h explain.
 #include "table.h"
 
 #include <algorithm>
@@ -79,8 +79,8 @@ void permute(Mem<const float> x, const int64_t* shape, const int* perm, int ndim
 }
 
 void sum_to(Mem<const float> x, const int64_t* shape, int ndim, Mem<float> out, const int64_t* out_strides) {
-  // Split the dims into those out keeps (rows in pieces of one vector, one
-  // work item each) and those it sums away (stride 0: each item's loop).
+  // Split the dims into those out keeps (rows in column pieces, one work item
+  // each) and those it sums away (stride 0: each item's loop).
   std::vector<int64_t> x_strides = contiguous_strides(shape, ndim);
   Dims dims = simplify(shape, ndim, {x_strides.data(), out_strides});
   Dims kept, reduced;
@@ -105,7 +105,7 @@ void sum_to(Mem<const float> x, const int64_t* shape, int ndim, Mem<float> out, 
   }
   Rows rows = split_rows(kept);
   cl_int8 reduced_shape = reduced.shape8();
-  launch(kernel("sum_to"), singles(pieces(rows.rows(), rows.cols, kVector)), x, out, rows.rows(), rows.cols,
+  launch(kernel("sum_to"), column_items(rows.rows(), rows.cols), x, out, rows.rows(), rows.cols,
          rows.outer.ndim(), rows.outer.shape8(), rows.outer.strides8(0), rows.outer.strides8(1),
          rows.col_strides[0], rows.col_strides[1], static_cast<int32_t>(reduced.count()), reduced.ndim(),
          reduced_shape, reduced.strides8(0));
@@ -116,7 +116,7 @@ void unary(Unary op, Mem<const float> x, Mem<float> y, int64_t n, float s) {
 }
 
 void sum_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<float> out) {
-  launch(kernel("sum_axis"), singles(pieces(outer, inner, kVector)), x, int32(outer), int32(n), int32(inner), out);
+  launch(kernel("sum_axis"), column_items(outer, inner), x, int32(outer), int32(n), int32(inner), out);
 }
 
 void max_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<float> out, Mem<int32_t> arg) {
@@ -124,11 +124,11 @@ void max_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<f
 }
 
 void log_softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
-  launch(kernel("log_softmax"), singles(rows), x, y, rows, cols);
+  launch(kernel("log_softmax"), row_groups(rows), x, y, rows, cols);
 }
 
 void log_softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t rows, int64_t cols) {
-  launch(kernel("log_softmax_backward"), singles(rows), y, dy, dx, rows, cols);
+  launch(kernel("log_softmax_backward"), row_groups(rows), y, dy, dx, rows, cols);
 }
 
 // The masked softmax kernels' mask arguments: whether there is a mask, the
@@ -152,14 +152,14 @@ MaskLayout mask_layout(Strided<int32_t, Mem> mask, const int64_t* shape, int ndi
 void masked_softmax(Mem<const float> x, Strided<int32_t, Mem> keep, const int64_t* shape, int ndim, float scale,
                     Mem<float> y) {
   MaskLayout m = mask_layout(keep, shape, ndim);
-  launch(kernel("masked_softmax"), singles(m.rows), x, keep.data, m.has_mask, m.row_ndim, m.row_shape,
+  launch(kernel("masked_softmax"), row_groups(m.rows), x, keep.data, m.has_mask, m.row_ndim, m.row_shape,
          m.row_strides, m.col_stride, m.rows, m.cols, scale, y);
 }
 
 void masked_softmax_backward(Mem<const float> y, Mem<const float> dy, Strided<int32_t, Mem> keep,
                              const int64_t* shape, int ndim, float scale, Mem<float> dx) {
   MaskLayout m = mask_layout(keep, shape, ndim);
-  launch(kernel("masked_softmax_backward"), singles(m.rows), y, dy, keep.data, m.has_mask, m.row_ndim,
+  launch(kernel("masked_softmax_backward"), row_groups(m.rows), y, dy, keep.data, m.has_mask, m.row_ndim,
          m.row_shape, m.row_strides, m.col_stride, m.rows, m.cols, scale, dx);
 }
 
@@ -176,14 +176,14 @@ void softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, in
 
 void layer_norm(Mem<const float> x, Mem<const float> alpha, Mem<const float> bias, int64_t rows, int64_t cols,
                 float eps, Mem<float> y, Mem<float> mean, Mem<float> std) {
-  launch(kernel("layer_norm"), singles(rows), x, alpha, bias, rows, cols, eps, y, mean, std);
+  launch(kernel("layer_norm"), row_groups(rows), x, alpha, bias, rows, cols, eps, y, mean, std);
 }
 
 void layer_norm_backward(Mem<const float> x, Mem<const float> alpha, Mem<const float> mean, Mem<const float> std,
                          Mem<const float> dy, int64_t rows, int64_t cols, float eps, Mem<float> dx,
                          Mem<float> dalpha, Mem<float> dbias) {
-  launch(kernel("layer_norm_backward_rows"), singles(rows), x, alpha, mean, std, dy, rows, cols, eps, dx);
-  launch(kernel("layer_norm_backward_columns"), singles(pieces(1, cols, kVector)), x, mean, std, dy, int32(rows),
+  launch(kernel("layer_norm_backward_rows"), row_groups(rows), x, alpha, mean, std, dy, rows, cols, eps, dx);
+  launch(kernel("layer_norm_backward_columns"), column_items(1, cols), x, mean, std, dy, int32(rows),
          int32(cols), eps, dalpha, dbias);
 }
 
@@ -205,7 +205,7 @@ void dot(Mem<const float> a, Mem<const float> b, int64_t n, Mem<float> out) {
   size_t partials = std::clamp<size_t>(round_up(std::max<int64_t>(n, 0), 64), 64, 4096);
   Mem<float> scratch(Runtime::get().scratch(partials * sizeof(float)), 0);
   launch(kernel("dot_partials"), items(partials), a, b, n, scratch);
-  launch(kernel("sum_partials"), singles(1), scratch, static_cast<int32_t>(partials), out);
+  launch(kernel("sum_partials"), items(1), scratch, static_cast<int32_t>(partials), out);
 }
 
 void adam_step(Mem<float> p, Mem<const float> g, Mem<float> m, Mem<float> v, int64_t n, float step_size, float b1,
@@ -255,20 +255,20 @@ void gather_rows(Mem<const float> table, Mem<const int32_t> ids, int64_t n, int6
 void scatter_add_rows(Mem<const float> grad_out, Mem<const int32_t> ids, int64_t n, int64_t dim,
                       Mem<float> grad_table) {
   if (n * dim == 0) return;
-  launch(kernel("scatter_add_rows"), singles(pieces(1, dim, kVector)), grad_out, ids, int32(n), int32(dim), grad_table,
+  launch(kernel("scatter_add_rows"), column_items(1, dim), grad_out, ids, int32(n), int32(dim), grad_table,
          rows_in(grad_table, dim));
 }
 
 void cross_entropy(Mem<const float> logits, Mem<const int32_t> targets, int64_t rows, int64_t cols,
                    int32_t ignore_index, float eps, Mem<float> row_loss, Mem<float> row_counted,
                    Mem<float> log_probs) {
-  launch(kernel("cross_entropy"), singles(rows), logits, targets, rows, cols, ignore_index, eps, row_loss,
+  launch(kernel("cross_entropy"), row_groups(rows), logits, targets, rows, cols, ignore_index, eps, row_loss,
          row_counted, log_probs);
 }
 
 void cross_entropy_backward(Mem<const float> log_probs, Mem<const int32_t> targets, int64_t rows, int64_t cols,
                             int32_t ignore_index, float eps, Mem<const float> scale, Mem<float> dlogits) {
-  launch(kernel("cross_entropy_backward"), singles(rows), log_probs, targets, rows, cols, ignore_index, eps,
+  launch(kernel("cross_entropy_backward"), row_groups(rows), log_probs, targets, rows, cols, ignore_index, eps,
          scale, dlogits);
 }
 

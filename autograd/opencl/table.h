@@ -1,5 +1,5 @@
 // The OpenCL kernel table: each entry launches the OpenCL C kernel of the
-// same name (kernels_source.cpp, gemm_source.cpp).
+// same name (kernels/*.cl).
 #pragma once
 #include "../kernels/kernels.h"
 

@@ -1,5 +1,5 @@
-// The tiled OpenCL C GEMM kernel, for GPUs (launched by gemm_launch.cpp; CPU
-// devices run gemm_cpu_source.cpp's blocked kernel instead):
+// The tiled GEMM kernel, for GPU shapes (runtime.h: Shapes; launched by
+// gemm_launch.cpp; CPU shapes run gemm_blocked.cl's kernel instead):
 //
 //   C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C      (row-major, batched)
 //
@@ -14,24 +14,8 @@
 // registers: rows ly + LY i and columns lx + LX j, so neighbouring items read
 // neighbouring columns of the B panel and the same A value (coalesced on a
 // GPU). Panels are loaded with bounds checks, zeros outside the matrices.
-#include <string>
-
-#include "gemm.h"
-#include "sources.h"
-
-namespace sf::opencl_backend {
-namespace {
-
-std::string define(const char* name, int value) { return " -D" + std::string(name) + "=" + std::to_string(value); }
-
-std::string tiling_options() {
-  return define("LX", Tiled::LX) + define("LY", Tiled::LY) + define("WM", Tiled::WM) + define("WN", Tiled::WN) +
-         define("TK", Tiled::TK);
-}
-
-}  // namespace
-
-const Source gemm_source{R"CLC(
+//
+// Built with the tiling (gemm.h: Tiled) as -D options LX, LY, WM, WN and TK.
 
 #define TM (LY * WM)
 #define TN (LX * WN)
@@ -95,8 +79,3 @@ void gemm(long m, long n, long k, float alpha,
       }
     }
 }
-
-)CLC",
-                                tiling_options()};
-
-}  // namespace sf::opencl_backend

@@ -1,4 +1,5 @@
-// The OpenCL C GEMM kernels for CPU devices (PoCL), launched by gemm_launch.cpp:
+// The blocked GEMM kernels, for CPU shapes (runtime.h: Shapes; PoCL), launched
+// by gemm_launch.cpp:
 //
 //   C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C      (row-major, batched)
 //
@@ -18,17 +19,8 @@
 // columns (by the launcher), a block's rows past m re-read op(A)'s last row,
 // and only the stores check bounds.
 //
-// The source is built once per blocking (gemm.h's kBlockings), with VW, NV and
-// RM as -D options.
-#include <iterator>
-#include <string>
-
-#include "gemm.h"
-
-namespace sf::opencl_backend {
-namespace {
-
-const char* const blocked_text = R"CLC(
+// The program is built once per blocking (gemm.h: kBlockings), with VW, NV
+// and RM as -D options.
 
 // floatV: a vector of VW floats, with its load and store.
 #define CONCAT_(a, b) a##b
@@ -109,22 +101,3 @@ void gemm_pack(long n, long k, __global const float* b, long b_off, long b_rs, l
     vstoreV(vloadV(0, v), 0, out + p * ldo);
   }
 }
-
-)CLC";
-
-std::string define(const char* name, int value) { return " -D" + std::string(name) + "=" + std::to_string(value); }
-
-Source blocked_program(const Blocked& blocking) {
-  return {blocked_text, define("VW", Blocked::VW) + define("NV", blocking.nv) + define("RM", blocking.rm)};
-}
-
-}  // namespace
-
-const Source& blocked_source(BlockingIndex index) {
-  static const Source sources[] = {blocked_program(kBlockings[kWide]), blocked_program(kBlockings[kMedium]),
-                                   blocked_program(kBlockings[kNarrow])};
-  static_assert(std::size(sources) == std::size(kBlockings));
-  return sources[index];
-}
-
-}  // namespace sf::opencl_backend

@@ -1,0 +1,63 @@
+// What the C++ kernels and the OpenCL C kernels (autograd/opencl/kernels/)
+// must agree on, defined once: the op codes the elementwise entries switch on,
+// the score of a hidden attention position, and dropout's hash. The text is
+// the common subset of C++ and OpenCL C: kernels.h includes it, and the build
+// embeds it in front of the OpenCL programs (autograd/opencl/sources.cpp), so
+// an OpenCL kernel's `case Relu:` is C++'s Unary::Relu by construction.
+//
+// An include guard, not #pragma once: OpenCL compiles this text as the start
+// of a program, where #pragma once draws a warning.
+#ifndef SF_KERNELS_SHARED_H
+#define SF_KERNELS_SHARED_H
+
+#ifdef __OPENCL_VERSION__
+// OpenCL C has no scoped enums, constexpr or <cstdint>: its kernels name the
+// enumerators unqualified (`case Relu:`), and its constants live in __constant.
+#define SF_ENUM(name) enum name
+#define SF_CONSTANT __constant
+#define SF_FUNCTION
+typedef uint uint32_t;
+// OpenCL hashes the 16 lanes of a vector at once.
+typedef uint16 DropoutBits;
+#else
+#include <cstdint>
+namespace sf::kernels {
+#define SF_ENUM(name) enum class name
+#define SF_CONSTANT constexpr
+#define SF_FUNCTION inline
+typedef uint32_t DropoutBits;
+#endif
+
+SF_ENUM(Binary) { Add, Sub, Mul, Div };
+// Predicates write int32 1 / 0; And and Or treat nonzero as true.
+SF_ENUM(Predicate) { Eq, Ne, Lt, Le, Gt, Ge, And, Or };
+SF_ENUM(Unary) { Neg, Exp, Log, Sqrt, Relu, Tanh, Sigmoid, AddScalar, MulScalar, PowScalar, RSubScalar, RDivScalar };
+
+// The score a hidden position gets before masked_softmax's softmax, as the
+// annotated Transformer's scores.masked_fill(mask == 0, -1e9): its weight
+// underflows to 0, yet a row with every position hidden stays uniform (not NaN).
+SF_CONSTANT float kHiddenScore = -1e9f;
+
+// Dropout keeps element i where dropout_hash(seed, i) >= threshold, so
+// P(keep) = 1 - threshold / 2^32. A stateless hash of (seed, i) (the
+// "lowbias32" integer hash of i * 0x9E3779B1 + seed): the mask does not depend
+// on how threads or work items split the work, the backward pass recomputes it
+// instead of storing it, and a seed gives the same mask on every device.
+SF_FUNCTION DropoutBits dropout_hash(uint32_t seed, DropoutBits i) {
+  DropoutBits h = i * 0x9E3779B1u + seed;
+  h ^= h >> 16;
+  h *= 0x7feb352du;
+  h ^= h >> 15;
+  h *= 0x846ca68bu;
+  h ^= h >> 16;
+  return h;
+}
+
+#ifndef __OPENCL_VERSION__
+}  // namespace sf::kernels
+#endif
+#undef SF_ENUM
+#undef SF_CONSTANT
+#undef SF_FUNCTION
+
+#endif  // SF_KERNELS_SHARED_H

@@ -1,0 +1,67 @@
+// The OpenCL C programs, compiled into the library: the build turns each .cl
+// file of kernels/ and autograd/kernels/shared.h into a raw string literal in
+// $(BUILD)/gen/ (the Makefile's "OpenCL C sources"), which is included here.
+// So the library never reads a .cl file at run time, and editing one rebuilds
+// it. A program is the concatenation of its texts; the options give each
+// program its sizes.
+#include "sources.h"
+
+#include <iterator>
+#include <string>
+
+#include "launch.h"
+
+namespace sf::opencl_backend {
+namespace {
+
+const char shared_h[] =
+#include "autograd/kernels/shared.h.inc"
+    ;
+const char common_cl[] =
+#include "autograd/opencl/kernels/common.cl.inc"
+    ;
+const char elementwise_cl[] =
+#include "autograd/opencl/kernels/elementwise.cl.inc"
+    ;
+const char reductions_cl[] =
+#include "autograd/opencl/kernels/reductions.cl.inc"
+    ;
+const char rows_cl[] =
+#include "autograd/opencl/kernels/rows.cl.inc"
+    ;
+const char indexing_cl[] =
+#include "autograd/opencl/kernels/indexing.cl.inc"
+    ;
+const char optimizer_cl[] =
+#include "autograd/opencl/kernels/optimizer.cl.inc"
+    ;
+const char gemm_tiled_cl[] =
+#include "autograd/opencl/kernels/gemm_tiled.cl.inc"
+    ;
+const char gemm_blocked_cl[] =
+#include "autograd/opencl/kernels/gemm_blocked.cl.inc"
+    ;
+
+std::string define(const char* name, int value) { return " -D" + std::string(name) + "=" + std::to_string(value); }
+
+Source blocked_program(const Blocked& blocking) {
+  return {{gemm_blocked_cl}, define("VW", Blocked::VW) + define("NV", blocking.nv) + define("RM", blocking.rm)};
+}
+
+}  // namespace
+
+const Source kernels_source{
+    {shared_h, common_cl, elementwise_cl, reductions_cl, rows_cl, indexing_cl, optimizer_cl}, define("PIECE", kPiece)};
+
+const Source gemm_tiled_source{{gemm_tiled_cl}, define("LX", Tiled::LX) + define("LY", Tiled::LY) +
+                                                    define("WM", Tiled::WM) + define("WN", Tiled::WN) +
+                                                    define("TK", Tiled::TK)};
+
+const Source& blocked_source(BlockingIndex index) {
+  static const Source sources[] = {blocked_program(kBlockings[kWide]), blocked_program(kBlockings[kMedium]),
+                                   blocked_program(kBlockings[kNarrow])};
+  static_assert(std::size(sources) == std::size(kBlockings));
+  return sources[index];
+}
+
+}  // namespace sf::opencl_backend
