@@ -15,17 +15,9 @@ static void require_rows(const Tensor& x, const char* op) {
   if (x.ndim() == 0) internal_fail(op, ": needs at least one dim");
 }
 
-// softmax(x)_i = exp(x_i) / sum_j exp(x_j); dx = y * (dy - sum(dy * y)).
-Tensor softmax(const Tensor& x) {
-  require_rows(x, "softmax");
-  Tensor y = empty_like_device(x, x.shape());
-  kernels_of(x).softmax(x.mem(), y.mem(), rows_of(x), x.size(-1));
-  return record(y, "softmax", {x}, [y = y.detach()](const Tensor& g) -> Grads {
-    Tensor dx = empty_like_device(y, y.shape());
-    kernels_of(y).softmax_backward(y.mem(), g.mem(), dx.mem(), rows_of(y), y.size(-1));
-    return {dx};
-  });
-}
+// softmax(x)_i = exp(x_i) / sum_j exp(x_j); dx = y * (dy - sum(dy * y)): the
+// masked softmax with nothing hidden, at scale 1.
+Tensor softmax(const Tensor& x) { return masked_softmax(x, Tensor(), 1.0f); }
 
 // log_softmax(x)_i = x_i - log sum_j exp(x_j); dx = dy - softmax(x) * sum(dy).
 Tensor log_softmax(const Tensor& x) {

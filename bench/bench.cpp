@@ -76,7 +76,7 @@ void bench_memory(int threads) {
   std::vector<int32_t> targets(rows), ids(rows);
   for (int64_t r = 0; r < rows; ++r) targets[r] = ids[r] = static_cast<int32_t>((r * 131) % vocab);
   std::vector<float> table = random_vector(vocab * cols, 7);
-  int64_t shape[] = {rows, cols}, full[] = {cols, 1}, row[] = {0, 1};
+  int64_t shape[] = {rows, cols}, full[] = {cols, 1}, row[] = {0, 1}, no_strides[] = {0, 0};
   const HostTable& t = fast_table();
   double f = sizeof(float);
   std::vector<MemoryCase> cases = {
@@ -91,8 +91,10 @@ void bench_memory(int threads) {
          std::fill(out.begin(), out.begin() + cols, 0.0f);
          t.sum_to(x.data(), shape, 2, out.data(), unit);
        }},
-      {"softmax rows of 512", 2 * n * f, [&] { t.softmax(x.data(), out.data(), rows, cols); }},
-      {"softmax_backward", 3 * n * f, [&] { t.softmax_backward(x.data(), y.data(), out.data(), rows, cols); }},
+      {"softmax rows of 512", 2 * n * f,
+       [&] { t.masked_softmax(x.data(), {nullptr, no_strides}, shape, 2, 1.0f, out.data()); }},
+      {"softmax_backward", 3 * n * f,
+       [&] { t.masked_softmax_backward(x.data(), y.data(), {nullptr, no_strides}, shape, 2, 1.0f, out.data()); }},
       {"layer_norm", 2 * n * f, [&] {
          t.layer_norm(x.data(), alpha.data(), bias.data(), rows, cols, 1e-6f, out.data(), mean.data(), stdv.data());
        }},

@@ -362,7 +362,7 @@ void check_reductions() {
       }
 }
 
-// softmax, log_softmax and their backward passes.
+// log_softmax and its backward pass, and masked_softmax without a mask.
 void check_softmax() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
@@ -373,11 +373,12 @@ void check_softmax() {
       int64_t n = rows * cols;
       std::vector<float> x = random_floats(n, 41, -10, 10), dy = random_floats(n, 42), y(n), dx(n);
       DeviceArray<float> dx_in(x), ddy(dy), dout(y), dgrad(dx);
-      S.softmax(x.data(), y.data(), rows, cols);
-      K.softmax(dx_in.mem(), dout.mem(), rows, cols);
+      const int64_t shape[] = {rows, cols}, no_strides[] = {0, 0};
+      S.masked_softmax(x.data(), {nullptr, no_strides}, shape, 2, 1.0f, y.data());
+      K.masked_softmax(dx_in.mem(), {Mem<int32_t>(), no_strides}, shape, 2, 1.0f, dout.mem());
       check_close(dout.read(), y);
-      S.softmax_backward(y.data(), dy.data(), dx.data(), rows, cols);
-      K.softmax_backward(dout.mem(), ddy.mem(), dgrad.mem(), rows, cols);
+      S.masked_softmax_backward(y.data(), dy.data(), {nullptr, no_strides}, shape, 2, 1.0f, dx.data());
+      K.masked_softmax_backward(dout.mem(), ddy.mem(), {Mem<int32_t>(), no_strides}, shape, 2, 1.0f, dgrad.mem());
       check_close(dgrad.read(), dx);
 
       S.log_softmax(x.data(), y.data(), rows, cols);
@@ -659,9 +660,7 @@ constexpr sf::testing::KernelChecks kChecks{
     .max_axis = check_reductions,
     .dot = check_dot,
     .topk = check_topk,
-    .softmax = check_softmax,
     .log_softmax = check_softmax,
-    .softmax_backward = check_softmax,
     .log_softmax_backward = check_softmax,
     .masked_softmax = check_masked_softmax,
     .masked_softmax_backward = check_masked_softmax,

@@ -389,11 +389,13 @@ void check_rows() {
           const auto& [x, log_atol] = inputs[input];
           std::vector<float> dy = random_vector(size, 7);
           std::vector<float> yf(size), ys(size), df(size), ds(size);
-          F.softmax(x.data(), yf.data(), rows, cols);
-          S.softmax(x.data(), ys.data(), rows, cols);
+          // Plain softmax: the masked one without a mask, at scale 1.
+          const int64_t plain[] = {rows, cols}, no_strides[] = {0, 0};
+          F.masked_softmax(x.data(), {nullptr, no_strides}, plain, 2, 1.0f, yf.data());
+          S.masked_softmax(x.data(), {nullptr, no_strides}, plain, 2, 1.0f, ys.data());
           check_same(yf, ys, 1e-5f, 1e-7f);
-          F.softmax_backward(ys.data(), dy.data(), df.data(), rows, cols);
-          S.softmax_backward(ys.data(), dy.data(), ds.data(), rows, cols);
+          F.masked_softmax_backward(ys.data(), dy.data(), {nullptr, no_strides}, plain, 2, 1.0f, df.data());
+          S.masked_softmax_backward(ys.data(), dy.data(), {nullptr, no_strides}, plain, 2, 1.0f, ds.data());
           check_same(df, ds, 1e-4f, 1e-6f);
           F.log_softmax(x.data(), yf.data(), rows, cols);
           S.log_softmax(x.data(), ys.data(), rows, cols);
@@ -617,9 +619,7 @@ constexpr sf::testing::KernelChecks kChecks{
     .max_axis = check_reductions,
     .dot = check_dot_and_adam,
     .topk = check_runs_reference,
-    .softmax = check_rows,
     .log_softmax = check_rows,
-    .softmax_backward = check_rows,
     .log_softmax_backward = check_rows,
     .masked_softmax = check_rows,
     .masked_softmax_backward = check_rows,
@@ -663,7 +663,8 @@ TEST_CASE("kernels: edge values, hand-computed") {
     // row NaN; logits near -1e4 as the same logits near 0.
     std::vector<float> rows = {-inf, 0, -inf, 1, NAN, 1, inf, 1, -1e4f, -1e4f + std::log(3.0f)};
     std::vector<float> p(10);
-    t->softmax(rows.data(), p.data(), 5, 2);
+    const int64_t five_rows[] = {5, 2}, no_strides[] = {0, 0};
+    t->masked_softmax(rows.data(), {nullptr, no_strides}, five_rows, 2, 1.0f, p.data());
     check_same(p, {0, 1, 0, 1, NAN, NAN, NAN, NAN, 0.25f, 0.75f}, 2e-3f, 0);
     t->log_softmax(rows.data(), p.data(), 5, 2);
     check_same(p, {-inf, 0, -inf, 0, NAN, NAN, NAN, NAN, -std::log(4.0f), std::log(0.75f)}, 0, 2e-3f);
@@ -706,11 +707,8 @@ TEST_CASE("kernels: empty inputs (n = 0, zero rows, zero columns)") {
       t->gemm(false, false, 0, 5, 3, 1.0f, none, 3, 0, none, 5, 0, 0.0f, o, 5, 0, 1);
       t->gemm(false, true, 4, 0, 3, 1.0f, none, 3, 0, none, 3, 0, 0.0f, o, 1, 0, 1);
       t->gemm(true, false, 4, 5, 3, 1.0f, none, 4, 0, none, 5, 0, 0.0f, o, 5, 0, 0);
-      t->softmax(none, o, 0, 5);
-      t->softmax(none, o, 3, 0);
       t->log_softmax(none, o, 0, 5);
       t->log_softmax(none, o, 3, 0);
-      t->softmax_backward(none, none, o, 3, 0);
       t->log_softmax_backward(none, none, o, 0, 5);
       const int64_t scores_cols0[] = {2, 3, 0}, scores_rows0[] = {2, 0, 4}, score_strides[] = {0, 0, 1};
       for (const int64_t* shape : {scores_cols0, scores_rows0}) {

@@ -300,10 +300,6 @@ void for_rows(int64_t rows, int64_t cols, F f) {
   });
 }
 
-void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
-  for_rows(rows, cols, [&](int64_t r) { softmax_row(x + r * cols, y + r * cols, cols); });
-}
-
 void log_softmax(const float* x, float* y, int64_t rows, int64_t cols) {
   for_rows(rows, cols, [&](int64_t r) { log_softmax_row(x + r * cols, y + r * cols, cols); });
 }
@@ -326,12 +322,6 @@ void softmax_backward_row(const float* y, const float* dy, float* dx, int64_t n,
   for (; i < n; ++i) dx[i] = scale * y[i] * (dy[i] - dot);
 }
 
-void softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols) {
-  for_rows(rows, cols, [&](int64_t r) {
-    softmax_backward_row(y + r * cols, dy + r * cols, dx + r * cols, cols, 1.0f);
-  });
-}
-
 void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols) {
   for_rows(rows, cols, [&](int64_t r) {
     const float *yr = y + r * cols, *gr = dy + r * cols;
@@ -349,13 +339,13 @@ void masked_softmax(const float* x, Strided<int32_t> keep, const int64_t* shape,
                     float scale, float* y) {
   int64_t cols = shape[ndim - 1], rows = 1;
   for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
-  int64_t kstep = keep.strides[ndim - 1];
   for_rows(rows, cols, [&](int64_t r) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
+    if (!keep.data && scale == 1.0f) return softmax_row(xr, yr, cols);  // plain softmax
     // Scaled, hidden scores into y, then softmax in place.
     const int32_t* k = keep.data ? keep.data + row_offset(r, shape, ndim, keep.strides) : nullptr;
-    for (int64_t c = 0; c < cols; ++c) yr[c] = !k || k[c * kstep] ? scale * xr[c] : kHiddenScore;
+    for (int64_t c = 0; c < cols; ++c) yr[c] = !k || k[c * keep.strides[ndim - 1]] ? scale * xr[c] : kHiddenScore;
     softmax_row(yr, yr, cols);
   });
 }
@@ -364,14 +354,13 @@ void masked_softmax_backward(const float* y, const float* dy, Strided<int32_t> k
                              const int64_t* shape, int ndim, float scale, float* dx) {
   int64_t cols = shape[ndim - 1], rows = 1;
   for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
-  int64_t kstep = keep.strides[ndim - 1];
   for_rows(rows, cols, [&](int64_t r) {
     float* dr = dx + r * cols;
     softmax_backward_row(y + r * cols, dy + r * cols, dr, cols, scale);
     if (!keep.data) return;
     const int32_t* k = keep.data + row_offset(r, shape, ndim, keep.strides);
     for (int64_t c = 0; c < cols; ++c)
-      if (!k[c * kstep]) dr[c] = 0.0f;
+      if (!k[c * keep.strides[ndim - 1]]) dr[c] = 0.0f;
   });
 }
 

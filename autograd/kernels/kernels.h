@@ -163,19 +163,18 @@ struct KernelTable {
                Ptr<int32_t> indices);
 
   // --- neural-network rows: softmax, layer norm, loss --------------------------
-  // Row-wise over [rows, cols]: y = softmax(x) or log_softmax(x).
-  void (*softmax)(Ptr<const float> x, Ptr<float> y, int64_t rows, int64_t cols);
+  // Row-wise over [rows, cols]: y = log_softmax(x), and its backward given the
+  // forward output y: dx = dy - exp(y) * sum(dy). (softmax is masked_softmax
+  // without a mask, at scale 1.)
   void (*log_softmax)(Ptr<const float> x, Ptr<float> y, int64_t rows, int64_t cols);
-  // Backward given the forward output y: dx = y * (dy - sum(dy * y)) for softmax,
-  // dx = dy - exp(y) * sum(dy) for log_softmax.
-  void (*softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t rows, int64_t cols);
   void (*log_softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t rows,
                                int64_t cols);
   // Attention weights over the last dim of x (`shape`, ndim dims):
   // y = softmax(keep ? scale * x : -1e9), i.e. Vaswani et al. 2017, §3.2.1's
   // softmax(QKᵀ/√d_k) with hidden positions set to -1e9 after scaling. `keep`
   // is an int32 attention mask (1 = may attend, 0 = hidden) under broadcast
-  // strides, one per dim of `shape`; keep.data may be null for no mask.
+  // strides, one per dim of `shape`; keep.data may be null for no mask (plain
+  // softmax, with scale 1: one kernel serves both).
   void (*masked_softmax)(Ptr<const float> x, Strided<int32_t, Ptr> keep, const int64_t* shape, int ndim,
                          float scale, Ptr<float> y);
   // dx = scale * y * (dy - sum(dy * y)) where `keep` is 1, 0 where it hides.

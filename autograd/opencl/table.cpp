@@ -163,17 +163,6 @@ void masked_softmax_backward(Mem<const float> y, Mem<const float> dy, Strided<in
          m.row_shape, m.row_strides, m.col_stride, m.rows, m.cols, scale, dx);
 }
 
-// softmax and its backward are the masked ones without a mask, at scale 1.
-void softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
-  const int64_t shape[2] = {rows, cols};
-  masked_softmax(x, {Mem<int32_t>(), nullptr}, shape, 2, 1.0f, y);
-}
-
-void softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t rows, int64_t cols) {
-  const int64_t shape[2] = {rows, cols};
-  masked_softmax_backward(y, dy, {Mem<int32_t>(), nullptr}, shape, 2, 1.0f, dx);
-}
-
 void layer_norm(Mem<const float> x, Mem<const float> alpha, Mem<const float> bias, int64_t rows, int64_t cols,
                 float eps, Mem<float> y, Mem<float> mean, Mem<float> std) {
   launch(kernel("layer_norm"), row_groups(rows), x, alpha, bias, rows, cols, eps, y, mean, std);
