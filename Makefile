@@ -7,6 +7,8 @@
 # training under mpirun (Open MPI; see "The MPI variant" below).
 # Jobs run in parallel without -j.
 MAKEFLAGS += -j$(shell nproc) --no-print-directory
+# `make` alone builds everything (rules for generated files come before `all`).
+.DEFAULT_GOAL := all
 CXX ?= g++
 SHELL := /bin/bash
 
