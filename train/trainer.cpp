@@ -36,10 +36,6 @@ void install_stop_handlers() {
   std::signal(SIGTERM, request_stop);
 }
 
-static double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 static std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const NamedTensors& params) {
   const OptimizerConfig& o = c.optimizer;
   if (o.name == "sgd")
@@ -230,7 +226,6 @@ int Trainer::run() {
     state.batches_in_epoch = batches.size();
     std::optional<Progress> progress;
     if (comm.rank() == 0) progress.emplace(epoch, config.num_epochs, batches.size(), first_batch);
-    auto epoch_start = std::chrono::steady_clock::now();
     step.start_epoch();
     int64_t epoch_tokens = 0;
     while (!batches.done()) {
@@ -238,9 +233,7 @@ int Trainer::run() {
       epoch_tokens += step.train_batch(batches.next_indices(), batches_left);
       bool last = batches.done();
       state.batch = batches.position();
-      if (progress)
-        progress->update(batches.position(), status.last_loss, optimizer->lr(),
-                         epoch_tokens / std::max(seconds_since(epoch_start), 1e-9));
+      if (progress) progress->update(batches.position(), status.last_loss, optimizer->lr(), epoch_tokens);
       if (status.diverged) {
         save_checkpoint(*this, CheckpointStore::epoch_tag(epoch));
         fail(config.source, ": training diverged: ", status.nonfinite_in_a_row,
