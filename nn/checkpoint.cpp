@@ -34,7 +34,8 @@ static int64_t metadata_int(const safetensors::Metadata& m, const std::string& k
   return *value;
 }
 
-TransformerConfig config_from_metadata(const safetensors::Metadata& m, const std::string& path) {
+// The config a checkpoint's metadata describes (dropout left at its default).
+static TransformerConfig config_from_metadata(const safetensors::Metadata& m, const std::string& path) {
   TransformerConfig c;
   c.d_model = metadata_int(m, "d_model", path);
   c.N = metadata_int(m, "N", path);

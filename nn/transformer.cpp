@@ -110,11 +110,8 @@ Tensor Decoder::forward_cached(const Tensor& x, DecoderCache& cache, const Tenso
 }
 
 Transformer::Transformer(const TransformerConfig& config, Rng& init)
-    : config_(config),
-      dropout_rng_(init.next_u64()),
-      encoder(config, init, dropout_rng_),
-      decoder(config, init, dropout_rng_),
-      src_embed(config.d_model, config.src_vocab_size, init),
+    : config_(config), dropout_rng_(init.next_u64()), encoder(config, init, dropout_rng_),
+      decoder(config, init, dropout_rng_), src_embed(config.d_model, config.src_vocab_size, init),
       tgt_embed(config.d_model, config.tgt_vocab_size, init),
       src_pos(config.d_model, config.src_seq_len, config.dropout, dropout_rng_),
       tgt_pos(config.d_model, config.tgt_seq_len, config.dropout, dropout_rng_),
