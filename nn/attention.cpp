@@ -40,8 +40,7 @@ Tensor MultiHeadAttentionBlock::attend(const Tensor& q, const KeyValues& kv, con
   return w_o.forward(merge_heads(matmul(dropout.forward(weights), kv.values)));
 }
 
-Tensor MultiHeadAttentionBlock::forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                        const Tensor& mask) {
+Tensor MultiHeadAttentionBlock::forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
   return attend(q, {split_heads(w_k.forward(k)), split_heads(w_v.forward(v))}, mask);
 }
 

@@ -23,8 +23,7 @@ safetensors::Metadata checkpoint_metadata(const TransformerConfig& c) {
   return m;
 }
 
-static int64_t metadata_int(const safetensors::Metadata& m, const std::string& key,
-                            const std::string& path) {
+static int64_t metadata_int(const safetensors::Metadata& m, const std::string& key, const std::string& path) {
   auto it = m.find(key);
   if (it == m.end()) fail(path, ": __metadata__ has no '", key, "'");
   const std::string& text = it->second;
