@@ -23,15 +23,13 @@ Rng epoch_rng(uint64_t seed, int64_t epoch) {
 std::vector<std::vector<size_t>> chunk(const std::vector<size_t>& order, size_t batch_size) {
   std::vector<std::vector<size_t>> batches;
   for (size_t begin = 0; begin < order.size(); begin += batch_size)
-    batches.emplace_back(order.begin() + begin,
-                         order.begin() + std::min(order.size(), begin + batch_size));
+    batches.emplace_back(order.begin() + begin, order.begin() + std::min(order.size(), begin + batch_size));
   return batches;
 }
 
 }  // namespace
 
-std::vector<Example> encode_pairs(const std::vector<Pair>& pairs, const Tokenizer& src,
-                                  const Tokenizer& tgt) {
+std::vector<Example> encode_pairs(const std::vector<Pair>& pairs, const Tokenizer& src, const Tokenizer& tgt) {
   std::vector<Example> examples;
   examples.reserve(pairs.size());
   for (const Pair& pair : pairs) examples.push_back({src.encode(pair.src), tgt.encode(pair.tgt), pair});
@@ -78,8 +76,7 @@ std::vector<std::vector<size_t>> BatchedDataset::epoch_plan(int64_t epoch) const
   // Without shuffling the pool is everything: plain length order.
   size_t pool = options_.shuffle ? kBucketPoolBatches * batch_size : std::max<size_t>(order.size(), 1);
   for (size_t begin = 0; begin < order.size(); begin += pool)
-    std::stable_sort(order.begin() + begin, order.begin() + std::min(order.size(), begin + pool),
-                     shorter);
+    std::stable_sort(order.begin() + begin, order.begin() + std::min(order.size(), begin + pool), shorter);
   std::vector<std::vector<size_t>> batches = chunk(order, batch_size);
   if (options_.shuffle) shuffle(batches, rng);
   return batches;

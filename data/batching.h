@@ -27,8 +27,7 @@ struct Example {
   Pair text;
 };
 
-std::vector<Example> encode_pairs(const std::vector<Pair>& pairs, const Tokenizer& src,
-                                  const Tokenizer& tgt);
+std::vector<Example> encode_pairs(const std::vector<Pair>& pairs, const Tokenizer& src, const Tokenizer& tgt);
 
 // The max_len_filter option: removes the examples with a side longer than
 // seq_len - 2 tokens, keeping the others in order; returns how many it removed.

@@ -72,8 +72,7 @@ ReadResult read_tsv(const std::string& path) {
   });
 }
 
-ReadResult read_jsonl(const std::string& path, const std::string& lang_src,
-                      const std::string& lang_tgt) {
+ReadResult read_jsonl(const std::string& path, const std::string& lang_src, const std::string& lang_tgt) {
   return read_lines(path, [&](std::string_view line, const std::string& where) {
     nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (row.is_discarded()) fail(where, ": bad JSON");

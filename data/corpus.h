@@ -22,8 +22,7 @@ struct ReadResult {
 // missing or extra TAB, an empty side; for JSONL bad JSON, a row that is not
 // {"translation": {...}}, a missing or non-string language key).
 ReadResult read_tsv(const std::string& path);
-ReadResult read_jsonl(const std::string& path, const std::string& lang_src,
-                      const std::string& lang_tgt);
+ReadResult read_jsonl(const std::string& path, const std::string& lang_src, const std::string& lang_tgt);
 // format: "tsv" | "jsonl".
 ReadResult read_pairs(const std::string& path, const std::string& format,
                       const std::string& lang_src, const std::string& lang_tgt);

@@ -262,8 +262,7 @@ void append_italian(std::vector<std::string>& words, const Rendered& np) {
   append(words, np.it);
 }
 
-void append_prepositional(std::vector<std::string>& en, std::vector<std::string>& it,
-                          const Sentence& s) {
+void append_prepositional(std::vector<std::string>& en, std::vector<std::string>& it, const Sentence& s) {
   const Preposition& prep = find(kPrepositions, s.preposition, "preposition");
   Rendered place = render_np(s.place);
   en.push_back(prep.en);

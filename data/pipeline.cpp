@@ -17,8 +17,7 @@ Corpus load_corpus(const CorpusOptions& options) {
     ReadResult train = read_pairs(options.train, options.format, options.lang_src, options.lang_tgt);
     corpus.blank_lines = train.blank_lines;
     if (!options.valid.empty()) {
-      ReadResult valid =
-          read_pairs(options.valid, options.format, options.lang_src, options.lang_tgt);
+      ReadResult valid = read_pairs(options.valid, options.format, options.lang_src, options.lang_tgt);
       corpus.train = std::move(train.pairs);
       corpus.valid = std::move(valid.pairs);
       corpus.blank_lines += valid.blank_lines;

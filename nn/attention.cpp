@@ -6,16 +6,9 @@
 
 namespace sf::nn {
 
-MultiHeadAttentionBlock::MultiHeadAttentionBlock(int64_t d_model, int64_t h, float p, Rng& init,
-                                                 Rng& noise)
-    : w_q(d_model, d_model, init),
-      w_k(d_model, d_model, init),
-      w_v(d_model, d_model, init),
-      w_o(d_model, d_model, init),
-      dropout(p, noise),
-      d_model_(d_model),
-      h_(h),
-      d_k_(h > 0 ? d_model / h : 0) {
+MultiHeadAttentionBlock::MultiHeadAttentionBlock(int64_t d_model, int64_t h, float p, Rng& init, Rng& noise)
+    : w_q(d_model, d_model, init), w_k(d_model, d_model, init), w_v(d_model, d_model, init),
+      w_o(d_model, d_model, init), dropout(p, noise), d_model_(d_model), h_(h), d_k_(h > 0 ? d_model / h : 0) {
   if (h <= 0 || d_model % h != 0) internal_fail("attention: d_model ", d_model, " is not divisible by h ", h);
   register_module("w_q", w_q);
   register_module("w_k", w_k);
@@ -47,8 +40,7 @@ Tensor MultiHeadAttentionBlock::attend(const Tensor& q, const KeyValues& kv, con
   return w_o.forward(merge_heads(matmul(dropout.forward(weights), kv.values)));
 }
 
-Tensor MultiHeadAttentionBlock::forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                        const Tensor& mask) {
+Tensor MultiHeadAttentionBlock::forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
   return attend(q, {split_heads(w_k.forward(k)), split_heads(w_v.forward(v))}, mask);
 }
 

@@ -23,8 +23,7 @@ safetensors::Metadata checkpoint_metadata(const TransformerConfig& c) {
   return m;
 }
 
-static int64_t metadata_int(const safetensors::Metadata& m, const std::string& key,
-                            const std::string& path) {
+static int64_t metadata_int(const safetensors::Metadata& m, const std::string& key, const std::string& path) {
   auto it = m.find(key);
   if (it == m.end()) fail(path, ": __metadata__ has no '", key, "'");
   const std::string& text = it->second;
@@ -34,7 +33,8 @@ static int64_t metadata_int(const safetensors::Metadata& m, const std::string& k
   return *value;
 }
 
-TransformerConfig config_from_metadata(const safetensors::Metadata& m, const std::string& path) {
+// The config a checkpoint's metadata describes (dropout left at its default).
+static TransformerConfig config_from_metadata(const safetensors::Metadata& m, const std::string& path) {
   TransformerConfig c;
   c.d_model = metadata_int(m, "d_model", path);
   c.N = metadata_int(m, "N", path);

@@ -13,9 +13,6 @@
 namespace sf::nn {
 
 safetensors::Metadata checkpoint_metadata(const TransformerConfig& config);
-// The config a checkpoint's metadata describes (dropout left at its default).
-TransformerConfig config_from_metadata(const safetensors::Metadata& metadata,
-                                       const std::string& path);
 
 void save_checkpoint(const Transformer& model, const std::string& path);
 // Loads weights into `model`: names, dtypes and shapes must match its state dict

@@ -88,8 +88,7 @@ ResidualConnection::ResidualConnection(int64_t features, float p, Rng& noise)
   register_module("norm", norm);
 }
 
-Tensor ResidualConnection::forward(const Tensor& x,
-                                   const std::function<Tensor(const Tensor&)>& sublayer) {
+Tensor ResidualConnection::forward(const Tensor& x, const std::function<Tensor(const Tensor&)>& sublayer) {
   return x + dropout.forward(sublayer(norm.forward(x)));
 }
 

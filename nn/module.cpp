@@ -24,8 +24,7 @@ void Module::register_module(const std::string& name, Module& child) {
   children_.emplace_back(name, &child);
 }
 
-void Module::collect(const std::string& prefix, bool parameters, bool buffers,
-                     NamedTensors& out) const {
+void Module::collect(const std::string& prefix, bool parameters, bool buffers, NamedTensors& out) const {
   if (parameters)
     for (const auto& [name, t] : parameters_) out.emplace_back(prefix + name, t);
   if (buffers)

@@ -45,8 +45,7 @@ DecoderBlock::DecoderBlock(const TransformerConfig& c, Rng& init, Rng& noise)
   for (int i = 0; i < 3; ++i) residual_connections.append(c.d_model, c.dropout, noise);
 }
 
-Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask,
-                             const Tensor& tgt_mask) {
+Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask, const Tensor& tgt_mask) {
   Tensor y = residual_connections[0].forward(x, [&](const Tensor& z) {
     return self_attention_block.forward(z, z, z, tgt_mask);
   });
@@ -86,8 +85,7 @@ Decoder::Decoder(const TransformerConfig& c, Rng& init, Rng& noise) : norm(c.d_m
   for (int64_t i = 0; i < c.N; ++i) layers.append(c, init, noise);
 }
 
-Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask,
-                        const Tensor& tgt_mask) {
+Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask, const Tensor& tgt_mask) {
   Tensor y = x;
   for (size_t i = 0; i < layers.size(); ++i) y = layers[i].forward(y, memory, src_mask, tgt_mask);
   return norm.forward(y);
@@ -110,11 +108,8 @@ Tensor Decoder::forward_cached(const Tensor& x, DecoderCache& cache, const Tenso
 }
 
 Transformer::Transformer(const TransformerConfig& config, Rng& init)
-    : config_(config),
-      dropout_rng_(init.next_u64()),
-      encoder(config, init, dropout_rng_),
-      decoder(config, init, dropout_rng_),
-      src_embed(config.d_model, config.src_vocab_size, init),
+    : config_(config), dropout_rng_(init.next_u64()), encoder(config, init, dropout_rng_),
+      decoder(config, init, dropout_rng_), src_embed(config.d_model, config.src_vocab_size, init),
       tgt_embed(config.d_model, config.tgt_vocab_size, init),
       src_pos(config.d_model, config.src_seq_len, config.dropout, dropout_rng_),
       tgt_pos(config.d_model, config.tgt_seq_len, config.dropout, dropout_rng_),
@@ -134,8 +129,7 @@ Tensor Transformer::encode(const Tensor& src, const Tensor& src_mask) {
   return encoder.forward(src_pos.forward(src_embed.forward(src)), src_mask.to(device()));
 }
 
-Tensor Transformer::decode(const Tensor& memory, const Tensor& src_mask, const Tensor& tgt,
-                           const Tensor& tgt_mask) {
+Tensor Transformer::decode(const Tensor& memory, const Tensor& src_mask, const Tensor& tgt, const Tensor& tgt_mask) {
   return decoder.forward(tgt_pos.forward(tgt_embed.forward(tgt)), memory, src_mask.to(device()),
                          tgt_mask.to(device()));
 }

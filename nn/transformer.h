@@ -69,12 +69,10 @@ struct DecoderCache {
 class DecoderBlock : public Module {
  public:
   DecoderBlock(const TransformerConfig& c, Rng& init, Rng& noise);
-  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask,
-                 const Tensor& tgt_mask);
+  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask, const Tensor& tgt_mask);
   // The same for new positions x [B, n, d_model], appending their self-attention
   // keys/values to `cache`; self_mask [., 1, n, length + n] or undefined.
-  Tensor forward_cached(const Tensor& x, LayerCache& cache, const Tensor& src_mask,
-                        const Tensor& self_mask);
+  Tensor forward_cached(const Tensor& x, LayerCache& cache, const Tensor& src_mask, const Tensor& self_mask);
 
   MultiHeadAttentionBlock self_attention_block, cross_attention_block;
   FeedForwardBlock feed_forward_block;
@@ -84,10 +82,8 @@ class DecoderBlock : public Module {
 class Decoder : public Module {
  public:
   Decoder(const TransformerConfig& c, Rng& init, Rng& noise);
-  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask,
-                 const Tensor& tgt_mask);
-  Tensor forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask,
-                        const Tensor& self_mask);
+  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask, const Tensor& tgt_mask);
+  Tensor forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask, const Tensor& self_mask);
 
   ModuleList<DecoderBlock> layers;
   LayerNormalization norm;
@@ -100,8 +96,7 @@ class Transformer : public Module {
   Transformer(const TransformerConfig& config, Rng& init);
 
   Tensor encode(const Tensor& src, const Tensor& src_mask);
-  Tensor decode(const Tensor& memory, const Tensor& src_mask, const Tensor& tgt,
-                const Tensor& tgt_mask);
+  Tensor decode(const Tensor& memory, const Tensor& src_mask, const Tensor& tgt, const Tensor& tgt_mask);
   Tensor project(const Tensor& x) { return projection_layer.forward(x); }
   // The projection before its log_softmax. cross_entropy normalises what it
   // is given itself, and log_softmax(log_softmax(z)) = log_softmax(z), so the

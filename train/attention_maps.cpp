@@ -41,8 +41,7 @@ void add_heads(std::vector<AttentionMap>& maps, const std::string& block, const 
 
 }  // namespace
 
-std::vector<AttentionMap> attention_maps(const AttentionRecord& record,
-                                         const data::Tokenizer& src_tokenizer,
+std::vector<AttentionMap> attention_maps(const AttentionRecord& record, const data::Tokenizer& src_tokenizer,
                                          const data::Tokenizer& tgt_tokenizer) {
   std::vector<std::string> src_words = token_texts(src_tokenizer, record.source);
   std::vector<std::string> tgt_words = token_texts(tgt_tokenizer, record.target);

@@ -19,8 +19,7 @@ struct AttentionMap {
 // One map per layer and head of what greedy decoding recorded (see
 // greedy_decode's `attention`): encoder self-attention, then per decoder layer
 // its self-attention and cross-attention, tokens as the tokenizers spell them.
-std::vector<AttentionMap> attention_maps(const AttentionRecord& record,
-                                         const data::Tokenizer& src_tokenizer,
+std::vector<AttentionMap> attention_maps(const AttentionRecord& record, const data::Tokenizer& src_tokenizer,
                                          const data::Tokenizer& tgt_tokenizer);
 
 // The maps as one <svg> element, heads side by side and one row per block.

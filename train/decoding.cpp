@@ -32,8 +32,7 @@ AttentionWeights crop(const HostWeights& w, int64_t b, int64_t n) {
 // One sentence's weights of its one-query steps, step t read from batch row
 // rows[t], each keeping `keys` keys or, growing with the step
 // (self-attention), zero after the step's own position.
-AttentionWeights stack_steps(const std::vector<HostWeights>& steps, const std::vector<int64_t>& rows,
-                             int64_t keys) {
+AttentionWeights stack_steps(const std::vector<HostWeights>& steps, const std::vector<int64_t>& rows, int64_t keys) {
   int64_t n = static_cast<int64_t>(rows.size()), heads = steps.at(0).heads;
   AttentionWeights out{heads, n, keys, std::vector<float>(heads * n * keys, 0.0f)};
   for (int64_t h = 0; h < heads; ++h)

@@ -55,12 +55,10 @@ DecodeOptions DecodeOptions::from_config(const Config& config, std::optional<int
 
 // Indices of `lengths` in groups of at most `batch_size`, similar lengths
 // together, so little padding is computed.
-static std::vector<std::vector<size_t>> length_batches(const std::vector<size_t>& lengths,
-                                                       int64_t batch_size) {
+static std::vector<std::vector<size_t>> length_batches(const std::vector<size_t>& lengths, int64_t batch_size) {
   std::vector<size_t> order(lengths.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return lengths[a] < lengths[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lengths[a] < lengths[b]; });
   std::vector<std::vector<size_t>> batches;
   for (size_t i = 0; i < order.size(); i += static_cast<size_t>(batch_size))
     batches.emplace_back(order.begin() + i,
@@ -68,10 +66,8 @@ static std::vector<std::vector<size_t>> length_batches(const std::vector<size_t>
   return batches;
 }
 
-std::vector<TokenIds> translate_ids(nn::Transformer& model,
-                                    const std::vector<std::vector<int32_t>>& sources,
-                                    const DecodeOptions& options,
-                                    std::vector<AttentionRecord>* attention) {
+std::vector<TokenIds> translate_ids(nn::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
+                                    const DecodeOptions& options, std::vector<AttentionRecord>* attention) {
   std::vector<size_t> lengths;
   for (const auto& s : sources) lengths.push_back(s.size());
   std::vector<TokenIds> out(sources.size());
@@ -94,8 +90,9 @@ std::vector<TokenIds> translate_ids(nn::Transformer& model,
   return out;
 }
 
-std::vector<int32_t> encode_source(const Session& session, const std::string& text,
-                                   const std::string& where) {
+// Encodes `text` with the source tokenizer, checking it fits seq_len
+// (`where` names it in the error).
+static std::vector<int32_t> encode_source(const Session& session, const std::string& text, const std::string& where) {
   if (size_t bad = data::find_invalid_utf8(text); bad != std::string::npos)
     fail(where, ": invalid UTF-8 at byte ", bad + 1);
   std::vector<int32_t> ids = session.src_tokenizer.encode(text);
@@ -106,8 +103,7 @@ std::vector<int32_t> encode_source(const Session& session, const std::string& te
 }
 
 std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
-                                         const DecodeOptions& options,
-                                         std::vector<AttentionRecord>* attention) {
+                                         const DecodeOptions& options, std::vector<AttentionRecord>* attention) {
   std::vector<std::vector<int32_t>> sources;
   for (size_t i = 0; i < sentences.size(); ++i)
     sources.push_back(encode_source(session, sentences[i], "input sentence " + std::to_string(i + 1)));
@@ -117,8 +113,8 @@ std::vector<std::string> translate_lines(Session& session, const std::vector<std
   return lines;
 }
 
-std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Example> examples,
-                                 int64_t seq_len, int64_t batch_size) {
+std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Example> examples, int64_t seq_len,
+                                 int64_t batch_size) {
   NoGradGuard no_grad;
   std::vector<size_t> lengths;
   for (const data::Example& e : examples) lengths.push_back(std::max(e.src.size(), e.tgt.size()));
@@ -127,9 +123,8 @@ std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Examp
   for (const auto& indices : length_batches(lengths, batch_size)) {
     data::Batch b = dataset.make_batch(indices);
     Tensor memory = model.encode(b.encoder_input, b.encoder_mask);
-    Tensor log_probs =
-        model.project(model.decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask))
-            .to(cpu());  // read on the host (no copy when the model is on the CPU)
+    // Read on the host (no copy when the model is on the CPU).
+    Tensor log_probs = model.project(model.decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask)).to(cpu());
     int64_t width = b.label.size(1), vocab = log_probs.size(-1);
     for (size_t r = 0; r < indices.size(); ++r) {
       // Label positions: the target tokens, then [EOS]; [PAD] after them.

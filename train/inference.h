@@ -43,17 +43,11 @@ struct DecodeOptions {
 // Translates every source (token ids), batched by similar lengths; the results
 // come back in input order. With `attention`, it also receives each
 // sentence's attention record (see greedy_decode and beam_search), in input order.
-std::vector<TokenIds> translate_ids(nn::Transformer& model,
-                                    const std::vector<std::vector<int32_t>>& sources,
-                                    const DecodeOptions& options,
-                                    std::vector<AttentionRecord>* attention = nullptr);
+std::vector<TokenIds> translate_ids(nn::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
+                                    const DecodeOptions& options, std::vector<AttentionRecord>* attention = nullptr);
 
-// Encodes `text` with the source tokenizer, checking it fits seq_len
-// (`where` names it in the error).
-std::vector<int32_t> encode_source(const Session& session, const std::string& text,
-                                   const std::string& where);
-
-// The translate command's lines for `sentences`; `attention` as translate_ids.
+// The translate command's lines for `sentences` (each checked to be UTF-8 and
+// to fit seq_len); `attention` as translate_ids.
 std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
                                          const DecodeOptions& options,
                                          std::vector<AttentionRecord>* attention = nullptr);
@@ -66,7 +60,7 @@ struct PairNll {
 // Teacher-forced negative log-likelihood of each example (source and target
 // ids, batched as training batches them, so one too long for seq_len is an
 // error naming its origin): dropout off, no label smoothing.
-std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Example> examples,
-                                 int64_t seq_len, int64_t batch_size);
+std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Example> examples, int64_t seq_len,
+                                 int64_t batch_size);
 
 }  // namespace sf::train

@@ -12,8 +12,7 @@ namespace sf::train {
 // lengths; bucketing by length leaves less): the features of the labelled
 // positions are gathered first and only they are projected. The mean is over
 // the same rows, so the loss and every gradient are unchanged.
-Tensor translation_loss(nn::Transformer& model, const Tensor& features, const Tensor& labels,
-                        float label_smoothing) {
+Tensor translation_loss(nn::Transformer& model, const Tensor& features, const Tensor& labels, float label_smoothing) {
   const std::vector<int32_t> label_ids = labels.to_int_vector();
   std::vector<int32_t> rows, targets;
   for (size_t i = 0; i < label_ids.size(); ++i)
@@ -26,8 +25,7 @@ Tensor translation_loss(nn::Transformer& model, const Tensor& features, const Te
   if (count == 0 || count == static_cast<int64_t>(label_ids.size()))
     return cross_entropy(model.logits(features), labels, data::kPadId, label_smoothing);
   Tensor labelled = index_select(reshape(features, {-1, features.size(-1)}), Tensor::from_ints(rows, {count}));
-  return cross_entropy(model.logits(labelled), Tensor::from_ints(targets, {count}), data::kPadId,
-                       label_smoothing);
+  return cross_entropy(model.logits(labelled), Tensor::from_ints(targets, {count}), data::kPadId, label_smoothing);
 }
 
 }  // namespace sf::train

@@ -9,7 +9,6 @@ namespace sf::train {
 // `features` [B, T, d_model] from Transformer::decode, `labels` int32 [B, T]
 // on the host, [PAD] where a position has no label. Equal to
 // cross_entropy(model.project(features), labels, [PAD], label_smoothing).
-Tensor translation_loss(nn::Transformer& model, const Tensor& features, const Tensor& labels,
-                        float label_smoothing);
+Tensor translation_loss(nn::Transformer& model, const Tensor& features, const Tensor& labels, float label_smoothing);
 
 }  // namespace sf::train

@@ -71,8 +71,7 @@ double corpus_bleu(const std::vector<Words>& hypotheses, const std::vector<Words
   return 100.0 * bp * std::exp(log_precision);
 }
 
-double corpus_chrf(const std::vector<std::u32string>& hypotheses,
-                   const std::vector<std::u32string>& references) {
+double corpus_chrf(const std::vector<std::u32string>& hypotheses, const std::vector<std::u32string>& references) {
   require_same_size(hypotheses.size(), references.size(), "chrf");
   constexpr int kOrder = 6;
   constexpr double kBeta = 2.0;
@@ -139,8 +138,7 @@ static double error_rate(const std::vector<Sequence>& hypotheses,
   return length == 0 ? (errors == 0 ? 0.0 : INFINITY) : double(errors) / double(length);
 }
 
-double corpus_cer(const std::vector<std::u32string>& hypotheses,
-                  const std::vector<std::u32string>& references) {
+double corpus_cer(const std::vector<std::u32string>& hypotheses, const std::vector<std::u32string>& references) {
   return error_rate(hypotheses, references, "cer");
 }
 
@@ -189,8 +187,7 @@ double Scores::at(std::string_view name) const {
   throw std::out_of_range("no metric named '" + std::string(name) + "'");  // a caller's bug, as std::map::at
 }
 
-Scores score_translations(const std::vector<std::string>& hypotheses,
-                          const std::vector<std::string>& references) {
+Scores score_translations(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references) {
   require_same_size(hypotheses.size(), references.size(), "score_translations");
   PreTokenizedPairs pairs;
   auto add = [](const std::string& line, std::vector<Words>& words, std::vector<std::u32string>& chars) {

@@ -25,13 +25,11 @@ double corpus_bleu(const std::vector<Words>& hypotheses, const std::vector<Words
 // Corpus chrF2 x 100 as sacreBLEU 2 computes it: character 1..6-gram
 // statistics with whitespace removed, summed over the corpus; precision and
 // recall averaged over the orders both sides have, then F-beta with beta = 2.
-double corpus_chrf(const std::vector<std::u32string>& hypotheses,
-                   const std::vector<std::u32string>& references);
+double corpus_chrf(const std::vector<std::u32string>& hypotheses, const std::vector<std::u32string>& references);
 
 // Total edit distance over total reference length, as torchmetrics: CER over
 // characters (spaces included), WER over words.
-double corpus_cer(const std::vector<std::u32string>& hypotheses,
-                  const std::vector<std::u32string>& references);
+double corpus_cer(const std::vector<std::u32string>& hypotheses, const std::vector<std::u32string>& references);
 double corpus_wer(const std::vector<Words>& hypotheses, const std::vector<Words>& references);
 
 // Levenshtein distance (unit insert, delete, substitute).
@@ -68,8 +66,7 @@ struct Scores {
 
 // Every metric of the hypotheses (lines as `translate` prints them) against
 // their raw references.
-Scores score_translations(const std::vector<std::string>& hypotheses,
-                          const std::vector<std::string>& references);
+Scores score_translations(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references);
 
 // Adds "name": value for every metric to `record` (eval's output, a validation
 // record of metrics.jsonl).

@@ -11,19 +11,16 @@ namespace sf::train {
 class Progress {
  public:
   Progress(int64_t epoch, int64_t num_epochs, int64_t batches, int64_t first_batch);
-  // After batch `batch` (1-based) of the epoch.
-  void update(int64_t batch, float loss, float lr, double tokens_per_second);
+  // After batch `batch` (1-based) of the epoch; `tokens`: label tokens trained in the epoch so far.
+  void update(int64_t batch, float loss, float lr, int64_t tokens);
   void finish(float mean_loss);
 
  private:
-  std::string line(int64_t batch, float loss, float lr, double tokens_per_second) const;
+  std::string line(int64_t batch, float loss, float lr, int64_t tokens) const;
 
   int64_t epoch_, num_epochs_, batches_, first_batch_;
   bool terminal_;
   std::chrono::steady_clock::time_point start_, last_print_;
 };
-
-// "1:02:03" or "02:03".
-std::string format_duration(double seconds);
 
 }  // namespace sf::train

@@ -20,8 +20,7 @@ std::string number(double v) {
 
 // At most `limit` points: consecutive points averaged in equal groups, so a
 // long run's curve stays small and smooth.
-std::vector<std::pair<double, double>> thin(const std::vector<std::pair<double, double>>& points,
-                                            size_t limit) {
+std::vector<std::pair<double, double>> thin(const std::vector<std::pair<double, double>>& points, size_t limit) {
   if (points.size() <= limit) return points;
   std::vector<std::pair<double, double>> out;
   size_t group = (points.size() + limit - 1) / limit;
@@ -34,10 +33,13 @@ std::vector<std::pair<double, double>> thin(const std::vector<std::pair<double, 
   return out;
 }
 
-}  // namespace
+struct Series {
+  std::string name, color;
+  std::vector<std::pair<double, double>> points;
+};
 
-std::string line_chart(const std::string& title, const std::string& x_label,
-                       const std::vector<Series>& series) {
+// An SVG line chart of one or more series of (x, y) points.
+std::string line_chart(const std::string& title, const std::string& x_label, const std::vector<Series>& series) {
   constexpr double W = 460, H = 240, L = 56, R = 12, T = 28, B = 40;
   double x_min = INFINITY, x_max = -INFINITY, y_min = INFINITY, y_max = -INFINITY;
   for (const Series& s : series)
@@ -79,8 +81,6 @@ std::string line_chart(const std::string& title, const std::string& x_label,
   }
   return svg.str() + "</svg>\n";
 }
-
-namespace {
 
 // The validation charts: one per distinct Metric::chart, in table order, with
 // a curve per metric over epochs.

@@ -25,12 +25,4 @@ struct ReportContent {
 
 void write_report(const std::string& path, const ReportContent& content);
 
-// An SVG line chart of one or more series of (x, y) points.
-struct Series {
-  std::string name, color;
-  std::vector<std::pair<double, double>> points;
-};
-std::string line_chart(const std::string& title, const std::string& x_label,
-                       const std::vector<Series>& series);
-
 }  // namespace sf::train

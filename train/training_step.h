@@ -13,25 +13,18 @@
 #include <chrono>
 #include <vector>
 
-#include "data/batching.h"
-#include "optim/accumulation.h"
 #include "optim/schedule.h"
-#include "train/checkpoints.h"
-#include "train/config.h"
-#include "train/data_parallel.h"
 
 namespace sf::train {
 
+struct Run;  // train/trainer.h
+
 class TrainingStep {
  public:
-  // All of it is the trainer's and outlives this. `reducer`: null for a
-  // single process; `metrics_path`: "" on every rank but 0, which alone writes.
-  TrainingStep(const Config& config, Communicator& comm, nn::Transformer& model, optim::Optimizer& optimizer,
-               GradientReducer* reducer, optim::GradAccumulation& accumulation, TrainingState& state,
-               std::string metrics_path, int64_t batches_per_epoch);
-  // One batch of `set` (this rank's share of it); `batches_left`: in the
-  // epoch, this one included. Returns the whole batch's label tokens.
-  int64_t train_batch(const data::BatchedDataset& set, const std::vector<size_t>& batch, int64_t batches_left);
+  explicit TrainingStep(Run& run);  // which outlives this
+  // One batch of the training set (this rank's share of it); `batches_left`:
+  // in the epoch, this one included. Returns the whole batch's label tokens.
+  int64_t train_batch(const std::vector<size_t>& batch, int64_t batches_left);
 
   struct Status {
     float last_loss = 0;        // the last step's mean loss
@@ -48,14 +41,7 @@ class TrainingStep {
   void optimizer_step();
   void skip_nonfinite_step(float loss, float grad_norm);
 
-  const Config& config_;
-  Communicator& comm_;
-  nn::Transformer& model_;
-  optim::Optimizer& optimizer_;
-  GradientReducer* reducer_;
-  optim::GradAccumulation& accumulation_;
-  TrainingState& state_;
-  std::string metrics_path_;
+  Run& run_;
   optim::ScheduleOptions schedule_;
   Status status_;
   // Since the last optimizer step: summed batch losses (this rank's part of

@@ -6,27 +6,28 @@
 #include "autograd/engine.h"
 #include "train/loss.h"
 #include "train/report.h"
+#include "train/trainer.h"
 
 namespace sf::train {
 
 // Validation sentences whose attention the report draws, the first ones.
 constexpr size_t kHeatmapSentences = 2;
 
-ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& valid_set, const Config& config,
-                          const data::Tokenizer& tgt_tokenizer) {
+ValidationResult validate(Run& run) {
   ValidationResult result;
-  const auto& examples = valid_set.examples();
+  nn::Transformer& model = *run.model;
+  const auto& examples = run.valid_set->examples();
   if (examples.empty()) return result;
   model.eval();
   {
     NoGradGuard no_grad;
     double total = 0;
     int64_t count = 0;
-    for (data::EpochBatches batches(valid_set, 0); !batches.done();) {
+    for (data::EpochBatches batches(*run.valid_set, 0); !batches.done();) {
       data::Batch b = batches.next();
       Tensor memory = model.encode(b.encoder_input, b.encoder_mask);
       Tensor features = model.decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask);
-      total += translation_loss(model, features, b.label, config.label_smoothing).item() * b.label_tokens;
+      total += translation_loss(model, features, b.label, run.config.label_smoothing).item() * b.label_tokens;
       count += b.label_tokens;
     }
     result.loss = count > 0 ? total / count : 0.0;
@@ -36,11 +37,11 @@ ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& va
     size_t heatmaps = std::min(kHeatmapSentences, examples.size());
     std::vector<std::vector<int32_t>> recorded, rest;
     for (size_t i = 0; i < examples.size(); ++i) (i < heatmaps ? recorded : rest).push_back(examples[i].src);
-    DecodeOptions options = DecodeOptions::from_config(config);
+    DecodeOptions options = DecodeOptions::from_config(run.config);
     std::vector<TokenIds> outputs = translate_ids(model, recorded, options, &result.attention);
     std::vector<TokenIds> rest_outputs = translate_ids(model, rest, options);
     outputs.insert(outputs.end(), rest_outputs.begin(), rest_outputs.end());
-    for (const TokenIds& ids : outputs) result.predictions.push_back(tgt_tokenizer.decode(ids));
+    for (const TokenIds& ids : outputs) result.predictions.push_back(run.tgt_tokenizer->decode(ids));
     for (const data::Example& e : examples) {
       result.sources.push_back(e.text.src);
       result.references.push_back(e.text.tgt);
@@ -51,26 +52,25 @@ ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& va
   return result;
 }
 
-void print_validation(const Communicator& comm, int64_t epoch, const ValidationResult& v, const Config& config) {
-  say(comm, "epoch %02lld validation on %zu sentences: loss %.4f  %s\n", static_cast<long long>(epoch),
+void print_validation(const Run& run, int64_t epoch, const ValidationResult& v) {
+  say(run.comm, "epoch %02lld validation on %zu sentences: loss %.4f  %s\n", static_cast<long long>(epoch),
       v.predictions.size(), v.loss, format_scores(v.scores).c_str());
-  for (int64_t i = 0; i < std::min<int64_t>(config.val_examples, v.predictions.size()); ++i)
-    say(comm, "    SOURCE: %s\n    TARGET: %s\n PREDICTED: %s\n", v.sources[i].c_str(), v.references[i].c_str(),
+  for (int64_t i = 0; i < std::min<int64_t>(run.config.val_examples, v.predictions.size()); ++i)
+    say(run.comm, "    SOURCE: %s\n    TARGET: %s\n PREDICTED: %s\n", v.sources[i].c_str(), v.references[i].c_str(),
         v.predictions[i].c_str());
 }
 
-void write_validation_report(const ValidationResult& v, const Config& config, const std::string& metrics_path,
-                             const data::Tokenizer& src_tokenizer, const data::Tokenizer& tgt_tokenizer) {
+void write_validation_report(const Run& run, const ValidationResult& v) {
   constexpr size_t kSamples = 5;
   ReportContent content;
-  content.title = "Scratchformer: " + config.experiment_name;
-  content.metrics_path = metrics_path;
-  content.heads = config.h;
+  content.title = "Scratchformer: " + run.config.experiment_name;
+  content.metrics_path = run.metrics_path;
+  content.heads = run.config.h;
   for (size_t i = 0; i < std::min(kSamples, v.predictions.size()); ++i)
     content.samples.push_back({v.sources[i], v.references[i], v.predictions[i]});
   for (const AttentionRecord& record : v.attention)
-    content.attention.push_back(attention_maps(record, src_tokenizer, tgt_tokenizer));
-  write_report((std::filesystem::path(config.experiment_name) / "report.html").string(), content);
+    content.attention.push_back(attention_maps(record, *run.src_tokenizer, *run.tgt_tokenizer));
+  write_report((std::filesystem::path(run.config.experiment_name) / "report.html").string(), content);
 }
 
 }  // namespace sf::train

@@ -5,13 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "data/batching.h"
-#include "train/communicator.h"
-#include "train/config.h"
 #include "train/inference.h"
 #include "train/metrics.h"
 
 namespace sf::train {
+
+struct Run;  // train/trainer.h
 
 struct ValidationResult {
   double loss = 0;
@@ -23,16 +22,14 @@ struct ValidationResult {
 };
 
 // In eval mode (no dropout), without gradients; the model is back in training
-// mode after. Nothing (no predictions) when `valid_set` is empty.
-ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& valid_set, const Config& config,
-                          const data::Tokenizer& tgt_tokenizer);
+// mode after. Nothing (no predictions) when the validation set is empty.
+ValidationResult validate(Run& run);
 
 // On rank 0: the scores, then the first val_examples sentences beside their references.
-void print_validation(const Communicator& comm, int64_t epoch, const ValidationResult& v, const Config& config);
+void print_validation(const Run& run, int64_t epoch, const ValidationResult& v);
 
-// {experiment_name}/report.html: the curves of `metrics_path`, and the first
+// {experiment_name}/report.html: the curves of metrics.jsonl, and the first
 // few validation sentences as samples and heatmaps.
-void write_validation_report(const ValidationResult& v, const Config& config, const std::string& metrics_path,
-                             const data::Tokenizer& src_tokenizer, const data::Tokenizer& tgt_tokenizer);
+void write_validation_report(const Run& run, const ValidationResult& v);
 
 }  // namespace sf::train
