@@ -111,7 +111,7 @@ Header read_header(std::ifstream& in, const std::string& path) {
   Json json;
   try {
     json = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // a syntax error, or a number out of range
     fail(path, ": the header is not valid JSON: ", plain_message(e));
   }
   if (!json.is_object()) fail(path, ": the header is not a JSON object");
