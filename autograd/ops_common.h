@@ -30,6 +30,12 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // (0 along broadcast dims), one per dim of `target`.
 Shape broadcast_strides(const Shape& shape, const Shape& target);
 
+// The Rows view (kernels.h) of an op over `shape` whose operands (at most
+// two) walk it with the given element strides, one per dim of `shape`. With
+// `whole_rows` the last dim stays the rows' columns, unmerged: row kernels
+// (softmax) see each row of x as one row.
+kernels::Rows rows_view(const Shape& shape, std::initializer_list<Shape> strides, bool whole_rows = false);
+
 // Maps a possibly negative axis into [0, ndim), or an error naming `op`.
 int normalize_axis(int axis, int ndim, const char* op);
 

@@ -33,7 +33,7 @@ Tensor log_softmax(const Tensor& x) {
 
 Tensor masked_softmax(const Tensor& x, const Tensor& host_keep, float scale) {
   require_rows(x, "masked_softmax");
-  Shape keep_strides(x.ndim(), 0);
+  Shape keep_strides(x.ndim(), 0);  // no mask: every row alike
   Tensor keep;
   if (host_keep.defined()) {
     if (host_keep.dtype() != DType::I32) internal_fail("masked_softmax: the mask must be int32 (1 = keep)");
@@ -43,19 +43,15 @@ Tensor masked_softmax(const Tensor& x, const Tensor& host_keep, float scale) {
                     to_string(x.shape()));
     keep_strides = broadcast_strides(keep.shape(), x.shape());
   }
-  kernels::Strided<int32_t, Mem> m{keep.defined() ? keep.int_mem() : Mem<int32_t>(),
-                                   keep_strides.data()};
+  kernels::Rows rows = rows_view(x.shape(), {keep_strides}, true);
   Tensor y = empty_like_device(x, x.shape());
-  kernels_of(x).masked_softmax(x.mem(), m, x.shape().data(), x.ndim(), scale, y.mem());
-  return record(y, "masked_softmax", {x},
-                [y = y.detach(), keep, keep_strides, scale](const Tensor& g) -> Grads {
-                  kernels::Strided<int32_t, Mem> m{
-                      keep.defined() ? keep.int_mem() : Mem<int32_t>(), keep_strides.data()};
-                  Tensor dx = empty_like_device(y, y.shape());
-                  kernels_of(y).masked_softmax_backward(y.mem(), g.mem(), m, y.shape().data(),
-                                                        y.ndim(), scale, dx.mem());
-                  return {dx};
-                });
+  Mem<int32_t> keep_mem = keep.defined() ? keep.int_mem() : Mem<int32_t>();
+  kernels_of(x).masked_softmax(x.mem(), keep_mem, rows, scale, y.mem());
+  return record(y, "masked_softmax", {x}, [y = y.detach(), keep, keep_mem, rows, scale](const Tensor& g) -> Grads {
+    Tensor dx = empty_like_device(y, y.shape());
+    kernels_of(y).masked_softmax_backward(y.mem(), g.mem(), keep_mem, rows, scale, dx.mem());
+    return {dx};
+  });
 }
 
 static void require_feature_vector(const Tensor& v, const Tensor& x, const char* op,
