@@ -436,7 +436,7 @@ void check_rows() {
   });
 }
 
-// layer norm, bias+relu, relu backward, dropout.
+// layer norm, bias+relu, relu backward, dropout, dropout_add.
 void check_layer_norm_relu_dropout() {
   with_threads([] {
     for (int64_t rows : kSizes)
@@ -477,6 +477,9 @@ void check_layer_norm_relu_dropout() {
         check_same(dxf, dxs, 0, 0);
         F.dropout(x.data(), yf.data(), size, 1.25f, 99, 858993459u);
         S.dropout(x.data(), ys.data(), size, 1.25f, 99, 858993459u);
+        check_same(yf, ys, 0, 0);
+        F.dropout_add(dy.data(), x.data(), yf.data(), size, 1.25f, 99, 858993459u);
+        S.dropout_add(dy.data(), x.data(), ys.data(), size, 1.25f, 99, 858993459u);
         check_same(yf, ys, 0, 0);
         }
       }
@@ -623,6 +626,7 @@ constexpr sf::testing::KernelChecks kChecks{
     .bias_relu = check_layer_norm_relu_dropout,
     .relu_backward = check_layer_norm_relu_dropout,
     .dropout = check_layer_norm_relu_dropout,
+    .dropout_add = check_layer_norm_relu_dropout,
     .sum_to = check_sum_to,
     .max_axis = check_reductions,
     .dot = check_dot_and_adam,
@@ -725,6 +729,7 @@ TEST_CASE("kernels: empty inputs (n = 0, zero rows, zero columns)") {
       t->bias_relu(none, none, 3, 0, o);
       t->relu_backward(none, none, o, 0);
       t->dropout(none, o, 0, 2.0f, 1, 1u << 31);
+      t->dropout_add(none, none, o, 0, 2.0f, 1, 1u << 31);
       float sum = 1.0f;
       t->dot(none, none, 0, &sum);
       CHECK(sum == 0.0f);

@@ -425,16 +425,31 @@ void relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
 // The hash is 32-bit integer arithmetic, which the compiler vectorises once the
 // loop is branch-free, its index is 32-bit (dropout_keeps uses the low 32 bits
 // of i), and everything it reads is a local: read through the closure, the
-// values could alias y, which defeats vectorisation on the pool's threads.
-void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
+// values could alias out, which defeats vectorisation on the pool's threads.
+// out = dropout(y), plus x with kAdd (dropout_add) in the same pass.
+template <bool kAdd>
+void dropout_pass(const float* x, const float* y, float* out, int64_t n, float scale, uint32_t seed,
+                  uint32_t threshold) {
   parallel_for(0, n, kGrainElements, [=](int64_t b, int64_t e) {
     const uint32_t first = static_cast<uint32_t>(b), count = static_cast<uint32_t>(e - b);
     const uint32_t s = seed, t = threshold;
     const float k = scale;
-    const float* xb = x + b;
-    float* yb = y + b;
-    for (uint32_t j = 0; j < count; ++j) yb[j] = dropout_keeps(s, first + j, t) ? xb[j] * k : xb[j] - xb[j];
+    const float *xb = kAdd ? x + b : nullptr, *yb = y + b;
+    float* ob = out + b;
+    for (uint32_t j = 0; j < count; ++j) {
+      const float dropped = dropout_keeps(s, first + j, t) ? yb[j] * k : yb[j] - yb[j];
+      ob[j] = kAdd ? xb[j] + dropped : dropped;
+    }
   });
+}
+
+void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
+  dropout_pass<false>(nullptr, x, y, n, scale, seed, threshold);
+}
+
+void dropout_add(const float* x, const float* y, float* out, int64_t n, float scale, uint32_t seed,
+                 uint32_t threshold) {
+  dropout_pass<true>(x, y, out, n, scale, seed, threshold);
 }
 
 // Float partial sums per block of 1024, summed in double: fast, and accurate

@@ -149,6 +149,11 @@ struct KernelTable {
   // else +0, or NaN where x is NaN or infinite (as PyTorch's x * mask).
   void (*dropout)(Ptr<const float> x, Ptr<float> y, int64_t n, float scale, uint32_t seed,
                   uint32_t threshold);
+  // A residual connection, out = x + dropout(y) with dropout as above, in one
+  // pass over memory where dropout then add take two (Vaswani et al. 2017,
+  // §5.4: dropout on each sub-layer's output before it is added to its input).
+  void (*dropout_add)(Ptr<const float> x, Ptr<const float> y, Ptr<float> out, int64_t n, float scale, uint32_t seed,
+                      uint32_t threshold);
 
   // --- reductions ------------------------------------------------------------
   // The adjoint of broadcasting: out = x summed over the dims out is broadcast

@@ -304,6 +304,12 @@ void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, ui
     y[i] = dropout_keeps(seed, static_cast<uint32_t>(i), threshold) ? x[i] * scale : x[i] - x[i];
 }
 
+void dropout_add(const float* x, const float* y, float* out, int64_t n, float scale, uint32_t seed,
+                 uint32_t threshold) {
+  dropout(y, out, n, scale, seed, threshold);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] + out[i];
+}
+
 void dot(const float* a, const float* b, int64_t n, float* out) {
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) total += double(a[i]) * b[i];
