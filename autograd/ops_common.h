@@ -7,6 +7,8 @@
 
 namespace sf::detail {
 
+using kernels::rows_view;
+
 inline const kernels::Table& kernels_of(const Tensor& t) { return t.device().kernels(); }
 
 // A new tensor on the same device as `like` (ops put results beside their inputs).
@@ -29,12 +31,6 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // Element strides that read `shape` as if it had been broadcast to `target`
 // (0 along broadcast dims), one per dim of `target`.
 Shape broadcast_strides(const Shape& shape, const Shape& target);
-
-// The Rows view (kernels.h) of an op over `shape` whose operands (at most
-// two) walk it with the given element strides, one per dim of `shape`. With
-// `whole_rows` the last dim stays the rows' columns, unmerged: row kernels
-// (softmax) see each row of x as one row.
-kernels::Rows rows_view(const Shape& shape, std::initializer_list<Shape> strides, bool whole_rows = false);
 
 // Maps a possibly negative axis into [0, ndim), or an error naming `op`.
 int normalize_axis(int axis, int ndim, const char* op);

@@ -38,7 +38,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
+#include <vector>
 
 // The op enums (Unary, Binary, Predicate), kHiddenScore and dropout_hash,
 // which the OpenCL kernels share.
@@ -88,7 +90,7 @@ T* host_address(Mem<T> m) {
 inline bool dropout_keeps(uint32_t seed, uint32_t i, uint32_t threshold) { return dropout_hash(seed, i) >= threshold; }
 
 // The index space of an op over a shape, prepared once above the seam
-// (ops_common.h: rows_view) and handed to every backend, which keeps only its
+// (rows_view, below) and handed to every backend, which keeps only its
 // loops. Dims of size 1 are dropped and neighbours merged where every operand
 // walks them as one, so [B, T, D] + [B, T, D] is one row of B·T·D elements and
 // [B, T, D] + [D] is B·T rows of D; the result is `count` rows of `cols`
@@ -254,6 +256,13 @@ struct KernelTable {
 
 using Table = KernelTable<Mem>;
 using HostTable = KernelTable<HostPtr>;
+
+// The Rows view of an op over `shape` whose operands (at most two) walk it
+// with the given element strides, one per dim of `shape` (rows.cpp). With
+// `whole_rows` the last dim stays the rows' columns, unmerged: row kernels
+// (softmax) see each row of x as one row.
+Rows rows_view(const std::vector<int64_t>& shape, std::initializer_list<std::vector<int64_t>> strides,
+               bool whole_rows = false);
 
 // The reference kernels (scalar.cpp), declared from the list with each
 // entry's type: the plainest loop for each entry, which defines what it means.
