@@ -1,10 +1,10 @@
 // Reductions (common.cl has the helpers and conventions).
 
-// out = x summed over the dims out is broadcast along (table.cpp: sum_to).
-// `kept` walks out's elements as rows (x operand 0, out operand 1), one item
-// per LANES of them (launch.h: column_items); `summed` walks the x elements
-// each adds up (operand 0), in row-major order as the CPU, so no two items
-// write the same element.
+// out = x summed over the dims out is broadcast along (table.cpp: sum_to):
+// one item per LANES elements of out, which `kept` walks as rows (x operand 0,
+// out operand 1; launch.h: column_items), so no two items write the same
+// element. Each adds up the x elements `summed` walks (operand 0) in
+// row-major order, as the CPU does.
 __kernel COLUMN_GROUP
 void sum_to(__global const float* x, long x_off, __global float* out, long out_off, PackedRows kept,
             PackedRows summed) {
