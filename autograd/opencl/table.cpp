@@ -121,6 +121,11 @@ void dropout(Mem<const float> x, Mem<float> y, int64_t n, float scale, uint32_t 
   launch(kernel("dropout"), vectors(n), x, y, n, scale, seed, threshold);
 }
 
+void dropout_add(Mem<const float> x, Mem<const float> y, Mem<float> out, int64_t n, float scale, uint32_t seed,
+                 uint32_t threshold) {
+  launch(kernel("dropout_add"), vectors(n), x, y, out, n, scale, seed, threshold);
+}
+
 // Partial sums (at most 4096 of them), then their sum, all on the device: the
 // in-order queue lets the next dot reuse the scratch buffer.
 void dot(Mem<const float> a, Mem<const float> b, int64_t n, Mem<float> out) {

@@ -129,15 +129,29 @@ __kernel void relu_backward(__global const float* y, long y_off, __global const 
   store16(select((float16)(0.0f), g, v > 0.0f), dx + dx_off + i, 1, 0, count);
 }
 
-// y = keep ? x * scale : x - x (0, or NaN where x is NaN or infinite, as the
-// reference), keep = dropout_hash(seed, i) >= threshold (shared.h), so the CPU
-// and OpenCL masks agree.
+// Dropout of x's elements i to i + count: keep ? x * scale : x - x (0, or NaN
+// where x is NaN or infinite, as the reference), keep = dropout_hash(seed, i)
+// >= threshold (shared.h), so the CPU and OpenCL masks agree.
+float16 dropout16(__global const float* x, long i, int count, float scale, uint seed, uint threshold) {
+  uint16 h = dropout_hash(seed, (uint)i + as_uint16(lane_indices()));
+  float16 v = load16(x + i, 1, 0, count, 0.0f);
+  return select(v - v, v * scale, h >= threshold);
+}
+
 __kernel void dropout(__global const float* x, long x_off, __global float* y, long y_off, long n,
                       float scale, uint seed, uint threshold) {
   long i;
   int count;
   if (!vector_item(n, &i, &count)) return;
-  uint16 h = dropout_hash(seed, (uint)i + as_uint16(lane_indices()));
-  float16 v = load16(x + x_off + i, 1, 0, count, 0.0f);
-  store16(select(v - v, v * scale, h >= threshold), y + y_off + i, 1, 0, count);
+  store16(dropout16(x + x_off, i, count, scale, seed, threshold), y + y_off + i, 1, 0, count);
+}
+
+// out = x + dropout(y), in one pass.
+__kernel void dropout_add(__global const float* x, long x_off, __global const float* y, long y_off,
+                          __global float* out, long out_off, long n, float scale, uint seed, uint threshold) {
+  long i;
+  int count;
+  if (!vector_item(n, &i, &count)) return;
+  float16 sum = load16(x + x_off + i, 1, 0, count, 0.0f) + dropout16(y + y_off, i, count, scale, seed, threshold);
+  store16(sum, out + out_off + i, 1, 0, count);
 }
