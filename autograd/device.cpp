@@ -25,11 +25,7 @@ T* host(Mem<T> m) {
   return kernels::host_address(m);
 }
 template <class T>
-kernels::Strided<T> host(kernels::Strided<T, Mem> s) {
-  return {kernels::host_address(s.data), s.strides};
-}
-template <class T>
-T host(T value) {  // sizes, scalars, shapes: passed as they are
+T host(T value) {  // sizes, scalars, Rows: passed as they are
   return value;
 }
 

@@ -102,6 +102,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor index_select(const Tensor& x, const Tensor& rows);
 // Zeroes each element with probability p and scales the rest by 1/(1-p).
 Tensor dropout(const Tensor& x, float p, Rng& rng);
+// x + dropout(y, p, rng) in one kernel: a residual connection's sum.
+Tensor dropout_add(const Tensor& x, const Tensor& y, float p, Rng& rng);
 
 // --- no-grad helpers (int32 results) ------------------------------------------------
 Tensor argmax(const Tensor& x);  // over the last axis

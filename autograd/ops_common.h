@@ -7,6 +7,8 @@
 
 namespace sf::detail {
 
+using kernels::rows_view;
+
 inline const kernels::Table& kernels_of(const Tensor& t) { return t.device().kernels(); }
 
 // A new tensor on the same device as `like` (ops put results beside their inputs).

@@ -37,14 +37,11 @@ static Tensor compare(Predicate op, const Tensor& a, const Tensor& b, const char
   common_device(a, b, name);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty_like_device(a, shape, DType::I32);
-  Shape sa = broadcast_strides(a.shape(), shape), sb = broadcast_strides(b.shape(), shape);
-  int ndim = static_cast<int>(shape.size());
+  kernels::Rows rows = rows_view(shape, {broadcast_strides(a.shape(), shape), broadcast_strides(b.shape(), shape)});
   if (a.dtype() == DType::F32)
-    kernels_of(a).predicate(op, {a.mem(), sa.data()}, {b.mem(), sb.data()}, out.int_mem(),
-                            shape.data(), ndim);
+    kernels_of(a).predicate(op, a.mem(), b.mem(), out.int_mem(), rows);
   else
-    kernels_of(a).predicate_int(op, {a.int_mem(), sa.data()}, {b.int_mem(), sb.data()},
-                                out.int_mem(), shape.data(), ndim);
+    kernels_of(a).predicate_int(op, a.int_mem(), b.int_mem(), out.int_mem(), rows);
   return out;
 }
 

@@ -33,7 +33,7 @@ Tensor log_softmax(const Tensor& x) {
 
 Tensor masked_softmax(const Tensor& x, const Tensor& host_keep, float scale) {
   require_rows(x, "masked_softmax");
-  Shape keep_strides(x.ndim(), 0);
+  Shape keep_strides(x.ndim(), 0);  // no mask: every row alike
   Tensor keep;
   if (host_keep.defined()) {
     if (host_keep.dtype() != DType::I32) internal_fail("masked_softmax: the mask must be int32 (1 = keep)");
@@ -43,19 +43,15 @@ Tensor masked_softmax(const Tensor& x, const Tensor& host_keep, float scale) {
                     to_string(x.shape()));
     keep_strides = broadcast_strides(keep.shape(), x.shape());
   }
-  kernels::Strided<int32_t, Mem> m{keep.defined() ? keep.int_mem() : Mem<int32_t>(),
-                                   keep_strides.data()};
+  kernels::Rows rows = rows_view(x.shape(), {keep_strides}, true);
   Tensor y = empty_like_device(x, x.shape());
-  kernels_of(x).masked_softmax(x.mem(), m, x.shape().data(), x.ndim(), scale, y.mem());
-  return record(y, "masked_softmax", {x},
-                [y = y.detach(), keep, keep_strides, scale](const Tensor& g) -> Grads {
-                  kernels::Strided<int32_t, Mem> m{
-                      keep.defined() ? keep.int_mem() : Mem<int32_t>(), keep_strides.data()};
-                  Tensor dx = empty_like_device(y, y.shape());
-                  kernels_of(y).masked_softmax_backward(y.mem(), g.mem(), m, y.shape().data(),
-                                                        y.ndim(), scale, dx.mem());
-                  return {dx};
-                });
+  Mem<int32_t> keep_mem = keep.defined() ? keep.int_mem() : Mem<int32_t>();
+  kernels_of(x).masked_softmax(x.mem(), keep_mem, rows, scale, y.mem());
+  return record(y, "masked_softmax", {x}, [y = y.detach(), keep, keep_mem, rows, scale](const Tensor& g) -> Grads {
+    Tensor dx = empty_like_device(y, y.shape());
+    kernels_of(y).masked_softmax_backward(y.mem(), g.mem(), keep_mem, rows, scale, dx.mem());
+    return {dx};
+  });
 }
 
 static void require_feature_vector(const Tensor& v, const Tensor& x, const char* op,
@@ -178,23 +174,44 @@ Tensor index_select(const Tensor& x, const Tensor& rows) {
   return reshape(embedding(table, rows), shape);
 }
 
+// Inverted dropout: survivors are scaled by 1/(1-p) so the expectation is x.
+// One draw from rng seeds a stateless per-element hash (kernels.h); the
+// backward pass applies the same mask to the gradient by reusing that seed.
+struct DropoutMask {
+  float scale;
+  uint32_t seed, threshold;
+
+  DropoutMask(float p, Rng& rng, const char* op)
+      : scale(1.0f / (1.0f - p)), seed(static_cast<uint32_t>(rng.next_u64() >> 32)),
+        threshold(static_cast<uint32_t>(static_cast<double>(p) * 4294967296.0)) {
+    if (p < 0.0f || p >= 1.0f) internal_fail(op, ": p = ", p, " is outside [0, 1)");
+  }
+
+  Tensor apply(const Tensor& x) const {
+    Tensor y = empty_like_device(x, x.shape());
+    kernels_of(x).dropout(x.mem(), y.mem(), x.numel(), scale, seed, threshold);
+    return y;
+  }
+};
+
 Tensor dropout(const Tensor& x, float p, Rng& rng) {
   require_float(x, "dropout");
-  if (p < 0.0f || p >= 1.0f) internal_fail("dropout: p = ", p, " is outside [0, 1)");
   if (p == 0.0f) return x;
-  // Inverted dropout: survivors are scaled by 1/(1-p) so the expectation is x.
-  // One draw from rng seeds a stateless per-element hash (kernels.h); the
-  // backward pass applies the same mask to the gradient by reusing that seed.
-  float scale = 1.0f / (1.0f - p);
-  auto seed = static_cast<uint32_t>(rng.next_u64() >> 32);
-  auto threshold = static_cast<uint32_t>(static_cast<double>(p) * 4294967296.0);
-  Tensor y = empty_like_device(x, x.shape());
-  kernels_of(x).dropout(x.mem(), y.mem(), x.numel(), scale, seed, threshold);
-  return record(y, "dropout", {x}, [scale, seed, threshold](const Tensor& g) -> Grads {
-    Tensor dx = empty_like_device(g, g.shape());
-    kernels_of(g).dropout(g.mem(), dx.mem(), g.numel(), scale, seed, threshold);
-    return {dx};
-  });
+  DropoutMask mask(p, rng, "dropout");
+  return record(mask.apply(x), "dropout", {x}, [mask](const Tensor& g) -> Grads { return {mask.apply(g)}; });
+}
+
+Tensor dropout_add(const Tensor& x, const Tensor& y, float p, Rng& rng) {
+  require_float(x, "dropout_add");
+  require_float(y, "dropout_add");
+  common_device(x, y, "dropout_add");
+  if (x.shape() != y.shape())
+    internal_fail("dropout_add: shapes ", to_string(x.shape()), " and ", to_string(y.shape()), " differ");
+  if (p == 0.0f) return x + y;
+  DropoutMask mask(p, rng, "dropout_add");
+  Tensor out = empty_like_device(x, x.shape());
+  kernels_of(x).dropout_add(x.mem(), y.mem(), out.mem(), x.numel(), mask.scale, mask.seed, mask.threshold);
+  return record(out, "dropout_add", {x, y}, [mask](const Tensor& g) -> Grads { return {g, mask.apply(g)}; });
 }
 
 }  // namespace sf

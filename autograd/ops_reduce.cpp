@@ -5,13 +5,19 @@
 namespace sf {
 using namespace detail;
 
+// x summed into a new tensor of `shape`, to which x's shape broadcasts.
+static Tensor sum_into(const Tensor& x, const Shape& shape) {
+  if (x.numel() == 0) return Tensor::zeros(shape, DType::F32, x.device());  // sums over nothing
+  Tensor out = empty_like_device(x, shape);
+  kernels_of(x).sum_to(x.mem(), out.mem(), rows_view(x.shape(), {contiguous_strides(x.shape()), broadcast_strides(shape, x.shape())}));
+  return out;
+}
+
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   if (broadcast_shapes(shape, x.shape(), "sum_to") != x.shape())
     internal_fail("sum_to: cannot sum ", to_string(x.shape()), " down to ", to_string(shape));
-  Tensor out = empty_like_device(x, shape);
-  Shape strides = broadcast_strides(shape, x.shape());
-  kernels_of(x).sum_to(x.mem(), x.shape().data(), x.ndim(), out.mem(), strides.data());
+  Tensor out = sum_into(x, shape);
   // Summing is linear: its adjoint broadcasts the gradient back.
   return record(out, "sum_to", {x}, [sx = x.shape()](const Tensor& g) -> Grads {
     return {broadcast_to(g, sx)};
@@ -31,9 +37,8 @@ Tensor sum(const Tensor& x) { return sum(reshape(x, {x.numel()}), 0); }
 Tensor sum(const Tensor& x, int axis, bool keepdim) {
   require_float(x, "sum");
   axis = normalize_axis(axis, x.ndim(), "sum");
-  AxisView v = axis_view(x.shape(), axis);
-  Tensor out = empty_like_device(x, reduced_shape(x.shape(), axis, keepdim));
-  kernels_of(x).sum_axis(x.mem(), v.outer, v.n, v.inner, out.mem());
+  // The sum keeping the axis as size 1, seen without it unless keepdim.
+  Tensor out = sum_into(x, reduced_shape(x.shape(), axis, true)).alias(reduced_shape(x.shape(), axis, keepdim));
   return record(out, "sum", {x}, [sx = x.shape(), axis](const Tensor& g) -> Grads {
     // Put the reduced axis back as size 1, then broadcast.
     return {broadcast_to(reshape(g, reduced_shape(sx, axis, true)), sx)};

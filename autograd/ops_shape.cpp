@@ -52,7 +52,10 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
   Shape out_shape(n);
   for (int i = 0; i < n; ++i) out_shape[i] = x.shape()[perm[i]];
   Tensor out = empty_like_device(x, out_shape);
-  kernels_of(x).permute(x.mem(), x.shape().data(), perm.data(), n, out.mem());
+  // Walk out in order, reading x through its strides permuted to out's dims.
+  Shape x_strides = contiguous_strides(x.shape()), read(n);
+  for (int i = 0; i < n; ++i) read[i] = x_strides[perm[i]];
+  kernels_of(x).copy_strided(x.mem(), out.mem(), rows_view(out_shape, {read}));
   return record(out, "permute", {x}, [perm](const Tensor& g) -> Grads {
     std::vector<int> inverse(perm.size());
     for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);

@@ -223,11 +223,13 @@ void Tensor::accumulate_grad(const Tensor& grad) const {
     slot = grad.clone();
     return;
   }
-  Shape strides = contiguous_strides(shape());
   if (&grad.device() != &device())
     internal_fail("gradient on ", grad.device().name(), " for a tensor on ", device().name());
-  device().kernels().binary(kernels::Binary::Add, {slot.mem(), strides.data()},
-                            {grad.mem(), strides.data()}, slot.mem(), shape().data(), ndim());
+  // Both contiguous and of one shape: one row of every element.
+  kernels::Rows all;
+  all.cols = numel();
+  all.col_strides[0] = all.col_strides[1] = 1;
+  device().kernels().binary(kernels::Binary::Add, slot.mem(), grad.mem(), slot.mem(), all);
 }
 
 }  // namespace sf

@@ -76,25 +76,22 @@ void bench_memory(int threads) {
   std::vector<int32_t> targets(rows), ids(rows);
   for (int64_t r = 0; r < rows; ++r) targets[r] = ids[r] = static_cast<int32_t>((r * 131) % vocab);
   std::vector<float> table = random_vector(vocab * cols, 7);
-  int64_t shape[] = {rows, cols}, full[] = {cols, 1}, row[] = {0, 1}, no_strides[] = {0, 0};
+  const Rows full = rows_view({rows, cols}, {{cols, 1}, {cols, 1}}), add_bias = rows_view({rows, cols}, {{cols, 1}, {0, 1}});
+  const Rows bias_grad = rows_view({rows, cols}, {{cols, 1}, {0, 1}}), plain = rows_view({rows, cols}, {{0, 0}}, true);
   const HostTable& t = fast_table();
   double f = sizeof(float);
   std::vector<MemoryCase> cases = {
       {"add [2048,512]", 3 * n * f,
-       [&] { t.binary(Binary::Add, {x.data(), full}, {y.data(), full}, out.data(), shape, 2); }},
+       [&] { t.binary(Binary::Add, x.data(), y.data(), out.data(), full); }},
       {"add bias [2048,512]+[512]", 2 * n * f,
-       [&] { t.binary(Binary::Add, {x.data(), full}, {bias.data(), row}, out.data(), shape, 2); }},
+       [&] { t.binary(Binary::Add, x.data(), bias.data(), out.data(), add_bias); }},
       {"bias_relu [2048,512]", 2 * n * f, [&] { t.bias_relu(x.data(), bias.data(), rows, cols, out.data()); }},
       {"relu_backward", 3 * n * f, [&] { t.relu_backward(x.data(), y.data(), out.data(), n); }},
-      {"sum_to bias grad", n * f, [&] {
-         int64_t unit[] = {0, 1};
-         std::fill(out.begin(), out.begin() + cols, 0.0f);
-         t.sum_to(x.data(), shape, 2, out.data(), unit);
-       }},
+      {"sum_to bias grad", n * f, [&] { t.sum_to(x.data(), out.data(), bias_grad); }},
       {"softmax rows of 512", 2 * n * f,
-       [&] { t.masked_softmax(x.data(), {nullptr, no_strides}, shape, 2, 1.0f, out.data()); }},
+       [&] { t.masked_softmax(x.data(), nullptr, plain, 1.0f, out.data()); }},
       {"softmax_backward", 3 * n * f,
-       [&] { t.masked_softmax_backward(x.data(), y.data(), {nullptr, no_strides}, shape, 2, 1.0f, out.data()); }},
+       [&] { t.masked_softmax_backward(x.data(), y.data(), nullptr, plain, 1.0f, out.data()); }},
       {"layer_norm", 2 * n * f, [&] {
          t.layer_norm(x.data(), alpha.data(), bias.data(), rows, cols, 1e-6f, out.data(), mean.data(), stdv.data());
        }},

@@ -89,7 +89,7 @@ ResidualConnection::ResidualConnection(int64_t features, float p, Rng& noise)
 }
 
 Tensor ResidualConnection::forward(const Tensor& x, const std::function<Tensor(const Tensor&)>& sublayer) {
-  return x + dropout.forward(sublayer(norm.forward(x)));
+  return dropout.forward_add(x, sublayer(norm.forward(x)));
 }
 
 ProjectionLayer::ProjectionLayer(int64_t d_model, int64_t vocab_size, Rng& init)

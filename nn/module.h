@@ -94,6 +94,8 @@ class Dropout : public Module {
  public:
   Dropout(float p, Rng& rng) : p_(p), rng_(rng) {}
   Tensor forward(const Tensor& x) { return is_training() ? dropout(x, p_, rng_) : x; }
+  // x + forward(y), in one kernel while training: a residual connection's sum.
+  Tensor forward_add(const Tensor& x, const Tensor& y) { return is_training() ? dropout_add(x, y, p_, rng_) : x + y; }
 
  private:
   float p_;

@@ -203,6 +203,20 @@ TEST_CASE("grad: dropout with a fixed seed") {
       {random_tensor({2, 3, 4, 5}, 56)});
 }
 
+// The fused residual sum is x + dropout(y) exactly (the same mask for a seed),
+// and its gradient is g for x and dropout(g) for y.
+TEST_CASE("grad: dropout_add with a fixed seed") {
+  Tensor x = random_tensor({2, 3, 4, 5}, 57), y = random_tensor({2, 3, 4, 5}, 58);
+  Rng fused(7), apart(7);
+  CHECK(dropout_add(x, y, 0.3f, fused).to_vector() == (x + dropout(y, 0.3f, apart)).to_vector());
+  check_gradients(
+      [](const V& v) {
+        Rng rng(7);
+        return dropout_add(v[0], v[1], 0.3f, rng);
+      },
+      {x, y});
+}
+
 TEST_CASE("grad: cross_entropy with label smoothing and ignored targets") {
   Tensor targets = Tensor::from_ints({2, 1, 1, 4, 0, 3}, {2, 3});  // 1 is ignored
   for (float eps : {0.0f, 0.1f}) {

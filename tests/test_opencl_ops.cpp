@@ -200,7 +200,7 @@ TEST_SUITE("opencl") {
     check_matches_cpu([](const V& v) { return concat({v[0], v[1]}, -1); }, {x, random_tensor({2, 3, 4, 1}, 26)});
   }
 
-  TEST_CASE("opencl ops: embedding and dropout (the same masks as the CPU for a seed)") {
+  TEST_CASE("opencl ops: embedding, dropout and dropout_add (the same masks as the CPU for a seed)") {
     SF_NEED_OPENCL();
     Tensor ids = ints({3, 0, 9, 3, 3, 7}, {2, 3});
     check_matches_cpu([&](const V& v) { return embedding(v[0], ids) * 2.0f; },
@@ -209,6 +209,10 @@ TEST_SUITE("opencl") {
       Rng rng(5);
       return dropout(v[0], 0.3f, rng);
     }, {random_tensor({7, 129}, 28)}, 0.0f);  // bit-identical
+    check_matches_cpu([](const V& v) {
+      Rng rng(5);
+      return dropout_add(v[0], v[1], 0.3f, rng);
+    }, {random_tensor({7, 129}, 31), random_tensor({7, 129}, 32)}, 0.0f);
   }
 
   TEST_CASE("opencl ops: argmax, topk, comparisons") {

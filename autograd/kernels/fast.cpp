@@ -25,62 +25,20 @@ int64_t grain_rows(int64_t cols) { return std::max<int64_t>(1, kGrainElements / 
 
 // --- elementwise with broadcasting -------------------------------------------------
 
-// Merges adjacent dims that every operand walks contiguously (or not at all),
-// so [B, T, D] + [B, T, D] becomes one long dim and [B, T, D] + [D] two.
-struct Collapsed {
-  std::vector<int64_t> shape, sa, sb;
-};
-
-Collapsed collapse(const int64_t* shape, int ndim, const int64_t* sa, const int64_t* sb) {
-  Collapsed c;
-  for (int d = 0; d < ndim; ++d) {
-    if (shape[d] == 1) continue;
-    if (!c.shape.empty() && c.sa.back() == sa[d] * shape[d] && c.sb.back() == sb[d] * shape[d]) {
-      c.shape.back() *= shape[d];
-      c.sa.back() = sa[d];
-      c.sb.back() = sb[d];
-    } else {
-      c.shape.push_back(shape[d]);
-      c.sa.push_back(sa[d]);
-      c.sb.push_back(sb[d]);
-    }
-  }
-  if (c.shape.empty()) c = {{1}, {0}, {0}};
-  return c;
-}
-
-// Runs f(row, offset_a, offset_b, n, step_a, step_b) over the rows of the
-// collapsed view, whose last dim has operand steps of 0 or 1, in parallel.
-// Returns false when the view has another inner step (the caller falls back).
+// Runs f(offset_a, offset_b, n, step_a, step_b, offset_out) over the rows of
+// `rows` (kernels.h: dims already merged), whose operands step by 0 or 1 along
+// a row, in parallel; a single long row is split. Returns false when an operand
+// has another step along the row (the caller falls back).
 template <class F>
-bool for_each_row(const int64_t* shape, int ndim, const int64_t* sa, const int64_t* sb, F f) {
-  Collapsed c = collapse(shape, ndim, sa, sb);
-  int nd = static_cast<int>(c.shape.size());
-  int64_t n = c.shape.back(), step_a = c.sa.back(), step_b = c.sb.back();
+bool for_each_row(const Rows& rows, F f) {
+  const int64_t n = rows.cols, step_a = rows.col_strides[0], step_b = rows.col_strides[1];
   if (step_a > 1 || step_b > 1) return false;
-  int64_t rows = 1;
-  for (int d = 0; d < nd - 1; ++d) rows *= c.shape[d];
-  auto offsets = [&](int64_t row, int64_t& oa, int64_t& ob) {
-    oa = ob = 0;
-    for (int d = nd - 2; d >= 0; --d) {
-      int64_t i = row % c.shape[d];
-      row /= c.shape[d];
-      oa += i * c.sa[d];
-      ob += i * c.sb[d];
-    }
-  };
-  if (rows == 1) {  // one long row: split it
-    parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) {
-      f(int64_t{0}, b * step_a, b * step_b, e - b, step_a, step_b, b);
-    });
+  if (rows.count == 1) {
+    parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) { f(b * step_a, b * step_b, e - b, step_a, step_b, b); });
     return true;
   }
-  parallel_for(0, rows, grain_rows(n), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      int64_t oa, ob;
-      offsets(r, oa, ob);
-      f(r, oa, ob, n, step_a, step_b, r * n);
-    }
+  parallel_for(0, rows.count, grain_rows(n), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) f(rows.offset(0, r), rows.offset(1, r), n, step_a, step_b, r * n);
   });
   return true;
 }
@@ -98,12 +56,9 @@ void binary_row(const float* a, int64_t step_a, const float* b, int64_t step_b, 
   for (; i < n; ++i) out[i] = op(a[i * step_a], b[i * step_b]);
 }
 
-void binary(Binary op, Strided<float> a, Strided<float> b, float* out, const int64_t* shape,
-            int ndim) {
-  bool done = for_each_row(shape, ndim, a.strides, b.strides,
-                           [&](int64_t, int64_t oa, int64_t ob, int64_t n, int64_t sa,
-                               int64_t sb, int64_t o) {
-    const float *pa = a.data + oa, *pb = b.data + ob;
+void binary(Binary op, const float* a, const float* b, float* out, const Rows& rows) {
+  bool done = for_each_row(rows, [&](int64_t oa, int64_t ob, int64_t n, int64_t sa, int64_t sb, int64_t o) {
+    const float *pa = a + oa, *pb = b + ob;
     float* po = out + o;
     switch (op) {
       case Binary::Add: binary_row(pa, sa, pb, sb, po, n, [](auto x, auto y) { return x + y; }); break;
@@ -112,22 +67,19 @@ void binary(Binary op, Strided<float> a, Strided<float> b, float* out, const int
       case Binary::Div: binary_row(pa, sa, pb, sb, po, n, [](auto x, auto y) { return x / y; }); break;
     }
   });
-  if (!done) scalar_table().binary(op, a, b, out, shape, ndim);
+  if (!done) scalar_table().binary(op, a, b, out, rows);
 }
 
-void fill_where(Strided<float> x, Strided<int32_t> where, float value, float* out,
-                const int64_t* shape, int ndim) {
-  bool done = for_each_row(shape, ndim, x.strides, where.strides,
-                           [&](int64_t, int64_t ox, int64_t ow, int64_t n, int64_t sx,
-                               int64_t sw, int64_t o) {
+void fill_where(const float* x, const int32_t* where, float value, float* out, const Rows& rows) {
+  bool done = for_each_row(rows, [&](int64_t ox, int64_t ow, int64_t n, int64_t sx, int64_t sw, int64_t o) {
     // Locals, not the closure's references, so the stores cannot alias them.
-    const int32_t* w = where.data + ow;
-    const float* xs = x.data + ox;
+    const int32_t* w = where + ow;
+    const float* xs = x + ox;
     float* dst = out + o;
     const float fill = value;
     for (int64_t i = 0; i < n; ++i) dst[i] = w[i * sw] != 0 ? fill : xs[i * sx];
   });
-  if (!done) scalar_table().fill_where(x, where, value, out, shape, ndim);
+  if (!done) scalar_table().fill_where(x, where, value, out, rows);
 }
 
 void unary(Unary op, const float* x, float* y, int64_t n, float s) {
@@ -199,23 +151,6 @@ void add_row(const float* x, float* out, int64_t n) {
   for (; i < n; ++i) out[i] += x[i];
 }
 
-void sum_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* out) {
-  if (inner == 1) {
-    parallel_for(0, outer, grain_rows(n), [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o) out[o] = row_sum(x + o * n, n);
-    });
-    return;
-  }
-  // Sum whole rows of `inner` elements: each output column block is one thread's.
-  parallel_for(0, outer, grain_rows(n * inner), [&](int64_t b, int64_t e) {
-    for (int64_t o = b; o < e; ++o) {
-      float* dst = out + o * inner;
-      std::fill(dst, dst + inner, 0.0f);
-      for (int64_t i = 0; i < n; ++i) add_row(x + (o * n + i) * inner, dst, inner);
-    }
-  });
-}
-
 // Column sums ([rows, cols] -> [cols], e.g. a bias gradient) written to out.
 // Each block of kRowBlock rows is summed on its own (blocks in parallel, each
 // streaming through contiguous rows), then the blocks are added in order: the
@@ -235,17 +170,32 @@ void column_sums(const float* x, int64_t rows, int64_t cols, float* out) {
   for (int64_t block = 0; block < blocks; ++block) add_row(sums + block * cols, out, cols);
 }
 
-void sum_to(const float* x, const int64_t* shape, int ndim, float* out, const int64_t* out_strides) {
-  std::vector<int64_t> unit(ndim);
-  int64_t stride = 1;
-  for (int d = ndim - 1; d >= 0; stride *= shape[d], --d) unit[d] = stride;
-  Collapsed c = collapse(shape, ndim, out_strides, unit.data());
-  // [rows, cols] -> [cols] and [rows, cols] -> [rows] are the common cases.
-  if (c.shape.size() == 2 && c.sa[0] == 0 && c.sa[1] == 1)
-    return column_sums(x, c.shape[0], c.shape[1], out);
-  if (c.shape.size() == 2 && c.sa[0] == 1 && c.sa[1] == 0)
-    return sum_axis(x, c.shape[0], c.shape[1], 1, out);
-  scalar_table().sum_to(x, shape, ndim, out, out_strides);
+// [outer, n, inner] -> [outer, inner]: each output block is one thread's.
+void sum_middle_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* out) {
+  parallel_for(0, outer, grain_rows(n * inner), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      float* dst = out + o * inner;
+      std::fill(dst, dst + inner, 0.0f);
+      for (int64_t i = 0; i < n; ++i) add_row(x + (o * n + i) * inner, dst, inner);
+    }
+  });
+}
+
+// The common cases, as the merged dims show them (x operand 0, out operand 1):
+// a sum over the last axis (each row into one element of out, in order), a bias
+// gradient [rows, cols] -> [cols], and a sum over a middle axis.
+void sum_to(const float* x, float* out, const Rows& rows) {
+  const int64_t n = rows.cols;
+  const int64_t* out_strides = rows.strides[1];
+  if (rows.col_strides[1] == 0 && (rows.ndim == 0 || (rows.ndim == 1 && out_strides[0] == 1))) {
+    return parallel_for(0, rows.count, grain_rows(n), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) out[r] = row_sum(x + r * n, n);
+    });
+  }
+  if (rows.col_strides[1] == 1 && rows.ndim == 1 && out_strides[0] == 0) return column_sums(x, rows.count, n, out);
+  if (rows.col_strides[1] == 1 && rows.ndim == 2 && out_strides[0] == n && out_strides[1] == 0)
+    return sum_middle_axis(x, rows.shape[0], rows.shape[1], n, out);
+  scalar_table().sum_to(x, out, rows);
 }
 
 void max_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* out, int32_t* arg) {
@@ -335,32 +285,29 @@ void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t ro
   });
 }
 
-void masked_softmax(const float* x, Strided<int32_t> keep, const int64_t* shape, int ndim,
-                    float scale, float* y) {
-  int64_t cols = shape[ndim - 1], rows = 1;
-  for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
-  for_rows(rows, cols, [&](int64_t r) {
+void masked_softmax(const float* x, const int32_t* keep, const Rows& rows, float scale, float* y) {
+  const int64_t cols = rows.cols, step = rows.col_strides[0];
+  for_rows(rows.count, cols, [&](int64_t r) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
-    if (!keep.data && scale == 1.0f) return softmax_row(xr, yr, cols);  // plain softmax
+    if (!keep && scale == 1.0f) return softmax_row(xr, yr, cols);  // plain softmax
     // Scaled, hidden scores into y, then softmax in place.
-    const int32_t* k = keep.data ? keep.data + row_offset(r, shape, ndim, keep.strides) : nullptr;
-    for (int64_t c = 0; c < cols; ++c) yr[c] = !k || k[c * keep.strides[ndim - 1]] ? scale * xr[c] : kHiddenScore;
+    const int32_t* k = keep ? keep + rows.offset(0, r) : nullptr;
+    for (int64_t c = 0; c < cols; ++c) yr[c] = !k || k[c * step] ? scale * xr[c] : kHiddenScore;
     softmax_row(yr, yr, cols);
   });
 }
 
-void masked_softmax_backward(const float* y, const float* dy, Strided<int32_t> keep,
-                             const int64_t* shape, int ndim, float scale, float* dx) {
-  int64_t cols = shape[ndim - 1], rows = 1;
-  for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
-  for_rows(rows, cols, [&](int64_t r) {
+void masked_softmax_backward(const float* y, const float* dy, const int32_t* keep, const Rows& rows, float scale,
+                             float* dx) {
+  const int64_t cols = rows.cols, step = rows.col_strides[0];
+  for_rows(rows.count, cols, [&](int64_t r) {
     float* dr = dx + r * cols;
     softmax_backward_row(y + r * cols, dy + r * cols, dr, cols, scale);
-    if (!keep.data) return;
-    const int32_t* k = keep.data + row_offset(r, shape, ndim, keep.strides);
+    if (!keep) return;
+    const int32_t* k = keep + rows.offset(0, r);
     for (int64_t c = 0; c < cols; ++c)
-      if (!k[c * keep.strides[ndim - 1]]) dr[c] = 0.0f;
+      if (!k[c * step]) dr[c] = 0.0f;
   });
 }
 
@@ -478,16 +425,31 @@ void relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
 // The hash is 32-bit integer arithmetic, which the compiler vectorises once the
 // loop is branch-free, its index is 32-bit (dropout_keeps uses the low 32 bits
 // of i), and everything it reads is a local: read through the closure, the
-// values could alias y, which defeats vectorisation on the pool's threads.
-void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
+// values could alias out, which defeats vectorisation on the pool's threads.
+// out = dropout(y), plus x with kAdd (dropout_add) in the same pass.
+template <bool kAdd>
+void dropout_pass(const float* x, const float* y, float* out, int64_t n, float scale, uint32_t seed,
+                  uint32_t threshold) {
   parallel_for(0, n, kGrainElements, [=](int64_t b, int64_t e) {
     const uint32_t first = static_cast<uint32_t>(b), count = static_cast<uint32_t>(e - b);
     const uint32_t s = seed, t = threshold;
     const float k = scale;
-    const float* xb = x + b;
-    float* yb = y + b;
-    for (uint32_t j = 0; j < count; ++j) yb[j] = dropout_keeps(s, first + j, t) ? xb[j] * k : xb[j] - xb[j];
+    const float *xb = kAdd ? x + b : nullptr, *yb = y + b;
+    float* ob = out + b;
+    for (uint32_t j = 0; j < count; ++j) {
+      const float dropped = dropout_keeps(s, first + j, t) ? yb[j] * k : yb[j] - yb[j];
+      ob[j] = kAdd ? xb[j] + dropped : dropped;
+    }
   });
+}
+
+void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
+  dropout_pass<false>(nullptr, x, y, n, scale, seed, threshold);
+}
+
+void dropout_add(const float* x, const float* y, float* out, int64_t n, float scale, uint32_t seed,
+                 uint32_t threshold) {
+  dropout_pass<true>(x, y, out, n, scale, seed, threshold);
 }
 
 // Float partial sums per block of 1024, summed in double: fast, and accurate
@@ -589,24 +551,14 @@ void copy_rows(const void* src, int64_t src_stride, void* dst, int64_t dst_strid
   });
 }
 
-// Permutations that keep the last dim (attention's head split and merge) copy
-// whole rows; others use the reference.
-void permute(const float* x, const int64_t* shape, const int* perm, int ndim, float* y) {
-  if (ndim < 2 || perm[ndim - 1] != ndim - 1) return scalar_table().permute(x, shape, perm, ndim, y);
-  std::vector<int64_t> x_strides(ndim), y_shape(ndim);
-  int64_t stride = 1;
-  for (int d = ndim - 1; d >= 0; stride *= shape[d], --d) x_strides[d] = stride;
-  for (int d = 0; d < ndim; ++d) y_shape[d] = shape[perm[d]];
-  int64_t cols = shape[ndim - 1], rows = 1;
-  for (int d = 0; d < ndim - 1; ++d) rows *= y_shape[d];
-  for_rows(rows, cols, [&](int64_t r) {
-    int64_t offset = 0, rest = r;
-    for (int d = ndim - 2; d >= 0; --d) {
-      offset += (rest % y_shape[d]) * x_strides[perm[d]];
-      rest /= y_shape[d];
-    }
-    std::memcpy(y + r * cols, x + offset, cols * sizeof(float));
-  });
+// Copies whole rows where x walks them contiguously (attention's head split and
+// merge keep the last dim); others use the reference.
+void copy_strided(const float* x, float* y, const Rows& rows) {
+  bool done = rows.col_strides[0] == 1 &&
+              for_each_row(rows, [&](int64_t ox, int64_t, int64_t n, int64_t, int64_t, int64_t o) {
+                std::memcpy(y + o, x + ox, n * sizeof(float));
+              });
+  if (!done) scalar_table().copy_strided(x, y, rows);
 }
 
 void gather_rows(const float* table, const int32_t* ids, int64_t n, int64_t dim, float* out) {

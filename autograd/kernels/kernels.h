@@ -38,7 +38,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
+#include <vector>
 
 // The op enums (Unary, Binary, Predicate), kHiddenScore and dropout_hash,
 // which the OpenCL kernels share.
@@ -84,27 +86,35 @@ T* host_address(Mem<T> m) {
   return m.buffer ? reinterpret_cast<T*>(static_cast<Byte*>(m.buffer) + m.offset) : nullptr;
 }
 
-// A strided view of an operand of a broadcasting op: `strides` are per output
-// dimension, 0 where the operand is broadcast along that dimension.
-template <class T, template <class> class Ptr = HostPtr>
-struct Strided {
-  Ptr<const T> data;
-  const int64_t* strides;
-};
-
 // Dropout's keep decision for element i (shared.h: dropout_hash).
 inline bool dropout_keeps(uint32_t seed, uint32_t i, uint32_t threshold) { return dropout_hash(seed, i) >= threshold; }
 
-// Offset of row `row` (an index over all dims of `shape` but the last) under
-// per-dim `strides`.
-inline int64_t row_offset(int64_t row, const int64_t* shape, int ndim, const int64_t* strides) {
-  int64_t offset = 0;
-  for (int d = ndim - 2; d >= 0; --d) {
-    offset += (row % shape[d]) * strides[d];
-    row /= shape[d];
+// The index space of an op over a shape, prepared once above the seam
+// (rows_view, below) and handed to every backend, which keeps only its
+// loops. Dims of size 1 are dropped and neighbours merged where every operand
+// walks them as one, so [B, T, D] + [B, T, D] is one row of B·T·D elements and
+// [B, T, D] + [D] is B·T rows of D; the result is `count` rows of `cols`
+// elements in row-major order. Each operand (at most two) is read through
+// element strides, 0 along the dims it is broadcast along: its row r starts at
+// offset(operand, r) and steps col_strides[operand] along the row.
+struct Rows {
+  static constexpr int kMaxDims = 8;
+
+  int64_t count = 1, cols = 1;
+  int ndim = 0;  // the outer dims that rows range over, outermost first
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[2][kMaxDims] = {};
+  int64_t col_strides[2] = {};
+
+  int64_t offset(int operand, int64_t row) const {
+    int64_t offset = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      offset += row % shape[d] * strides[operand][d];
+      row /= shape[d];
+    }
+    return offset;
   }
-  return offset;
-}
+};
 
 template <template <class> class Ptr>
 struct KernelTable {
@@ -123,16 +133,14 @@ struct KernelTable {
   // --- elementwise -----------------------------------------------------------
   // y = f(x); `s` is the scalar of the *Scalar ops (x + s, x * s, x^s, s - x, s / x).
   void (*unary)(Unary op, Ptr<const float> x, Ptr<float> y, int64_t n, float s);
-  // out[i] = a[i] op b[i] over `shape` (ndim dims), a and b broadcast by strides.
-  void (*binary)(Binary op, Strided<float, Ptr> a, Strided<float, Ptr> b, Ptr<float> out, const int64_t* shape,
-                 int ndim);
-  void (*predicate)(Predicate op, Strided<float, Ptr> a, Strided<float, Ptr> b, Ptr<int32_t> out,
-                    const int64_t* shape, int ndim);
-  void (*predicate_int)(Predicate op, Strided<int32_t, Ptr> a, Strided<int32_t, Ptr> b, Ptr<int32_t> out,
-                        const int64_t* shape, int ndim);
-  // out = where != 0 ? value : x, both broadcast by strides.
-  void (*fill_where)(Strided<float, Ptr> x, Strided<int32_t, Ptr> where, float value, Ptr<float> out,
-                     const int64_t* shape, int ndim);
+  // Broadcasting: out[i] = a op b over `rows`, a its operand 0 and b its
+  // operand 1; out is contiguous.
+  void (*binary)(Binary op, Ptr<const float> a, Ptr<const float> b, Ptr<float> out, const Rows& rows);
+  void (*predicate)(Predicate op, Ptr<const float> a, Ptr<const float> b, Ptr<int32_t> out, const Rows& rows);
+  void (*predicate_int)(Predicate op, Ptr<const int32_t> a, Ptr<const int32_t> b, Ptr<int32_t> out,
+                        const Rows& rows);
+  // out = where != 0 ? value : x, x operand 0 and where operand 1.
+  void (*fill_where)(Ptr<const float> x, Ptr<const int32_t> where, float value, Ptr<float> out, const Rows& rows);
   // y = relu(x + bias) over [rows, cols], bias [cols]: a Linear layer's epilogue.
   void (*bias_relu)(Ptr<const float> x, Ptr<const float> bias, int64_t rows, int64_t cols, Ptr<float> y);
   // dx = y > 0 ? dy : 0, from relu's output y.
@@ -141,15 +149,18 @@ struct KernelTable {
   // else +0, or NaN where x is NaN or infinite (as PyTorch's x * mask).
   void (*dropout)(Ptr<const float> x, Ptr<float> y, int64_t n, float scale, uint32_t seed,
                   uint32_t threshold);
+  // A residual connection, out = x + dropout(y) with dropout as above, in one
+  // pass over memory where dropout then add take two (Vaswani et al. 2017,
+  // §5.4: dropout on each sub-layer's output before it is added to its input).
+  void (*dropout_add)(Ptr<const float> x, Ptr<const float> y, Ptr<float> out, int64_t n, float scale, uint32_t seed,
+                      uint32_t threshold);
 
   // --- reductions ------------------------------------------------------------
-  // The adjoint of broadcasting: out = x summed over the dimensions out is
-  // broadcast along. x has `shape`; out is addressed by `out_strides` (one per
-  // dim of `shape`, 0 along the dimensions being summed away).
-  void (*sum_to)(Ptr<const float> x, const int64_t* shape, int ndim, Ptr<float> out,
-                 const int64_t* out_strides);
-  // x viewed as [outer, n, inner], reduced over n into out [outer, inner].
-  void (*sum_axis)(Ptr<const float> x, int64_t outer, int64_t n, int64_t inner, Ptr<float> out);
+  // The adjoint of broadcasting: out = x summed over the dims out is broadcast
+  // along, x operand 0 of `rows` (contiguous) and out operand 1 (stride 0 along
+  // the dims summed away). x is not empty. A sum over an axis is the case of
+  // out with that dim of size 1.
+  void (*sum_to)(Ptr<const float> x, Ptr<float> out, const Rows& rows);
   // Max over n >= 1; `arg` (int32, may be null) receives the index of the first
   // maximum. A NaN is the maximum (its first index in arg), as in torch.max.
   void (*max_axis)(Ptr<const float> x, int64_t outer, int64_t n, int64_t inner, Ptr<float> out,
@@ -169,17 +180,16 @@ struct KernelTable {
   void (*log_softmax)(Ptr<const float> x, Ptr<float> y, int64_t rows, int64_t cols);
   void (*log_softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<float> dx, int64_t rows,
                                int64_t cols);
-  // Attention weights over the last dim of x (`shape`, ndim dims):
-  // y = softmax(keep ? scale * x : -1e9), i.e. Vaswani et al. 2017, §3.2.1's
-  // softmax(QKᵀ/√d_k) with hidden positions set to -1e9 after scaling. `keep`
-  // is an int32 attention mask (1 = may attend, 0 = hidden) under broadcast
-  // strides, one per dim of `shape`; keep.data may be null for no mask (plain
-  // softmax, with scale 1: one kernel serves both).
-  void (*masked_softmax)(Ptr<const float> x, Strided<int32_t, Ptr> keep, const int64_t* shape, int ndim,
-                         float scale, Ptr<float> y);
+  // Attention weights over each row of x (contiguous, `rows` rows of the last
+  // dim): y = softmax(keep ? scale * x : -1e9), i.e. Vaswani et al. 2017,
+  // §3.2.1's softmax(QKᵀ/√d_k) with hidden positions set to -1e9 after
+  // scaling. `keep` is an int32 attention mask (1 = may attend, 0 = hidden),
+  // operand 0 of `rows`; it may be null for no mask (plain softmax, with scale
+  // 1: one kernel serves both).
+  void (*masked_softmax)(Ptr<const float> x, Ptr<const int32_t> keep, const Rows& rows, float scale, Ptr<float> y);
   // dx = scale * y * (dy - sum(dy * y)) where `keep` is 1, 0 where it hides.
-  void (*masked_softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Strided<int32_t, Ptr> keep,
-                                  const int64_t* shape, int ndim, float scale, Ptr<float> dx);
+  void (*masked_softmax_backward)(Ptr<const float> y, Ptr<const float> dy, Ptr<const int32_t> keep,
+                                  const Rows& rows, float scale, Ptr<float> dx);
   // Layer normalization per row of [rows, cols] as in the annotated Transformer:
   // y = alpha * (x - mean) / (std + eps) + bias, std unbiased (n - 1), unlike
   // torch.nn.LayerNorm's sqrt(var + eps). Saves mean and std per row for the
@@ -214,8 +224,9 @@ struct KernelTable {
   // strides in bytes (concat and slice; works for any element type).
   void (*copy_rows)(Ptr<const void> src, int64_t src_stride, Ptr<void> dst, int64_t dst_stride,
                     int64_t rows, int64_t row_bytes);
-  // y = x with dims permuted: y dim i is x dim perm[i]. `shape` is x's shape.
-  void (*permute)(Ptr<const float> x, const int64_t* shape, const int* perm, int ndim, Ptr<float> y);
+  // y = the elements of x in the order `rows` walks them, x its operand 0 and y
+  // contiguous: a permutation is x read through its strides permuted.
+  void (*copy_strided)(Ptr<const float> x, Ptr<float> y, const Rows& rows);
   // Embedding: out[i, :] = table[ids[i], :] (ids already range-checked).
   void (*gather_rows)(Ptr<const float> table, Ptr<const int32_t> ids, int64_t n, int64_t dim, Ptr<float> out);
   // Its backward ADDS into its output: grad_table[ids[i], :] += grad_out[i, :]
@@ -250,6 +261,13 @@ struct KernelTable {
 
 using Table = KernelTable<Mem>;
 using HostTable = KernelTable<HostPtr>;
+
+// The Rows view of an op over `shape` whose operands (at most two) walk it
+// with the given element strides, one per dim of `shape` (rows.cpp). With
+// `whole_rows` the last dim stays the rows' columns, unmerged: row kernels
+// (softmax) see each row of x as one row.
+Rows rows_view(const std::vector<int64_t>& shape, std::initializer_list<std::vector<int64_t>> strides,
+               bool whole_rows = false);
 
 // The reference kernels (scalar.cpp), declared from the list with each
 // entry's type: the plainest loop for each entry, which defines what it means.

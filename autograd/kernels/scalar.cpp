@@ -11,26 +11,13 @@
 
 namespace sf::kernels::scalar {
 
-// Visits every index of `shape` in row-major order, calling f(out_index,
-// offset_a, offset_b) with the operands' offsets under their broadcast strides.
+// Visits every element of `rows` in row-major order, calling f(i, offset_a,
+// offset_b): its index and its offsets in the two operands.
 template <class F>
-void for_each_broadcast(const int64_t* shape, int ndim, const int64_t* sa, const int64_t* sb,
-                        F f) {
-  int64_t total = 1;
-  for (int d = 0; d < ndim; ++d) total *= shape[d];
-  std::vector<int64_t> index(ndim, 0);
-  int64_t oa = 0, ob = 0;
-  for (int64_t i = 0; i < total; ++i) {
-    f(i, oa, ob);
-    // Odometer increment: bump the last dim, carry into earlier ones.
-    for (int d = ndim - 1; d >= 0; --d) {
-      oa += sa[d];
-      ob += sb[d];
-      if (++index[d] < shape[d]) break;
-      oa -= sa[d] * shape[d];
-      ob -= sb[d] * shape[d];
-      index[d] = 0;
-    }
+void for_each_element(const Rows& rows, F f) {
+  for (int64_t r = 0; r < rows.count; ++r) {
+    int64_t a = rows.offset(0, r), b = rows.offset(1, r);
+    for (int64_t c = 0; c < rows.cols; ++c) f(r * rows.cols + c, a + c * rows.col_strides[0], b + c * rows.col_strides[1]);
   }
 }
 
@@ -59,33 +46,20 @@ int32_t holds(Predicate op, T x, T y) {
   return 0;
 }
 
-void binary(Binary op, Strided<float> a, Strided<float> b, float* out, const int64_t* shape,
-            int ndim) {
-  for_each_broadcast(shape, ndim, a.strides, b.strides, [&](int64_t i, int64_t oa, int64_t ob) {
-    out[i] = apply(op, a.data[oa], b.data[ob]);
-  });
+void binary(Binary op, const float* a, const float* b, float* out, const Rows& rows) {
+  for_each_element(rows, [&](int64_t i, int64_t oa, int64_t ob) { out[i] = apply(op, a[oa], b[ob]); });
 }
 
-void predicate(Predicate op, Strided<float> a, Strided<float> b, int32_t* out,
-               const int64_t* shape, int ndim) {
-  for_each_broadcast(shape, ndim, a.strides, b.strides, [&](int64_t i, int64_t oa, int64_t ob) {
-    out[i] = holds(op, a.data[oa], b.data[ob]);
-  });
+void predicate(Predicate op, const float* a, const float* b, int32_t* out, const Rows& rows) {
+  for_each_element(rows, [&](int64_t i, int64_t oa, int64_t ob) { out[i] = holds(op, a[oa], b[ob]); });
 }
 
-void predicate_int(Predicate op, Strided<int32_t> a, Strided<int32_t> b, int32_t* out,
-                   const int64_t* shape, int ndim) {
-  for_each_broadcast(shape, ndim, a.strides, b.strides, [&](int64_t i, int64_t oa, int64_t ob) {
-    out[i] = holds(op, a.data[oa], b.data[ob]);
-  });
+void predicate_int(Predicate op, const int32_t* a, const int32_t* b, int32_t* out, const Rows& rows) {
+  for_each_element(rows, [&](int64_t i, int64_t oa, int64_t ob) { out[i] = holds(op, a[oa], b[ob]); });
 }
 
-void fill_where(Strided<float> x, Strided<int32_t> where, float value, float* out,
-                const int64_t* shape, int ndim) {
-  for_each_broadcast(shape, ndim, x.strides, where.strides,
-                     [&](int64_t i, int64_t ox, int64_t ow) {
-                       out[i] = where.data[ow] != 0 ? value : x.data[ox];
-                     });
+void fill_where(const float* x, const int32_t* where, float value, float* out, const Rows& rows) {
+  for_each_element(rows, [&](int64_t i, int64_t ox, int64_t ow) { out[i] = where[ow] != 0 ? value : x[ox]; });
 }
 
 void unary(Unary op, const float* x, float* y, int64_t n, float s) {
@@ -108,26 +82,10 @@ void unary(Unary op, const float* x, float* y, int64_t n, float s) {
   }
 }
 
-void sum_to(const float* x, const int64_t* shape, int ndim, float* out,
-            const int64_t* out_strides) {
-  // out is overwritten: zero each of its elements (out's shape is x's with the
-  // summed dims set to 1; x may be empty when out is not), then add each x in.
-  std::vector<int64_t> out_shape(shape, shape + ndim), unused(ndim, 0);
-  for (int d = 0; d < ndim; ++d)
-    if (out_strides[d] == 0) out_shape[d] = 1;
-  for_each_broadcast(out_shape.data(), ndim, out_strides, unused.data(),
-                     [&](int64_t, int64_t o, int64_t) { out[o] = 0.0f; });
-  for_each_broadcast(shape, ndim, out_strides, unused.data(),
-                     [&](int64_t i, int64_t o, int64_t) { out[o] += x[i]; });
-}
-
-void sum_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* out) {
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < inner; ++j) {
-      float acc = 0.0f;
-      for (int64_t i = 0; i < n; ++i) acc += x[(o * n + i) * inner + j];
-      out[o * inner + j] = acc;
-    }
+void sum_to(const float* x, float* out, const Rows& rows) {
+  // out is overwritten: zero each element x adds into, then add each x in.
+  for_each_element(rows, [&](int64_t, int64_t, int64_t o) { out[o] = 0.0f; });
+  for_each_element(rows, [&](int64_t, int64_t i, int64_t o) { out[o] += x[i]; });
 }
 
 // A NaN wins over every number (the first NaN, if several), as torch.max.
@@ -214,17 +172,8 @@ void copy_rows(const void* src, int64_t src_stride, void* dst, int64_t dst_strid
                 static_cast<const char*>(src) + r * src_stride, row_bytes);
 }
 
-void permute(const float* x, const int64_t* shape, const int* perm, int ndim, float* y) {
-  // Walk y in order; x is read through strides permuted to y's dims.
-  std::vector<int64_t> x_strides(ndim), y_shape(ndim), read_strides(ndim), zero(ndim, 0);
-  int64_t stride = 1;
-  for (int d = ndim - 1; d >= 0; stride *= shape[d], --d) x_strides[d] = stride;
-  for (int d = 0; d < ndim; ++d) {
-    y_shape[d] = shape[perm[d]];
-    read_strides[d] = x_strides[perm[d]];
-  }
-  for_each_broadcast(y_shape.data(), ndim, read_strides.data(), zero.data(),
-                     [&](int64_t i, int64_t ox, int64_t) { y[i] = x[ox]; });
+void copy_strided(const float* x, float* y, const Rows& rows) {
+  for_each_element(rows, [&](int64_t i, int64_t ox, int64_t) { y[i] = x[ox]; });
 }
 
 void gather_rows(const float* table, const int32_t* ids, int64_t n, int64_t dim, float* out) {
@@ -275,28 +224,25 @@ void cross_entropy_backward(const float* log_probs, const int32_t* targets, int6
   }
 }
 
-void masked_softmax(const float* x, Strided<int32_t> keep, const int64_t* shape, int ndim,
-                    float scale, float* y) {
-  int64_t cols = shape[ndim - 1], rows = 1;
-  for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
+void masked_softmax(const float* x, const int32_t* keep, const Rows& rows, float scale, float* y) {
+  const int64_t cols = rows.cols;
   std::vector<float> scores(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int32_t* k = keep.data ? keep.data + row_offset(r, shape, ndim, keep.strides) : nullptr;
+  for (int64_t r = 0; r < rows.count; ++r) {
+    const int32_t* k = keep ? keep + rows.offset(0, r) : nullptr;
     for (int64_t c = 0; c < cols; ++c)
-      scores[c] = !k || k[c * keep.strides[ndim - 1]] ? scale * x[r * cols + c] : kHiddenScore;
+      scores[c] = !k || k[c * rows.col_strides[0]] ? scale * x[r * cols + c] : kHiddenScore;
     softmax(scores.data(), y + r * cols, 1, cols);
   }
 }
 
-void masked_softmax_backward(const float* y, const float* dy, Strided<int32_t> keep,
-                             const int64_t* shape, int ndim, float scale, float* dx) {
-  int64_t cols = shape[ndim - 1], rows = 1;
-  for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
-  softmax_backward(y, dy, dx, rows, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int32_t* k = keep.data ? keep.data + row_offset(r, shape, ndim, keep.strides) : nullptr;
+void masked_softmax_backward(const float* y, const float* dy, const int32_t* keep, const Rows& rows, float scale,
+                             float* dx) {
+  const int64_t cols = rows.cols;
+  softmax_backward(y, dy, dx, rows.count, cols);
+  for (int64_t r = 0; r < rows.count; ++r) {
+    const int32_t* k = keep ? keep + rows.offset(0, r) : nullptr;
     for (int64_t c = 0; c < cols; ++c)
-      dx[r * cols + c] = !k || k[c * keep.strides[ndim - 1]] ? scale * dx[r * cols + c] : 0.0f;
+      dx[r * cols + c] = !k || k[c * rows.col_strides[0]] ? scale * dx[r * cols + c] : 0.0f;
   }
 }
 
@@ -356,6 +302,12 @@ void relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
 void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = dropout_keeps(seed, static_cast<uint32_t>(i), threshold) ? x[i] * scale : x[i] - x[i];
+}
+
+void dropout_add(const float* x, const float* y, float* out, int64_t n, float scale, uint32_t seed,
+                 uint32_t threshold) {
+  dropout(y, out, n, scale, seed, threshold);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] + out[i];
 }
 
 void dot(const float* a, const float* b, int64_t n, float* out) {

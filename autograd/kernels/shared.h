@@ -1,9 +1,10 @@
 // What the C++ kernels and the OpenCL C kernels (autograd/opencl/kernels/)
 // must agree on, defined once: the op codes the elementwise entries switch on,
-// the score of a hidden attention position, and dropout's hash. The text is
-// the common subset of C++ and OpenCL C: kernels.h includes it, and the build
-// embeds it in front of the OpenCL programs (autograd/opencl/sources.cpp), so
-// an OpenCL kernel's `case Relu:` is C++'s Unary::Relu by construction.
+// the score of a hidden attention position, dropout's hash, and a Rows view as
+// the OpenCL kernels take it. The text is the common subset of C++ and OpenCL
+// C: kernels.h includes it, and the build embeds it in front of the OpenCL
+// programs (autograd/opencl/sources.cpp), so an OpenCL kernel's `case Relu:`
+// is C++'s Unary::Relu by construction.
 //
 // An include guard, not #pragma once: OpenCL compiles this text as the start
 // of a program, where #pragma once draws a warning.
@@ -16,6 +17,7 @@
 #define SF_ENUM(name) enum name
 #define SF_CONSTANT __constant
 #define SF_FUNCTION
+typedef int int32_t;
 typedef uint uint32_t;
 // OpenCL hashes the 16 lanes of a vector at once.
 typedef uint16 DropoutBits;
@@ -52,6 +54,15 @@ SF_FUNCTION DropoutBits dropout_hash(uint32_t seed, DropoutBits i) {
   h ^= h >> 16;
   return h;
 }
+
+// A Rows view (kernels.h) packed for the OpenCL kernels: int32 throughout, so
+// it passes by value as one kernel argument, without padding
+// (autograd/opencl/launch.h: add_arg). Row r of operand k starts at
+// row_offset(rows, k, r) (autograd/opencl/kernels/common.cl).
+typedef struct {
+  int32_t count, cols, ndim;
+  int32_t shape[8], strides[2][8], col_strides[2];  // 8: Rows::kMaxDims
+} PackedRows;
 
 #ifndef __OPENCL_VERSION__
 }  // namespace sf::kernels

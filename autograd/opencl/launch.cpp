@@ -1,10 +1,19 @@
 #include "launch.h"
 
+#include <limits>
 #include <string>
 
 #include "../error.h"
 
-namespace sf::opencl_backend::detail {
+namespace sf::opencl_backend {
+
+int32_t int32(int64_t value) {
+  if (value > std::numeric_limits<int32_t>::max() || value < std::numeric_limits<int32_t>::min())
+    fail("opencl: a size or stride of ", value, " exceeds the kernels' int32 indexing");
+  return static_cast<int32_t>(value);
+}
+
+namespace detail {
 namespace {
 
 std::string name_of(cl_kernel kernel) {
@@ -22,6 +31,18 @@ void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value) {
                   error_name(status));
 }
 
+void add_arg(cl_kernel kernel, cl_uint& index, const kernels::Rows& rows) {
+  static_assert(sizeof(kernels::PackedRows) == (3 + 3 * kernels::Rows::kMaxDims + 2) * sizeof(int32_t));
+  int32(rows.count * rows.cols);  // the elements, which bound every offset
+  kernels::PackedRows packed{int32(rows.count), int32(rows.cols), rows.ndim, {}, {},
+                             {int32(rows.col_strides[0]), int32(rows.col_strides[1])}};
+  for (int d = 0; d < rows.ndim; ++d) {
+    packed.shape[d] = int32(rows.shape[d]);
+    for (int k = 0; k < 2; ++k) packed.strides[k][d] = int32(rows.strides[k][d]);
+  }
+  set_arg(kernel, index++, sizeof packed, &packed);
+}
+
 void enqueue(cl_kernel kernel, const Grid& grid) {
   cl_int status = clEnqueueNDRangeKernel(Runtime::get().queue(), kernel, grid.dims, nullptr,
                                          grid.global, grid.local, 0, nullptr, nullptr);
@@ -29,4 +50,5 @@ void enqueue(cl_kernel kernel, const Grid& grid) {
     fail("opencl: clEnqueueNDRangeKernel failed for ", name_of(kernel), ": ", error_name(status));
 }
 
-}  // namespace sf::opencl_backend::detail
+}  // namespace detail
+}  // namespace sf::opencl_backend

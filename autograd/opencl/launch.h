@@ -72,6 +72,9 @@ inline Grid column_items(int64_t rows, int64_t cols) {
   return {1, {round_up(static_cast<size_t>(pieces(rows, cols, shapes.lanes)), group), 1, 1}, {group, 1, 1}};
 }
 
+// A size or stride as the int32 the kernels index with; fails beyond it.
+int32_t int32(int64_t value);
+
 namespace detail {
 
 void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
@@ -88,14 +91,19 @@ void add_arg(cl_kernel kernel, cl_uint& index, Mem<T> array) {
   set_arg(kernel, index++, sizeof offset, &offset);
 }
 
-// A scalar or vector argument, passed as is: its C++ type must match the
-// kernel's (int64_t for long, int32_t for int, uint32_t for uint, cl_int8...).
+// A scalar argument, passed as is: its C++ type must match the kernel's
+// (int64_t for long, int32_t or an op enum of shared.h for int, uint32_t for
+// uint).
 template <class T>
 void add_arg(cl_kernel kernel, cl_uint& index, const T& value) {
   static_assert(!std::is_same_v<T, bool>, "pass flags as int32_t");
-  static_assert(std::is_trivially_copyable_v<T>);
+  static_assert(std::is_trivially_copyable_v<T> && (!std::is_enum_v<T> || sizeof(T) == 4));
   set_arg(kernel, index++, sizeof value, &value);
 }
+
+// A Rows view (kernels.h) is one argument, shared.h's PackedRows by value.
+// Fails unless its elements fit int32 (and so every offset and stride).
+void add_arg(cl_kernel kernel, cl_uint& index, const kernels::Rows& rows);
 
 void enqueue(cl_kernel kernel, const Grid& grid);
 

@@ -1,19 +1,14 @@
-// The launchers of the OpenCL kernel table: each prepares sizes (broadcast dims
-// simplified on the host, see dims.h) and queues its kernel. One work item per
-// 16 elements for elementwise and broadcasting ops (in groups of 64), a
+// The launchers of the OpenCL kernel table: each queues its kernel with the
+// sizes the op prepared (a Rows view is one argument, launch.h). One work item
+// per 16 elements for elementwise and broadcasting ops (in groups of 64), a
 // work-group per row for row-wise ones and an item per few columns for column
 // sums (in the runtime's shapes), as kernels/common.cl and launch.h explain.
 #include "table.h"
 
 #include <algorithm>
-#include <limits>
-#include <vector>
 
-#include "../error.h"
-#include "dims.h"
 #include "gemm.h"
 #include "launch.h"
-#include "opencl.h"
 #include "sources.h"
 
 namespace sf::opencl_backend {
@@ -21,102 +16,63 @@ namespace {
 
 using kernels::Binary;
 using kernels::Predicate;
-using kernels::Strided;
+using kernels::Rows;
 using kernels::Unary;
 
 cl_kernel kernel(const char* name) { return Runtime::get().kernel(kernels_source, name); }
 
 int32_t flag(bool value) { return value ? 1 : 0; }
 
-// A size as the int32 the kernels take (sizes fit in int32, see dims.h).
-int32_t int32(int64_t size) {
-  if (size > std::numeric_limits<int32_t>::max())
-    fail("opencl: a size of ", size, " exceeds the kernels' int32 indexing");
-  return static_cast<int32_t>(size);
+void binary(Binary op, Mem<const float> a, Mem<const float> b, Mem<float> out, const Rows& rows) {
+  launch(kernel("binary"), items(pieces(rows.count, rows.cols)), op, a, b, out, rows);
 }
 
-// Launches a broadcasting kernel over rows in pieces (launch.h): its leading
-// arguments, then the rows and columns, the outer dims with the two operands'
-// strides along them, and their strides along a row.
-template <class... Leading>
-void launch_broadcast(const char* name, const int64_t* shape, int ndim, const int64_t* strides_a,
-                      const int64_t* strides_b, const Leading&... leading) {
-  Rows r = split_rows(simplify(shape, ndim, {strides_a, strides_b}));
-  launch(kernel(name), items(pieces(r.rows(), r.cols)), leading..., r.rows(), r.cols, r.outer.ndim(), r.outer.shape8(),
-         r.outer.strides8(0), r.outer.strides8(1), r.col_strides[0], r.col_strides[1]);
+void predicate(Predicate op, Mem<const float> a, Mem<const float> b, Mem<int32_t> out, const Rows& rows) {
+  launch(kernel("predicate"), items(pieces(rows.count, rows.cols)), op, a, b, out, rows);
 }
 
-void binary(Binary op, Strided<float, Mem> a, Strided<float, Mem> b, Mem<float> out, const int64_t* shape,
-            int ndim) {
-  launch_broadcast("binary", shape, ndim, a.strides, b.strides, static_cast<int32_t>(op), a.data, b.data, out);
+void predicate_int(Predicate op, Mem<const int32_t> a, Mem<const int32_t> b, Mem<int32_t> out, const Rows& rows) {
+  launch(kernel("predicate_int"), items(pieces(rows.count, rows.cols)), op, a, b, out, rows);
 }
 
-void predicate(Predicate op, Strided<float, Mem> a, Strided<float, Mem> b, Mem<int32_t> out,
-               const int64_t* shape, int ndim) {
-  launch_broadcast("predicate", shape, ndim, a.strides, b.strides, static_cast<int32_t>(op), a.data, b.data,
-                   out);
+void fill_where(Mem<const float> x, Mem<const int32_t> where, float value, Mem<float> out, const Rows& rows) {
+  launch(kernel("fill_where"), items(pieces(rows.count, rows.cols)), x, where, value, out, rows);
 }
 
-void predicate_int(Predicate op, Strided<int32_t, Mem> a, Strided<int32_t, Mem> b, Mem<int32_t> out,
-                   const int64_t* shape, int ndim) {
-  launch_broadcast("predicate_int", shape, ndim, a.strides, b.strides, static_cast<int32_t>(op), a.data,
-                   b.data, out);
+void copy_strided(Mem<const float> x, Mem<float> y, const Rows& rows) {
+  launch(kernel("copy_strided"), items(pieces(rows.count, rows.cols)), x, y, rows);
 }
 
-void fill_where(Strided<float, Mem> x, Strided<int32_t, Mem> where, float value, Mem<float> out,
-                const int64_t* shape, int ndim) {
-  launch_broadcast("fill_where", shape, ndim, x.strides, where.strides, x.data, where.data, value, out);
-}
-
-void permute(Mem<const float> x, const int64_t* shape, const int* perm, int ndim, Mem<float> y) {
-  // Walk y in order, reading x through its strides permuted to y's dims.
-  std::vector<int64_t> x_strides = contiguous_strides(shape, ndim), y_shape(ndim), read(ndim);
-  for (int d = 0; d < ndim; ++d) {
-    y_shape[d] = shape[perm[d]];
-    read[d] = x_strides[perm[d]];
+// `rows` with one more dim, innermost: its columns (unless a single one) join
+// its outer dims, and the new dim is its columns.
+void append_dim(Rows& rows, int64_t size, int64_t stride_x, int64_t stride_out) {
+  if (rows.cols != 1) {
+    rows.shape[rows.ndim] = rows.cols;
+    rows.strides[0][rows.ndim] = rows.col_strides[0];
+    rows.strides[1][rows.ndim++] = rows.col_strides[1];
+    rows.count *= rows.cols;
   }
-  strided_copy(x, y_shape.data(), read.data(), ndim, y);
+  rows.cols = size;
+  rows.col_strides[0] = stride_x;
+  rows.col_strides[1] = stride_out;
 }
 
-void sum_to(Mem<const float> x, const int64_t* shape, int ndim, Mem<float> out, const int64_t* out_strides) {
-  // Split the dims into those out keeps (rows in column pieces, one work item
-  // each) and those it sums away (stride 0: each item's loop).
-  std::vector<int64_t> x_strides = contiguous_strides(shape, ndim);
-  Dims dims = simplify(shape, ndim, {x_strides.data(), out_strides});
-  Dims kept, reduced;
-  kept.strides.resize(2);
-  reduced.strides.resize(1);
-  for (int d = 0; d < dims.ndim(); ++d) {
-    if (dims.strides[1][d] != 0) {
-      kept.shape.push_back(dims.shape[d]);
-      kept.strides[0].push_back(dims.strides[0][d]);
-      kept.strides[1].push_back(dims.strides[1][d]);
-    } else {
-      reduced.shape.push_back(dims.shape[d]);
-      reduced.strides[0].push_back(dims.strides[0][d]);
-    }
+// The kernel's own loops: an item per LANES elements of out, seen as rows of
+// the dims out keeps (`kept`), adds x down the dims out sums away (stride 0 in
+// out: `summed`) in row-major order, as the reference does.
+void sum_to(Mem<const float> x, Mem<float> out, const Rows& rows) {
+  Rows kept, summed;
+  for (int d = 0; d <= rows.ndim; ++d) {
+    bool col = d == rows.ndim;
+    int64_t stride_out = col ? rows.col_strides[1] : rows.strides[1][d];
+    append_dim(stride_out != 0 ? kept : summed, col ? rows.cols : rows.shape[d],
+               col ? rows.col_strides[0] : rows.strides[0][d], stride_out);
   }
-  if (dims.count() == 0) {  // x is empty: every sum is over nothing, so out is 0
-    int64_t out_count = 1;
-    for (int d = 0; d < ndim; ++d)
-      if (out_strides[d] != 0) out_count *= shape[d];
-    opencl().fill(Mem<void>(out), 0u, static_cast<size_t>(out_count));
-    return;
-  }
-  Rows rows = split_rows(kept);
-  cl_int8 reduced_shape = reduced.shape8();
-  launch(kernel("sum_to"), column_items(rows.rows(), rows.cols), x, out, rows.rows(), rows.cols,
-         rows.outer.ndim(), rows.outer.shape8(), rows.outer.strides8(0), rows.outer.strides8(1),
-         rows.col_strides[0], rows.col_strides[1], static_cast<int32_t>(reduced.count()), reduced.ndim(),
-         reduced_shape, reduced.strides8(0));
+  launch(kernel("sum_to"), column_items(kept.count, kept.cols), x, out, kept, summed);
 }
 
 void unary(Unary op, Mem<const float> x, Mem<float> y, int64_t n, float s) {
-  launch(kernel("unary"), vectors(n), static_cast<int32_t>(op), x, y, n, s);
-}
-
-void sum_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<float> out) {
-  launch(kernel("sum_axis"), column_items(outer, inner), x, int32(outer), int32(n), int32(inner), out);
+  launch(kernel("unary"), vectors(n), op, x, y, n, s);
 }
 
 void max_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<float> out, Mem<int32_t> arg) {
@@ -131,36 +87,13 @@ void log_softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx
   launch(kernel("log_softmax_backward"), row_groups(rows), y, dy, dx, rows, cols);
 }
 
-// The masked softmax kernels' mask arguments: whether there is a mask, the
-// row dims (all but the last, merged where the mask allows) with the mask's
-// strides along them, and its stride along a row.
-struct MaskLayout {
-  int32_t has_mask, row_ndim;
-  cl_int8 row_shape, row_strides;
-  int32_t col_stride, rows, cols;
-};
-
-MaskLayout mask_layout(Strided<int32_t, Mem> mask, const int64_t* shape, int ndim) {
-  Dims row_dims = mask.data ? simplify(shape, ndim - 1, {mask.strides}) : Dims{{}, {{}}};
-  int64_t rows = 1;
-  for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
-  return {flag(bool(mask.data)), row_dims.ndim(), row_dims.shape8(), row_dims.strides8(0),
-          mask.data ? static_cast<int32_t>(mask.strides[ndim - 1]) : 0,
-          static_cast<int32_t>(rows), static_cast<int32_t>(shape[ndim - 1])};
+void masked_softmax(Mem<const float> x, Mem<const int32_t> keep, const Rows& rows, float scale, Mem<float> y) {
+  launch(kernel("masked_softmax"), row_groups(rows.count), x, keep, flag(bool(keep)), rows, scale, y);
 }
 
-void masked_softmax(Mem<const float> x, Strided<int32_t, Mem> keep, const int64_t* shape, int ndim, float scale,
-                    Mem<float> y) {
-  MaskLayout m = mask_layout(keep, shape, ndim);
-  launch(kernel("masked_softmax"), row_groups(m.rows), x, keep.data, m.has_mask, m.row_ndim, m.row_shape,
-         m.row_strides, m.col_stride, m.rows, m.cols, scale, y);
-}
-
-void masked_softmax_backward(Mem<const float> y, Mem<const float> dy, Strided<int32_t, Mem> keep,
-                             const int64_t* shape, int ndim, float scale, Mem<float> dx) {
-  MaskLayout m = mask_layout(keep, shape, ndim);
-  launch(kernel("masked_softmax_backward"), row_groups(m.rows), y, dy, keep.data, m.has_mask, m.row_ndim,
-         m.row_shape, m.row_strides, m.col_stride, m.rows, m.cols, scale, dx);
+void masked_softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<const int32_t> keep,
+                             const Rows& rows, float scale, Mem<float> dx) {
+  launch(kernel("masked_softmax_backward"), row_groups(rows.count), y, dy, keep, flag(bool(keep)), rows, scale, dx);
 }
 
 void layer_norm(Mem<const float> x, Mem<const float> alpha, Mem<const float> bias, int64_t rows, int64_t cols,
@@ -186,6 +119,11 @@ void relu_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64
 
 void dropout(Mem<const float> x, Mem<float> y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
   launch(kernel("dropout"), vectors(n), x, y, n, scale, seed, threshold);
+}
+
+void dropout_add(Mem<const float> x, Mem<const float> y, Mem<float> out, int64_t n, float scale, uint32_t seed,
+                 uint32_t threshold) {
+  launch(kernel("dropout_add"), vectors(n), x, y, out, n, scale, seed, threshold);
 }
 
 // Partial sums (at most 4096 of them), then their sum, all on the device: the
@@ -262,12 +200,6 @@ void cross_entropy_backward(Mem<const float> log_probs, Mem<const int32_t> targe
 }
 
 }  // namespace
-
-void strided_copy(Mem<const float> x, const int64_t* shape, const int64_t* strides, int ndim, Mem<float> y) {
-  Rows r = split_rows(simplify(shape, ndim, {strides}));
-  launch(kernel("strided_copy"), items(pieces(r.rows(), r.cols)), x, y, r.rows(), r.cols, r.outer.ndim(),
-         r.outer.shape8(), r.outer.strides8(0), r.col_strides[0]);
-}
 
 const kernels::Table& table() {
   static constexpr kernels::Table table{.name = "opencl", SF_TABLE_ENTRIES};

@@ -2,8 +2,8 @@
 // follow it in one program (autograd/opencl/sources.cpp): elementwise.cl,
 // reductions.cl, rows.cl, indexing.cl, optimizer.cl. Each kernel computes what
 // the entry of the same name in kernels/scalar.cpp computes (the formulas are
-// the comments in kernels/kernels.h). Sums down a column (sum_to, sum_axis,
-// the layer norm parameter gradients) add in the CPU's order; sums along a row
+// the comments in kernels/kernels.h). Sums down a column (sum_to, the layer
+// norm parameter gradients) add in the CPU's order; sums along a row
 // run as partial sums (per vector lane, per work item), so they match within
 // rounding.
 //
@@ -156,38 +156,19 @@ GROUP_REDUCE(group_max, fmax)
 // A column kernel's items, one per LANES columns: COLUMN_ITEMS per group.
 #define COLUMN_GROUP __attribute__((reqd_work_group_size(COLUMN_ITEMS, 1, 1)))
 
-// ---- broadcasting ----------------------------------------------------------
-// A broadcasting op gets its output shape (after the host has dropped size-1
-// dims and merged contiguous ones) and each operand's strides, 0 along
-// broadcast dims. The output is seen as rows of its innermost dim (cols
-// elements); the outer dims (ndim <= 7 of them) come as int8 vectors of sizes
-// and strides, the innermost strides as plain ints.
+// ---- rows ------------------------------------------------------------------
+// An op's index space as the ops prepared it (kernels.h: Rows), one kernel
+// argument (shared.h: PackedRows): `count` rows of `cols` elements, the outer
+// dims (ndim of them) with each operand's strides along them, and each
+// operand's stride along a row.
 
-// The offsets of element i (row-major over shape) in two strided operands.
-// One dim (operands of the same shape, or a scalar), two (a row or column
-// broadcast) and three (the rows of attention's head split and merge) are
-// most ops; they skip the general loop.
-int2 broadcast_offsets(int i, int ndim, int8 shape, int8 strides_a, int8 strides_b) {
-  if (ndim == 0) return (int2)(0, 0);
-  if (ndim == 1) return i * (int2)(strides_a.s0, strides_b.s0);
-  if (ndim == 2) {
-    int row = i / shape.s1, col = i - row * shape.s1;
-    return row * (int2)(strides_a.s0, strides_b.s0) + col * (int2)(strides_a.s1, strides_b.s1);
-  }
-  if (ndim == 3) {
-    int rest = i / shape.s2, i2 = i - rest * shape.s2, i0 = rest / shape.s1, i1 = rest - i0 * shape.s1;
-    return i0 * (int2)(strides_a.s0, strides_b.s0) + i1 * (int2)(strides_a.s1, strides_b.s1) +
-           i2 * (int2)(strides_a.s2, strides_b.s2);
-  }
-  int s[8], sa[8], sb[8];
-  vstore8(shape, 0, s);
-  vstore8(strides_a, 0, sa);
-  vstore8(strides_b, 0, sb);
-  int2 offset = (int2)(0, 0);
-  for (int d = ndim - 1; d >= 0; --d) {
-    int index = i % s[d];
-    i /= s[d];
-    offset += index * (int2)(sa[d], sb[d]);
+// The offset of row r in operand k (kernels::Rows::offset): r decomposed over
+// the outer dims.
+int row_offset(PackedRows rows, int k, int r) {
+  int offset = 0;
+  for (int d = rows.ndim - 1; d >= 0; --d) {
+    offset += r % rows.shape[d] * rows.strides[k][d];
+    r /= rows.shape[d];
   }
   return offset;
 }
@@ -197,7 +178,7 @@ int2 broadcast_offsets(int i, int ndim, int8 shape, int8 strides_a, int8 strides
 // piece may be shorter. Sets the item's row and its columns [first, end);
 // false for the items that pad the launch. Elementwise kernels go PIECE
 // columns at a time (launch.h: kPiece), enough to amortise the item's
-// division and broadcast offsets; column sums take LANES.
+// divisions and row offsets; column sums take LANES.
 bool row_piece(int rows, int cols, int width, int* row, int* first, int* end) {
   int pieces = (cols + width - 1) / width, g = get_global_id(0);
   *row = g / pieces;

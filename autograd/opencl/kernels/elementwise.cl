@@ -20,14 +20,13 @@ void binary_piece(int op, __global const float* a, int col_a, __global const flo
   }
 }
 
+// out = a op b over `rows` (a its operand 0, b its operand 1), out contiguous.
 __kernel void binary(int op, __global const float* a, long a_off, __global const float* b, long b_off,
-                     __global float* out, long out_off, int rows, int cols, int ndim, int8 shape, int8 sa,
-                     int8 sb, int col_a, int col_b) {
-  int row, first, end;
-  if (!row_piece(rows, cols, PIECE, &row, &first, &end)) return;
-  int2 o = broadcast_offsets(row, ndim, shape, sa, sb);
-  a += a_off + o.x;
-  b += b_off + o.y;
+                     __global float* out, long out_off, PackedRows rows) {
+  int row, first, end, cols = rows.cols, col_a = rows.col_strides[0], col_b = rows.col_strides[1];
+  if (!row_piece(rows.count, cols, PIECE, &row, &first, &end)) return;
+  a += a_off + row_offset(rows, 0, row);
+  b += b_off + row_offset(rows, 1, row);
   out += out_off + (long)row * cols;
   // Contiguous rows, the common case, with the strides as constants.
   if (col_a == 1 && col_b == 1)
@@ -40,16 +39,15 @@ __kernel void binary(int op, __global const float* a, long a_off, __global const
 // as true. (Vector comparisons give -1 for true, hence the negation.)
 #define PREDICATE_KERNEL(name, T, T16, suffix)                                                    \
   __kernel void name(int op, __global const T* a, long a_off, __global const T* b, long b_off,    \
-                     __global int* out, long out_off, int rows, int cols, int ndim, int8 shape,   \
-                     int8 sa, int8 sb, int col_a, int col_b) {                                    \
-    int row, first, end;                                                                          \
-    if (!row_piece(rows, cols, PIECE, &row, &first, &end)) return;                                \
-    int2 o = broadcast_offsets(row, ndim, shape, sa, sb);                                         \
-    a += a_off + o.x;                                                                             \
-    b += b_off + o.y;                                                                             \
+                     __global int* out, long out_off, PackedRows rows) {                          \
+    int row, first, end, cols = rows.cols;                                                        \
+    if (!row_piece(rows.count, cols, PIECE, &row, &first, &end)) return;                          \
+    a += a_off + row_offset(rows, 0, row);                                                        \
+    b += b_off + row_offset(rows, 1, row);                                                        \
     out += out_off + (long)row * cols;                                                            \
     for (int c = first; c < end; c += 16) {                                                       \
-      T16 x = load16##suffix(a, col_a, c, cols, 0), y = load16##suffix(b, col_b, c, cols, 0);     \
+      T16 x = load16##suffix(a, rows.col_strides[0], c, cols, 0);                                 \
+      T16 y = load16##suffix(b, rows.col_strides[1], c, cols, 0);                                 \
       int16 r;                                                                                    \
       switch (op) {                                                                               \
         case Eq: r = x == y; break;                                                               \
@@ -67,19 +65,17 @@ __kernel void binary(int op, __global const float* a, long a_off, __global const
 PREDICATE_KERNEL(predicate, float, float16, )
 PREDICATE_KERNEL(predicate_int, int, int16, _int)
 
-// out = where != 0 ? value : x.
+// out = where != 0 ? value : x (x operand 0, where operand 1).
 __kernel void fill_where(__global const float* x, long x_off, __global const int* where, long where_off,
-                         float value, __global float* out, long out_off, int rows, int cols, int ndim,
-                         int8 shape, int8 sx, int8 sw, int col_x, int col_w) {
-  int row, first, end;
-  if (!row_piece(rows, cols, PIECE, &row, &first, &end)) return;
-  int2 o = broadcast_offsets(row, ndim, shape, sx, sw);
-  x += x_off + o.x;
-  where += where_off + o.y;
+                         float value, __global float* out, long out_off, PackedRows rows) {
+  int row, first, end, cols = rows.cols;
+  if (!row_piece(rows.count, cols, PIECE, &row, &first, &end)) return;
+  x += x_off + row_offset(rows, 0, row);
+  where += where_off + row_offset(rows, 1, row);
   out += out_off + (long)row * cols;
   for (int c = first; c < end; c += 16) {
-    float16 v = load16(x, col_x, c, cols, 0.0f);
-    store16(select(v, (float16)(value), load16_int(where, col_w, c, cols, 0) != 0), out, 1, c, cols);
+    float16 v = load16(x, rows.col_strides[0], c, cols, 0.0f);
+    store16(select(v, (float16)(value), load16_int(where, rows.col_strides[1], c, cols, 0) != 0), out, 1, c, cols);
   }
 }
 
@@ -133,15 +129,29 @@ __kernel void relu_backward(__global const float* y, long y_off, __global const 
   store16(select((float16)(0.0f), g, v > 0.0f), dx + dx_off + i, 1, 0, count);
 }
 
-// y = keep ? x * scale : x - x (0, or NaN where x is NaN or infinite, as the
-// reference), keep = dropout_hash(seed, i) >= threshold (shared.h), so the CPU
-// and OpenCL masks agree.
+// Dropout of x's elements i to i + count: keep ? x * scale : x - x (0, or NaN
+// where x is NaN or infinite, as the reference), keep = dropout_hash(seed, i)
+// >= threshold (shared.h), so the CPU and OpenCL masks agree.
+float16 dropout16(__global const float* x, long i, int count, float scale, uint seed, uint threshold) {
+  uint16 h = dropout_hash(seed, (uint)i + as_uint16(lane_indices()));
+  float16 v = load16(x + i, 1, 0, count, 0.0f);
+  return select(v - v, v * scale, h >= threshold);
+}
+
 __kernel void dropout(__global const float* x, long x_off, __global float* y, long y_off, long n,
                       float scale, uint seed, uint threshold) {
   long i;
   int count;
   if (!vector_item(n, &i, &count)) return;
-  uint16 h = dropout_hash(seed, (uint)i + as_uint16(lane_indices()));
-  float16 v = load16(x + x_off + i, 1, 0, count, 0.0f);
-  store16(select(v - v, v * scale, h >= threshold), y + y_off + i, 1, 0, count);
+  store16(dropout16(x + x_off, i, count, scale, seed, threshold), y + y_off + i, 1, 0, count);
+}
+
+// out = x + dropout(y), in one pass.
+__kernel void dropout_add(__global const float* x, long x_off, __global const float* y, long y_off,
+                          __global float* out, long out_off, long n, float scale, uint seed, uint threshold) {
+  long i;
+  int count;
+  if (!vector_item(n, &i, &count)) return;
+  float16 sum = load16(x + x_off + i, 1, 0, count, 0.0f) + dropout16(y + y_off, i, count, scale, seed, threshold);
+  store16(sum, out + out_off + i, 1, 0, count);
 }

@@ -1,14 +1,13 @@
 // Copies and the embedding (common.cl has the helpers and conventions).
 
-// y = x read through strides (a permute: y's shape and, per y dim, the stride
-// of the x dim it reads), in row pieces.
-__kernel void strided_copy(__global const float* x, long x_off, __global float* y, long y_off, int rows,
-                           int cols, int ndim, int8 shape, int8 strides, int col_stride) {
+// y = x read through the strides of operand 0 of `rows` (a permute: x's
+// strides permuted to y's dims), y contiguous, in row pieces.
+__kernel void copy_strided(__global const float* x, long x_off, __global float* y, long y_off, PackedRows rows) {
   int row, first, end;
-  if (!row_piece(rows, cols, PIECE, &row, &first, &end)) return;
-  x += x_off + broadcast_offsets(row, ndim, shape, strides, strides).x;
-  y += y_off + (long)row * cols;
-  for (int c = first; c < end; c += 16) store16(load16(x, col_stride, c, cols, 0.0f), y, 1, c, cols);
+  if (!row_piece(rows.count, rows.cols, PIECE, &row, &first, &end)) return;
+  x += x_off + row_offset(rows, 0, row);
+  y += y_off + (long)row * rows.cols;
+  for (int c = first; c < end; c += 16) store16(load16(x, rows.col_strides[0], c, rows.cols, 0.0f), y, 1, c, rows.cols);
 }
 
 // ---- embedding ---------------------------------------------------------------

@@ -1,39 +1,24 @@
-// Reductions (common.cl has the helpers and conventions). The column sums,
-// sum_to and sum_axis, take one item per LANES output elements and add down
-// the reduced elements in the CPU's order, so no two items write the same
-// element (launch.h: column_items).
+// Reductions (common.cl has the helpers and conventions).
 
-// out = x summed over the dims out is broadcast along, in the CPU's order:
-// each output element adds its x elements (the "reduced" indices) in
-// row-major order. The kept dims are rows of cols elements (cols strides
-// col_x in x, col_out in out).
+// out = x summed over the dims out is broadcast along (table.cpp: sum_to):
+// one item per LANES elements of out, which `kept` walks as rows (x operand 0,
+// out operand 1; launch.h: column_items), so no two items write the same
+// element. Each adds up the x elements `summed` walks (operand 0) in
+// row-major order, as the CPU does.
 __kernel COLUMN_GROUP
-void sum_to(__global const float* x, long x_off, __global float* out, long out_off, int rows, int cols,
-            int ndim, int8 shape, int8 kept_x, int8 kept_out, int col_x, int col_out, int reduced,
-            int reduced_ndim, int8 reduced_shape, int8 reduced_x) {
+void sum_to(__global const float* x, long x_off, __global float* out, long out_off, PackedRows kept,
+            PackedRows summed) {
   int row, c, end;
-  if (!row_piece(rows, cols, LANES, &row, &c, &end)) return;
-  int2 o = broadcast_offsets(row, ndim, shape, kept_x, kept_out);
-  x += x_off + o.x;
-  out += out_off + o.y;
+  if (!row_piece(kept.count, kept.cols, LANES, &row, &c, &end)) return;
+  x += x_off + row_offset(kept, 0, row);
+  out += out_off + row_offset(kept, 1, row);
   floatV acc = (floatV)(0.0f);
-  for (int r = 0; r < reduced; ++r)
-    acc += loadV(x + broadcast_offsets(r, reduced_ndim, reduced_shape, reduced_x, reduced_x).x, col_x, c,
-                 cols, 0.0f);
-  storeV(acc, out, col_out, c, cols);
-}
-
-// x viewed as [outer, n, inner]: out[o, j] = sum_i x[o, i, j], adding down n
-// in order.
-__kernel COLUMN_GROUP
-void sum_axis(__global const float* x, long x_off, int outer, int n, int inner, __global float* out,
-              long out_off) {
-  int o, j, end;
-  if (!row_piece(outer, inner, LANES, &o, &j, &end)) return;
-  x += x_off + (long)o * n * inner;
-  floatV acc = (floatV)(0.0f);
-  for (int i = 0; i < n; ++i) acc += loadV(x + (long)i * inner, 1, j, inner, 0.0f);
-  storeV(acc, out + out_off + (long)o * inner, 1, j, inner);
+  for (int r = 0; r < summed.count; ++r) {
+    __global const float* xr = x + row_offset(summed, 0, r);
+    for (int s = 0; s < summed.cols; ++s)
+      acc += loadV(xr + s * summed.col_strides[0], kept.col_strides[0], c, kept.cols, 0.0f);
+  }
+  storeV(acc, out, kept.col_strides[1], c, kept.cols);
 }
 
 // out[o, j] = max_i x[o, i, j]; arg (if has_arg) = the first i reaching it.

@@ -73,15 +73,11 @@ void log_softmax_backward(__global const float* y, long y_off, __global const fl
     storeV(loadV(dy, 1, c, n, 0.0f) - exp(loadV(y, 1, c, n, 0.0f)) * total, dx, 1, c, n);
 }
 
-// Attention weights: y = softmax(keep ? scale * x : kHiddenScore) per row. The
-// mask (int32, 1 = may attend, 0 = hidden; has_mask 0 for none) is read under
-// broadcast strides: the row's offset from the row dims (row_ndim, row_shape,
-// row_strides) plus column * col_stride.
-__global const int* mask_row(__global const int* mask, long mask_off, int r, int row_ndim, int8 row_shape,
-                             int8 row_strides) {
-  return mask + mask_off + broadcast_offsets(r, row_ndim, row_shape, row_strides, row_strides).x;
-}
-
+// Attention weights: y = softmax(keep ? scale * x : kHiddenScore) per row of
+// x, its rows.count rows of rows.cols contiguous. The mask (int32, 1 = may
+// attend, 0 = hidden; has_mask 0 for none) is operand 0 of `rows`: row r at
+// row_offset(rows, 0, r), columns col_strides[0] apart.
+//
 // The masked scores of columns c..c+LANES-1 of a row; -inf past its end.
 floatV masked_scores(__global const float* x, __global const int* mask, int has_mask, int col_stride,
                      float scale, int c, int n) {
@@ -91,14 +87,13 @@ floatV masked_scores(__global const float* x, __global const int* mask, int has_
 }
 
 __kernel ROW_GROUP
-void masked_softmax(__global const float* x, long x_off, __global const int* mask, long mask_off,
-                    int has_mask, int row_ndim, int8 row_shape, int8 row_strides, int col_stride, int rows,
-                    int cols, float scale, __global float* y, long y_off) {
+void masked_softmax(__global const float* x, long x_off, __global const int* mask, long mask_off, int has_mask,
+                    PackedRows rows, float scale, __global float* y, long y_off) {
   ROW_SCRATCH;
-  int r = get_group_id(0);
+  int r = get_group_id(0), cols = rows.cols, col_stride = rows.col_strides[0];
   x += x_off + (long)r * cols;
   y += y_off + (long)r * cols;
-  if (has_mask) mask = mask_row(mask, mask_off, r, row_ndim, row_shape, row_strides);
+  if (has_mask) mask += mask_off + row_offset(rows, 0, r);
   floatV mv = (floatV)(-INFINITY);
   for (int c = row_start(); c < cols; c += ROW_STEP)
     mv = fmax(mv, masked_scores(x, mask, has_mask, col_stride, scale, c, cols));
@@ -116,19 +111,18 @@ void masked_softmax(__global const float* x, long x_off, __global const int* mas
 // dx = scale * y * (dy - sum(dy * y)) where the mask keeps, 0 where it hides.
 __kernel ROW_GROUP
 void masked_softmax_backward(__global const float* y, long y_off, __global const float* dy, long dy_off,
-                             __global const int* mask, long mask_off, int has_mask, int row_ndim,
-                             int8 row_shape, int8 row_strides, int col_stride, int rows, int cols, float scale,
-                             __global float* dx, long dx_off) {
+                             __global const int* mask, long mask_off, int has_mask, PackedRows rows,
+                             float scale, __global float* dx, long dx_off) {
   ROW_SCRATCH;
-  int r = get_group_id(0);
+  int r = get_group_id(0), cols = rows.cols;
   y += y_off + (long)r * cols;
   dy += dy_off + (long)r * cols;
   dx += dx_off + (long)r * cols;
-  if (has_mask) mask = mask_row(mask, mask_off, r, row_ndim, row_shape, row_strides);
+  if (has_mask) mask += mask_off + row_offset(rows, 0, r);
   float dot = row_dot(dy, y, cols, scratch);
   for (int c = row_start(); c < cols; c += ROW_STEP) {
     floatV d = scale * (loadV(y, 1, c, cols, 0.0f) * (loadV(dy, 1, c, cols, 0.0f) - dot));
-    if (has_mask) d = select(d, (floatV)(0.0f), loadV_int(mask, col_stride, c, cols, 1) == 0);
+    if (has_mask) d = select(d, (floatV)(0.0f), loadV_int(mask, rows.col_strides[0], c, cols, 1) == 0);
     storeV(d, dx, 1, c, cols);
   }
 }
