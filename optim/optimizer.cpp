@@ -45,10 +45,6 @@ void Optimizer::zero_grad() {
   for (auto& [name, p] : params_) p.zero_grad();
 }
 
-bool Optimizer::has_state(size_t i, const std::string& name) const {
-  return state_[i].count(name) != 0;
-}
-
 const Tensor* Optimizer::find_state(size_t i, const std::string& name) const {
   auto it = state_[i].find(name);
   return it == state_[i].end() ? nullptr : &it->second;
@@ -163,7 +159,7 @@ void Sgd::update(size_t i, const Tensor& grad) {
   Tensor& p = params_[i].second;
   bool momentum = options_.momentum != 0.0f;
   // PyTorch starts the buffer as a copy of the parameter's first gradient.
-  bool first = momentum && !has_state(i, "momentum_buffer");
+  bool first = momentum && !find_state(i, "momentum_buffer");
   Mem<float> buf = momentum ? state(i, "momentum_buffer").mem() : Mem<float>();
   const Slice& own = owned(i);
   p.device().kernels().sgd_step(p.mem() + own.begin, grad.mem() + own.begin, buf, own.size(), lr_,

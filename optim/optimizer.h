@@ -82,7 +82,6 @@ class Optimizer {
   virtual void update(size_t i, const Tensor& grad) = 0;
   // The state tensor `name` of parameter i, created (zeros) on first use.
   Tensor& state(size_t i, const std::string& name);
-  bool has_state(size_t i, const std::string& name) const;
 
   NamedTensors params_;
   float lr_;
