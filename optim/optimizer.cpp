@@ -128,9 +128,6 @@ void Optimizer::load_state_dict(const OptimizerState& s, const std::string& path
   state_ = std::move(loaded);
 }
 
-Adam::Adam(NamedTensors params, float lr, AdamOptions options)
-    : Optimizer(std::move(params), lr), options_(options) {}
-
 void Adam::update(size_t i, const Tensor& grad) {
   Tensor& p = params_[i].second;
   Tensor& m = state(i, "exp_avg");
@@ -146,9 +143,6 @@ void Adam::update(size_t i, const Tensor& grad) {
   p.device().kernels().adam_step(p.mem() + own.begin, grad.mem() + own.begin, m.mem(), v.mem(), own.size(),
                                  step_size, o.beta1, o.beta2, o.eps, sqrt_bc2, l2, decay);
 }
-
-Sgd::Sgd(NamedTensors params, float lr, SgdOptions options)
-    : Optimizer(std::move(params), lr), options_(options) {}
 
 std::vector<std::string> Sgd::state_names() const {
   if (options_.momentum == 0.0f) return {};
