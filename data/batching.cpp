@@ -1,6 +1,7 @@
 #include "batching.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "autograd/error.h"
 #include "shuffle.h"
@@ -97,12 +98,9 @@ Batch BatchedDataset::make_batch(const std::vector<size_t>& indices) const {
   Batch batch;
   for (size_t i : indices) {
     const Example& e = examples_.at(i);
-    auto append = [](std::vector<int32_t>& to, const std::vector<int32_t>& row) {
-      to.insert(to.end(), row.begin(), row.end());
-    };
-    append(encoder, frame_source(e.src, S));
-    append(decoder, frame_decoder_input(e.tgt, T));
-    append(label, frame_labels(e.tgt, T));
+    std::ranges::copy(frame_source(e.src, S), std::back_inserter(encoder));
+    std::ranges::copy(frame_decoder_input(e.tgt, T), std::back_inserter(decoder));
+    std::ranges::copy(frame_labels(e.tgt, T), std::back_inserter(label));
     batch.src_text.push_back(e.text.src);
     batch.tgt_text.push_back(e.text.tgt);
     batch.label_tokens += framed_target_width(e.tgt.size());

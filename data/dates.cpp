@@ -37,8 +37,6 @@ std::string two_digits(int value) {
   return text;
 }
 
-}  // namespace
-
 const char* weekday_name(const Date& date) {
   // Sakamoto's method: the day of the week of a Gregorian date, 0 = Sunday.
   static const int kOffsets[] = {0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4};
@@ -46,6 +44,8 @@ const char* weekday_name(const Date& date) {
   int weekday = (y + y / 4 - y / 100 + y / 400 + kOffsets[date.month - 1] + date.day) % 7;
   return kWeekdays[weekday];
 }
+
+}  // namespace
 
 std::string english(const Date& d, Style style) {
   std::string month = kMonths[d.month - 1];

@@ -28,7 +28,6 @@ inline constexpr int kStyleCount = 6;
 
 std::string english(const Date& date, Style style);
 std::string iso(const Date& date);  // "2021 - 03 - 03"
-const char* weekday_name(const Date& date);
 
 Pair sample_pair(Rng& rng);
 

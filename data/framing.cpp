@@ -1,6 +1,7 @@
 #include "framing.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "autograd/error.h"
 #include "autograd/ops.h"
@@ -41,10 +42,7 @@ Tensor frame_sources(const std::vector<std::vector<int32_t>>& sources) {
   int64_t width = framed_source_width(longest);
   std::vector<int32_t> ids;
   ids.reserve(sources.size() * static_cast<size_t>(width));
-  for (const auto& s : sources) {
-    std::vector<int32_t> row = frame_source(s, width);
-    ids.insert(ids.end(), row.begin(), row.end());
-  }
+  for (const auto& s : sources) std::ranges::copy(frame_source(s, width), std::back_inserter(ids));
   return Tensor::from_ints(ids, {static_cast<int64_t>(sources.size()), width});
 }
 

@@ -38,6 +38,12 @@ Pair sample_reverse(Rng& rng) {
   return {src, join({words.rbegin(), words.rend()}), ""};
 }
 
+const ToyTaskInfo& toy_task(const std::string& name) {
+  for (const ToyTaskInfo& task : toy_tasks())
+    if (task.name == name) return task;
+  internal_fail("unknown toy task \"", name, "\" (copy | reverse | dates | numbers | grammar)");
+}
+
 }  // namespace
 
 const std::vector<ToyTaskInfo>& toy_tasks() {
@@ -49,12 +55,6 @@ const std::vector<ToyTaskInfo>& toy_tasks() {
       {"grammar", "en", "it", grammar::sample_pair},
   };
   return kTasks;
-}
-
-const ToyTaskInfo& toy_task(const std::string& name) {
-  for (const ToyTaskInfo& task : toy_tasks())
-    if (task.name == name) return task;
-  internal_fail("unknown toy task \"", name, "\" (copy | reverse | dates | numbers | grammar)");
 }
 
 std::vector<Pair> generate_toy_task(const std::string& name, int64_t size, uint64_t seed) {

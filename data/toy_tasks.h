@@ -22,7 +22,6 @@ struct ToyTaskInfo {
 };
 
 const std::vector<ToyTaskInfo>& toy_tasks();
-const ToyTaskInfo& toy_task(const std::string& name);  // throws on an unknown name
 
 // `size` pairs with distinct sources (so a train/valid split cannot leak a
 // sentence), each with origin "NAME#INDEX".

@@ -3,7 +3,6 @@
 // The class tables are generated from Python itself (data/gen_unicode_tables.py).
 #pragma once
 #include <cstddef>
-#include <cstdint>
 #include <string>
 #include <string_view>
 

@@ -62,8 +62,7 @@ void load_checkpoint(Transformer& model, const std::string& path) {
   // The shapes pin down every hyperparameter but h, so the metadata is checked
   // too when present.
   if (!contents.metadata.empty()) {
-    safetensors::Metadata expected = checkpoint_metadata(model.config());
-    for (const auto& [key, value] : expected) {
+    for (const auto& [key, value] : checkpoint_metadata(model.config())) {
       auto it = contents.metadata.find(key);
       if (it == contents.metadata.end()) fail(path, ": __metadata__ has no '", key, "'");
       if (it->second != value)

@@ -24,32 +24,22 @@ void Module::register_module(const std::string& name, Module& child) {
   children_.emplace_back(name, &child);
 }
 
-void Module::collect(const std::string& prefix, bool parameters, bool buffers, NamedTensors& out) const {
+NamedTensors Module::collect(bool parameters, bool buffers, const std::string& prefix) const {
+  NamedTensors out;
   if (parameters)
     for (const auto& [name, t] : parameters_) out.emplace_back(prefix + name, t);
   if (buffers)
     for (const auto& [name, t] : buffers_) out.emplace_back(prefix + name, t);
-  for (const auto& [name, child] : children_)
-    child->collect(prefix + name + ".", parameters, buffers, out);
-}
-
-NamedTensors Module::named_parameters() const {
-  NamedTensors out;
-  collect("", true, false, out);
+  for (const auto& [name, child] : children_) {
+    NamedTensors below = child->collect(parameters, buffers, prefix + name + ".");
+    out.insert(out.end(), below.begin(), below.end());
+  }
   return out;
 }
 
-NamedTensors Module::named_buffers() const {
-  NamedTensors out;
-  collect("", false, true, out);
-  return out;
-}
-
-NamedTensors Module::state_dict() const {
-  NamedTensors out;
-  collect("", true, true, out);
-  return out;
-}
+NamedTensors Module::named_parameters() const { return collect(true, false); }
+NamedTensors Module::named_buffers() const { return collect(false, true); }
+NamedTensors Module::state_dict() const { return collect(true, true); }
 
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;

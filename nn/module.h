@@ -60,7 +60,7 @@ class Module {
   void register_module(const std::string& name, Module& child);
 
  private:
-  void collect(const std::string& prefix, bool parameters, bool buffers, NamedTensors& out) const;
+  NamedTensors collect(bool parameters, bool buffers, const std::string& prefix = "") const;
   // The first parameter or buffer in state_dict order, or null.
   const Tensor* first_tensor() const;
 

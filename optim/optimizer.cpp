@@ -45,10 +45,6 @@ void Optimizer::zero_grad() {
   for (auto& [name, p] : params_) p.zero_grad();
 }
 
-bool Optimizer::has_state(size_t i, const std::string& name) const {
-  return state_[i].count(name) != 0;
-}
-
 const Tensor* Optimizer::find_state(size_t i, const std::string& name) const {
   auto it = state_[i].find(name);
   return it == state_[i].end() ? nullptr : &it->second;
@@ -132,9 +128,6 @@ void Optimizer::load_state_dict(const OptimizerState& s, const std::string& path
   state_ = std::move(loaded);
 }
 
-Adam::Adam(NamedTensors params, float lr, AdamOptions options)
-    : Optimizer(std::move(params), lr), options_(options) {}
-
 void Adam::update(size_t i, const Tensor& grad) {
   Tensor& p = params_[i].second;
   Tensor& m = state(i, "exp_avg");
@@ -151,9 +144,6 @@ void Adam::update(size_t i, const Tensor& grad) {
                                  step_size, o.beta1, o.beta2, o.eps, sqrt_bc2, l2, decay);
 }
 
-Sgd::Sgd(NamedTensors params, float lr, SgdOptions options)
-    : Optimizer(std::move(params), lr), options_(options) {}
-
 std::vector<std::string> Sgd::state_names() const {
   if (options_.momentum == 0.0f) return {};
   return {"momentum_buffer"};
@@ -163,7 +153,7 @@ void Sgd::update(size_t i, const Tensor& grad) {
   Tensor& p = params_[i].second;
   bool momentum = options_.momentum != 0.0f;
   // PyTorch starts the buffer as a copy of the parameter's first gradient.
-  bool first = momentum && !has_state(i, "momentum_buffer");
+  bool first = momentum && !find_state(i, "momentum_buffer");
   Mem<float> buf = momentum ? state(i, "momentum_buffer").mem() : Mem<float>();
   const Slice& own = owned(i);
   p.device().kernels().sgd_step(p.mem() + own.begin, grad.mem() + own.begin, buf, own.size(), lr_,

@@ -5,8 +5,8 @@
 // so its state can be saved and loaded for an exact resume.
 #pragma once
 #include <map>
-#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/safetensors.h"
@@ -82,7 +82,6 @@ class Optimizer {
   virtual void update(size_t i, const Tensor& grad) = 0;
   // The state tensor `name` of parameter i, created (zeros) on first use.
   Tensor& state(size_t i, const std::string& name);
-  bool has_state(size_t i, const std::string& name) const;
 
   NamedTensors params_;
   float lr_;
@@ -103,7 +102,7 @@ struct AdamOptions {
 // torch.optim.Adam / AdamW.
 class Adam : public Optimizer {
  public:
-  Adam(NamedTensors params, float lr, AdamOptions options = {});
+  Adam(NamedTensors params, float lr, AdamOptions options = {}) : Optimizer(std::move(params), lr), options_(options) {}
   const char* name() const override { return options_.decoupled ? "adamw" : "adam"; }
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
@@ -122,7 +121,7 @@ struct SgdOptions {
 // torch.optim.SGD (dampening 0).
 class Sgd : public Optimizer {
  public:
-  Sgd(NamedTensors params, float lr, SgdOptions options = {});
+  Sgd(NamedTensors params, float lr, SgdOptions options = {}) : Optimizer(std::move(params), lr), options_(options) {}
   const char* name() const override { return "sgd"; }
   std::vector<std::string> state_names() const override;
 

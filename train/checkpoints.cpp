@@ -119,8 +119,7 @@ static std::optional<json> read_json(const std::string& path) {
 CheckpointFiles CheckpointFiles::beside(const std::string& weights) {
   std::string base = weights;
   const std::string suffix = ".safetensors";
-  if (base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0)
-    base.resize(base.size() - suffix.size());
+  if (base.size() > suffix.size() && base.ends_with(suffix)) base.resize(base.size() - suffix.size());
   return {weights, base + ".optim.safetensors", base + ".state.json"};
 }
 
@@ -169,11 +168,6 @@ static void remove_files(const CheckpointFiles& f) {
   for (const std::string& path : {f.state, f.weights, f.optimizer}) fs::remove(path, ec);
 }
 
-static void rename_into_place(const std::string& from, const std::string& to) {
-  if (std::rename(from.c_str(), to.c_str()) != 0)
-    fail(to, ": cannot rename ", from, " into place (", std::strerror(errno), ")");
-}
-
 void CheckpointStore::save(const std::string& tag, const nn::Transformer& model,
                            const optim::OptimizerState& optimizer, const TrainingState& state) const {
   fs::create_directories(folder_);
@@ -189,15 +183,16 @@ void CheckpointStore::save(const std::string& tag, const nn::Transformer& model,
     throw;
   }
 
+  const auto state_file_last = {&CheckpointFiles::weights, &CheckpointFiles::optimizer, &CheckpointFiles::state};
   if (live.complete()) {
     remove_files(prev);
-    for (auto member : {&CheckpointFiles::weights, &CheckpointFiles::optimizer, &CheckpointFiles::state})
+    for (auto member : state_file_last)
       if (::link((live.*member).c_str(), (prev.*member).c_str()) != 0)
         fail(prev.*member, ": cannot keep a copy of the checkpoint being replaced (", std::strerror(errno), ")");
   }
-  rename_into_place(next.weights, live.weights);
-  rename_into_place(next.optimizer, live.optimizer);
-  rename_into_place(next.state, live.state);
+  for (auto member : state_file_last)
+    if (std::rename((next.*member).c_str(), (live.*member).c_str()) != 0)
+      fail(live.*member, ": cannot rename ", next.*member, " into place (", std::strerror(errno), ")");
   sync_folder_of(live.state);
   remove_files(prev);
 }
@@ -209,8 +204,7 @@ static std::set<int64_t> epochs_with_state(const std::string& folder, const std:
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
     std::string name = entry.path().filename().string();
     for (std::string suffix : {".state.json", ".prev.state.json"}) {
-      if (name.size() <= basename.size() + suffix.size() || name.rfind(basename, 0) != 0 ||
-          name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      if (name.size() <= basename.size() + suffix.size() || !name.starts_with(basename) || !name.ends_with(suffix))
         continue;
       std::string tag = name.substr(basename.size(), name.size() - basename.size() - suffix.size());
       if (!tag.empty() && tag.size() <= 9 && tag.find_first_not_of("0123456789") == std::string::npos)
@@ -245,7 +239,7 @@ bool CheckpointStore::is_checkpoint_name(const std::string& path) const {
     return false;
   std::string name = fs::path(path).filename().string();
   const std::string suffix = ".safetensors";
-  if (name.size() <= basename_.size() + suffix.size() || name.rfind(basename_, 0) != 0 || !name.ends_with(suffix))
+  if (name.size() <= basename_.size() + suffix.size() || !name.starts_with(basename_) || !name.ends_with(suffix))
     return false;
   std::string tag = name.substr(basename_.size(), name.size() - basename_.size() - suffix.size());
   return tag == "best" || tag.find_first_not_of("0123456789") == std::string::npos;
@@ -255,7 +249,7 @@ std::optional<std::string> CheckpointStore::any_checkpoint_file() const {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(folder_, ec)) {
     std::string name = entry.path().filename().string();
-    if (name.rfind(basename_, 0) == 0 && name.find(".safetensors") != std::string::npos)
+    if (name.starts_with(basename_) && name.find(".safetensors") != std::string::npos)
       return entry.path().string();
   }
   return std::nullopt;
@@ -277,7 +271,7 @@ void CheckpointStore::remove_unfinished() const {
   std::set<std::string> copied_tags;
   for (const auto& entry : fs::directory_iterator(folder_, ec)) {
     std::string name = entry.path().filename().string();
-    if (name.rfind(basename_, 0) != 0) continue;
+    if (!name.starts_with(basename_)) continue;
     if (name.ends_with(".tmp") || name.find(".new.") != std::string::npos) leftovers.push_back(entry.path());
     if (size_t at = name.find(".prev."); at != std::string::npos)
       copied_tags.insert(name.substr(basename_.size(), at - basename_.size()));
@@ -290,8 +284,7 @@ void CheckpointStore::remove_unfinished() const {
 }
 
 TrainingState CheckpointStore::load_state(const std::string& tag) const {
-  std::optional<CheckpointFiles> f = complete(tag);
-  return (f ? *f : files(tag)).load_state();
+  return complete(tag).value_or(files(tag)).load_state();
 }
 
 }  // namespace sf::train

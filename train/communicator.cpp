@@ -14,11 +14,9 @@ class SingleProcess final : public Communicator {
   int size() const override { return 1; }
   int local_rank() const override { return 0; }
   int local_size() const override { return 1; }
-  void all_reduce_sum(std::span<float>) override {}
   void all_reduce_sum(std::span<double>) override {}
   void all_reduce_sum(std::span<int64_t>) override {}
   void all_reduce_max(std::span<int64_t>) override {}
-  void all_reduce_min(std::span<int64_t>) override {}
   void broadcast(std::span<std::byte>, int root) override {
     if (root != 0) internal_fail("broadcast from rank ", root, " in a single process");
   }
@@ -26,7 +24,6 @@ class SingleProcess final : public Communicator {
     if (all.size() != mine.size()) internal_fail("all_gather: ", all.size(), " bytes for ", mine.size());
     std::copy(mine.begin(), mine.end(), all.begin());
   }
-  void barrier() override {}
   Request start_all_reduce_sum(std::span<float>) override { return 0; }
   void progress() override {}
   void wait(Request) override {}

@@ -32,17 +32,14 @@ class Communicator {
   virtual int local_size() const = 0;
 
   // Element-wise over all ranks, in place; every rank receives the same values.
-  virtual void all_reduce_sum(std::span<float> values) = 0;
   virtual void all_reduce_sum(std::span<double> values) = 0;
   virtual void all_reduce_sum(std::span<int64_t> values) = 0;
   virtual void all_reduce_max(std::span<int64_t> values) = 0;
-  virtual void all_reduce_min(std::span<int64_t> values) = 0;
   // Rank `root`'s bytes to every rank.
   virtual void broadcast(std::span<std::byte> bytes, int root) = 0;
   // Each rank's `mine` (the same size on every rank) lands in `all` at
   // rank * mine.size(); `all` holds size() * mine.size() bytes.
   virtual void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;
-  virtual void barrier() = 0;
 
   // A sum all-reduce that runs while the caller computes (the gradient
   // buckets during backward). `values` must stay untouched until wait().

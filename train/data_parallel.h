@@ -13,7 +13,6 @@
 // (train/communicator.h) carries the bytes.
 #pragma once
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>

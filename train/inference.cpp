@@ -1,7 +1,6 @@
 #include "inference.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <numeric>
 
 #include "autograd/engine.h"

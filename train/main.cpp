@@ -3,7 +3,6 @@
 // an internal error exits 1; an interrupted training run exits 130 after saving.
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -101,7 +100,6 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
                 bool takes_texts) {
   Arguments a;
   std::set<std::string> given;
-  auto is_allowed = [&](const std::string& o) { return std::find(allowed.begin(), allowed.end(), o) != allowed.end(); };
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -109,7 +107,8 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
       continue;
     }
     if (arg.rfind("--", 0) == 0) {
-      if (!is_allowed(arg)) throw UsageError(command + ": unknown option " + arg);
+      if (std::find(allowed.begin(), allowed.end(), arg) == allowed.end())
+        throw UsageError(command + ": unknown option " + arg);
       if (i + 1 >= argc) throw UsageError(command + ": " + arg + " needs a value");
       std::string value = argv[++i];
       if (arg != "--set" && !given.insert(arg).second) throw UsageError(command + ": " + arg + " is given twice");

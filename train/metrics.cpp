@@ -29,20 +29,25 @@ std::map<Sequence, int64_t> ngram_counts(const Sequence& items, size_t n) {
   return counts;
 }
 
-// Matches clipped by the reference counts: sum over n-grams of min(hyp, ref).
-template <class Sequence>
-int64_t clipped_matches(const std::map<Sequence, int64_t>& hyp, const std::map<Sequence, int64_t>& ref) {
-  int64_t matches = 0;
-  for (const auto& [gram, count] : hyp)
-    if (auto it = ref.find(gram); it != ref.end()) matches += std::min(count, it->second);
-  return matches;
-}
+// One n-gram order's statistics over a corpus: the hypothesis's and the
+// reference's n-grams, and the matches clipped by the reference counts (sum
+// over the hypothesis's n-grams of min(hyp count, ref count)).
+struct NgramTotals {
+  int64_t hyp = 0, ref = 0, matched = 0;
+};
 
+// Adds one sentence pair's n-grams to `orders`, entry n - 1 for order n.
 template <class Sequence>
-int64_t total(const std::map<Sequence, int64_t>& counts) {
-  int64_t sum = 0;
-  for (const auto& [gram, count] : counts) sum += count;
-  return sum;
+void add_ngrams(const Sequence& hyp, const Sequence& ref, std::vector<NgramTotals>& orders) {
+  for (size_t n = 1; n <= orders.size(); ++n) {
+    std::map<Sequence, int64_t> h = ngram_counts(hyp, n), r = ngram_counts(ref, n);
+    NgramTotals& t = orders[n - 1];
+    for (const auto& [gram, count] : h) {
+      t.hyp += count;
+      if (auto it = r.find(gram); it != r.end()) t.matched += std::min(count, it->second);
+    }
+    for (const auto& [gram, count] : r) t.ref += count;
+  }
 }
 
 }  // namespace
@@ -50,21 +55,18 @@ int64_t total(const std::map<Sequence, int64_t>& counts) {
 double corpus_bleu(const std::vector<Words>& hypotheses, const std::vector<Words>& references) {
   require_same_size(hypotheses.size(), references.size(), "bleu");
   constexpr int kOrder = 4;
-  int64_t matches[kOrder] = {}, counts[kOrder] = {}, hyp_length = 0, ref_length = 0;
+  std::vector<NgramTotals> orders(kOrder);
+  int64_t hyp_length = 0, ref_length = 0;
   for (size_t s = 0; s < hypotheses.size(); ++s) {
     hyp_length += static_cast<int64_t>(hypotheses[s].size());
     ref_length += static_cast<int64_t>(references[s].size());
-    for (int n = 1; n <= kOrder; ++n) {
-      auto hyp = ngram_counts(hypotheses[s], n), ref = ngram_counts(references[s], n);
-      matches[n - 1] += clipped_matches(hyp, ref);
-      counts[n - 1] += total(hyp);
-    }
+    add_ngrams(hypotheses[s], references[s], orders);
   }
   // Without smoothing, an order with no match makes the geometric mean 0.
   double log_precision = 0.0;
-  for (int n = 0; n < kOrder; ++n) {
-    if (matches[n] == 0) return 0.0;
-    log_precision += std::log(double(matches[n]) / double(counts[n])) / kOrder;
+  for (const NgramTotals& t : orders) {
+    if (t.matched == 0) return 0.0;
+    log_precision += std::log(double(t.matched) / double(t.hyp)) / kOrder;
   }
   // Brevity penalty: exp(1 - r/c) when the hypotheses are shorter.
   double bp = hyp_length > ref_length ? 1.0 : std::exp(1.0 - double(ref_length) / double(hyp_length));
@@ -75,27 +77,20 @@ double corpus_chrf(const std::vector<std::u32string>& hypotheses, const std::vec
   require_same_size(hypotheses.size(), references.size(), "chrf");
   constexpr int kOrder = 6;
   constexpr double kBeta = 2.0;
-  int64_t hyp_total[kOrder] = {}, ref_total[kOrder] = {}, matched[kOrder] = {};
+  std::vector<NgramTotals> orders(kOrder);
   auto without_spaces = [](std::u32string s) {
     s.erase(std::remove_if(s.begin(), s.end(), [](char32_t c) { return c == U' '; }), s.end());
     return s;
   };
-  for (size_t s = 0; s < hypotheses.size(); ++s) {
-    std::u32string hyp = without_spaces(hypotheses[s]), ref = without_spaces(references[s]);
-    for (int n = 1; n <= kOrder; ++n) {
-      auto h = ngram_counts(hyp, n), r = ngram_counts(ref, n);
-      hyp_total[n - 1] += total(h);
-      ref_total[n - 1] += total(r);
-      matched[n - 1] += clipped_matches(h, r);
-    }
-  }
+  for (size_t s = 0; s < hypotheses.size(); ++s)
+    add_ngrams(without_spaces(hypotheses[s]), without_spaces(references[s]), orders);
   // Average precision and recall over the orders present on both sides.
   double precision = 0.0, recall = 0.0;
   int effective = 0;
-  for (int n = 0; n < kOrder; ++n) {
-    if (hyp_total[n] == 0 || ref_total[n] == 0) continue;
-    precision += double(matched[n]) / double(hyp_total[n]);
-    recall += double(matched[n]) / double(ref_total[n]);
+  for (const NgramTotals& t : orders) {
+    if (t.hyp == 0 || t.ref == 0) continue;
+    precision += double(t.matched) / double(t.hyp);
+    recall += double(t.matched) / double(t.ref);
     ++effective;
   }
   if (effective == 0) return 0.0;

@@ -86,22 +86,17 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
 // a curve per metric over epochs.
 std::string metric_charts(const std::vector<ValidRecord>& valid) {
   static const char* kColors[] = {"#2ca02c", "#9467bd", "#d62728", "#8c564b", "#17becf", "#bcbd22", "#e377c2"};
-  std::vector<std::string> titles;
-  std::vector<std::vector<Series>> charts;
+  std::vector<std::pair<std::string, std::vector<Series>>> charts;  // title, curves
   for (size_t i = 0; i < metrics().size(); ++i) {
     const Metric& m = metrics()[i];
-    auto at = std::find(titles.begin(), titles.end(), m.chart);
-    if (at == titles.end()) {
-      titles.push_back(m.chart);
-      charts.emplace_back();
-      at = titles.end() - 1;
-    }
+    auto at = std::find_if(charts.begin(), charts.end(), [&](const auto& chart) { return chart.first == m.chart; });
+    if (at == charts.end()) at = charts.insert(at, {m.chart, {}});
     Series series{m.label, kColors[i % std::size(kColors)], {}};
     for (const ValidRecord& r : valid) series.points.push_back({double(r.epoch), r.scores.values.at(i)});
-    charts[at - titles.begin()].push_back(std::move(series));
+    at->second.push_back(std::move(series));
   }
   std::string svg;
-  for (size_t c = 0; c < titles.size(); ++c) svg += line_chart(titles[c], "epoch", charts[c]);
+  for (const auto& [title, curves] : charts) svg += line_chart(title, "epoch", curves);
   return svg;
 }
 

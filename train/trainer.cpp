@@ -151,16 +151,9 @@ void Trainer::prepare_data() {
 }
 
 nn::TransformerConfig Trainer::model_config(int64_t src_vocab_size, int64_t tgt_vocab_size) const {
-  nn::TransformerConfig mc;
-  mc.src_vocab_size = src_vocab_size;
-  mc.tgt_vocab_size = tgt_vocab_size;
-  mc.src_seq_len = mc.tgt_seq_len = config.seq_len;
-  mc.d_model = config.d_model;
-  mc.N = config.N;
-  mc.h = config.h;
-  mc.d_ff = config.d_ff;
-  mc.dropout = config.dropout;
-  return mc;
+  return {.src_vocab_size = src_vocab_size, .tgt_vocab_size = tgt_vocab_size, .src_seq_len = config.seq_len,
+          .tgt_seq_len = config.seq_len, .d_model = config.d_model, .N = config.N, .h = config.h, .d_ff = config.d_ff,
+          .dropout = config.dropout};
 }
 
 void Trainer::build_model_and_optimizer() {

@@ -56,12 +56,12 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 // What a rank waits in: for the messages, and as a census reply's content.
-enum Op : int { kAllReduce, kBroadcast, kAllGather, kBarrier, kFinalBarrier };
-constexpr const char* kOpNames[] = {"an all-reduce", "a broadcast", "an all-gather", "a barrier",
+enum Op : int { kAllReduce, kBroadcast, kAllGather, kFinalBarrier };
+constexpr const char* kOpNames[] = {"an all-reduce", "a broadcast", "an all-gather",
                                     "the final barrier (its program has ended)"};
 // A census reply sends its Op from here: MPI may read an MPI_Isend's buffer
 // until the send completes, and this array lives as long as the program.
-constexpr int kOpCodes[] = {kAllReduce, kBroadcast, kAllGather, kBarrier, kFinalBarrier};
+constexpr int kOpCodes[] = {kAllReduce, kBroadcast, kAllGather, kFinalBarrier};
 
 constexpr int kCensusAsk = 1;    // tag of "are you alive?" (no content)
 constexpr int kCensusReply = 2;  // tag of the answer: the Op the rank waits in
@@ -124,7 +124,7 @@ class MpiWorld final : public Communicator {
 
   // The final barrier: a rank that ends early (out of step with the others)
   // keeps answering censuses here, where MPI_Finalize would just block. It has
-  // a communicator of its own so that it cannot pass for the others' barrier().
+  // a communicator of its own so that it cannot pass for the others' collectives.
   ~MpiWorld() override {
     wait(start(kFinalBarrier, 0, [&](size_t, int, MPI_Request* r) { MPI_Ibarrier(final_comm_, r); }));
     MPI_Comm_free(&final_comm_);
@@ -137,11 +137,9 @@ class MpiWorld final : public Communicator {
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
 
-  void all_reduce_sum(std::span<float> values) override { wait(start_reduce(values, MPI_SUM)); }
   void all_reduce_sum(std::span<double> values) override { wait(start_reduce(values, MPI_SUM)); }
   void all_reduce_sum(std::span<int64_t> values) override { wait(start_reduce(values, MPI_SUM)); }
   void all_reduce_max(std::span<int64_t> values) override { wait(start_reduce(values, MPI_MAX)); }
-  void all_reduce_min(std::span<int64_t> values) override { wait(start_reduce(values, MPI_MIN)); }
 
   void broadcast(std::span<std::byte> bytes, int root) override {
     if (root < 0 || root >= size_) internal_fail("broadcast from rank ", root, " of ", size_);
@@ -158,10 +156,6 @@ class MpiWorld final : public Communicator {
     wait(start(kAllGather, mine.size(), [&](size_t, int count, MPI_Request* r) {
       MPI_Iallgather(mine.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, comm_, r);
     }));
-  }
-
-  void barrier() override {
-    wait(start(kBarrier, 0, [&](size_t, int, MPI_Request* r) { MPI_Ibarrier(comm_, r); }));
   }
 
   Request start_all_reduce_sum(std::span<float> values) override { return start_reduce(values, MPI_SUM); }
@@ -321,7 +315,7 @@ class MpiWorld final : public Communicator {
   MPI_Comm final_comm_;  // another, for the final barrier only
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   Clock::duration timeout_;
-  Op waiting_in_ = kBarrier;  // what the current (or last) wait is in, for census replies
+  Op waiting_in_ = kAllReduce;  // what the current (or last) wait is in, for census replies
   // The started collectives not yet waited for, in start order: one MPI request
   // per piece (requests_, an array as MPI_Testall takes it) and whose it is.
   std::vector<MPI_Request> requests_;
