@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/error.h"
 #include "autograd/kernels/kernels.h"
 #include "kernel_checks.h"
 #include "autograd/kernels/simd.h"
@@ -180,6 +181,36 @@ TEST_CASE("kernels: gemm with infinities and NaN in A and B") {
             check_gemm(g);
           }
   });
+}
+
+// rows_view, worked out by hand: what it merges, what it keeps apart.
+TEST_CASE("kernels: rows_view merges the dims every operand walks as one") {
+  // [2, 3, 4] + [2, 3, 4]: one row of 24.
+  Rows same = rows_view({2, 3, 4}, {{12, 4, 1}, {12, 4, 1}});
+  CHECK(same.count == 1);
+  CHECK(same.cols == 24);
+  CHECK(same.ndim == 0);
+  // [2, 3, 4] + [4] (a bias): 6 rows of 4, the bias re-read from 0 each row.
+  Rows bias = rows_view({2, 3, 4}, {{12, 4, 1}, {0, 0, 1}});
+  CHECK(bias.count == 6);
+  CHECK(bias.cols == 4);
+  CHECK(bias.ndim == 1);
+  CHECK(bias.offset(0, 5) == 20);
+  CHECK(bias.offset(1, 5) == 0);
+  // A size-1 dim goes; a transposed operand keeps its dims apart.
+  Rows transposed = rows_view({3, 1, 4}, {{1, 0, 3}});
+  CHECK(transposed.count == 3);
+  CHECK(transposed.cols == 4);
+  CHECK(transposed.col_strides[0] == 3);
+  CHECK(transposed.offset(0, 2) == 2);
+  // whole_rows keeps the last dim as the row, even where it could merge.
+  Rows scores = rows_view({2, 3, 4}, {{0, 0, 0}}, true);
+  CHECK(scores.count == 6);
+  CHECK(scores.cols == 4);
+  // Ten dims that cannot merge leave nine outer ones: more than kernels take.
+  std::vector<int64_t> ten(10, 2), alternate(10);
+  for (int d = 0; d < 10; ++d) alternate[d] = d % 2 ? 0 : int64_t{1} << (9 - d);
+  CHECK_THROWS_AS(rows_view(ten, {alternate}), InternalError);
 }
 
 TEST_CASE("kernels: gemm with beta 0 ignores NaN in C") {
