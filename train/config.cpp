@@ -8,6 +8,7 @@
 
 #include "autograd/device.h"
 #include "autograd/error.h"
+#include "data/unicode.h"
 
 namespace sf::train {
 
@@ -227,6 +228,9 @@ void apply_override(json& root, const std::string& assignment, const std::string
   if (eq == std::string::npos || eq == 0)
     fail(source, ": --set '", assignment, "': expected key=value");
   if (!root.is_object()) fail(source, ": must be a JSON object");
+  // JSON text is UTF-8: a value that is not could be neither stored nor written out.
+  if (size_t bad = data::find_invalid_utf8(assignment); bad != std::string::npos)
+    fail(source, ": --set: invalid UTF-8 at byte ", bad + 1, " of '", assignment.substr(0, bad), "...'");
   std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
   if (key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
     fail(source, ": --set '", assignment, "': the key has an empty part");
