@@ -26,6 +26,10 @@ Shape broadcast_strides(const Shape& shape, const Shape& target) {
   return strides;
 }
 
+kernels::Rows broadcast_rows(const Shape& shape, const Shape& a, const Shape& b) {
+  return rows_view(shape, {broadcast_strides(a, shape), broadcast_strides(b, shape)});
+}
+
 Device& common_device(const Tensor& a, const Tensor& b, const char* op) {
   if (&a.device() != &b.device())
     internal_fail(op, ": operands on different devices (", a.device().name(), " and ", b.device().name(),

@@ -32,6 +32,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // (0 along broadcast dims), one per dim of `target`.
 Shape broadcast_strides(const Shape& shape, const Shape& target);
 
+// The Rows view (kernels.h) of an op over `shape` reading operands of shapes
+// a and b, each broadcast to it.
+kernels::Rows broadcast_rows(const Shape& shape, const Shape& a, const Shape& b);
+
 // Maps a possibly negative axis into [0, ndim), or an error naming `op`.
 int normalize_axis(int axis, int ndim, const char* op);
 

@@ -14,8 +14,7 @@ static Tensor binary_forward(Binary op, const Tensor& a, const Tensor& b, const 
   common_device(a, b, name);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty_like_device(a, shape);
-  kernels::Rows rows = rows_view(shape, {broadcast_strides(a.shape(), shape), broadcast_strides(b.shape(), shape)});
-  kernels_of(a).binary(op, a.mem(), b.mem(), out.mem(), rows);
+  kernels_of(a).binary(op, a.mem(), b.mem(), out.mem(), broadcast_rows(shape, a.shape(), b.shape()));
   return out;
 }
 
@@ -145,9 +144,7 @@ Tensor fill_where(const Tensor& x, const Tensor& host_where, float value) {
   Tensor where = beside(host_where, x);
   Shape shape = broadcast_shapes(x.shape(), where.shape(), "fill_where");
   Tensor out = empty_like_device(x, shape);
-  kernels::Rows rows =
-      rows_view(shape, {broadcast_strides(x.shape(), shape), broadcast_strides(where.shape(), shape)});
-  kernels_of(x).fill_where(x.mem(), where.int_mem(), value, out.mem(), rows);
+  kernels_of(x).fill_where(x.mem(), where.int_mem(), value, out.mem(), broadcast_rows(shape, x.shape(), where.shape()));
   // Filled positions no longer depend on x.
   return record(out, "fill_where", {x}, [where, sx = x.shape()](const Tensor& g) -> Grads {
     return {sum_to(fill_where(g, where, 0.0f), sx)};

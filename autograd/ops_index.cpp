@@ -37,7 +37,7 @@ static Tensor compare(Predicate op, const Tensor& a, const Tensor& b, const char
   common_device(a, b, name);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty_like_device(a, shape, DType::I32);
-  kernels::Rows rows = rows_view(shape, {broadcast_strides(a.shape(), shape), broadcast_strides(b.shape(), shape)});
+  kernels::Rows rows = broadcast_rows(shape, a.shape(), b.shape());
   if (a.dtype() == DType::F32)
     kernels_of(a).predicate(op, a.mem(), b.mem(), out.int_mem(), rows);
   else

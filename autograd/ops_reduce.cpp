@@ -9,7 +9,7 @@ using namespace detail;
 static Tensor sum_into(const Tensor& x, const Shape& shape) {
   if (x.numel() == 0) return Tensor::zeros(shape, DType::F32, x.device());  // sums over nothing
   Tensor out = empty_like_device(x, shape);
-  kernels_of(x).sum_to(x.mem(), out.mem(), rows_view(x.shape(), {contiguous_strides(x.shape()), broadcast_strides(shape, x.shape())}));
+  kernels_of(x).sum_to(x.mem(), out.mem(), broadcast_rows(x.shape(), x.shape(), shape));
   return out;
 }
 

@@ -34,7 +34,8 @@ bool for_each_row(const Rows& rows, F f) {
   const int64_t n = rows.cols, step_a = rows.col_strides[0], step_b = rows.col_strides[1];
   if (step_a > 1 || step_b > 1) return false;
   if (rows.count == 1) {
-    parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) { f(b * step_a, b * step_b, e - b, step_a, step_b, b); });
+    parallel_for(0, n, kGrainElements,
+                 [&](int64_t b, int64_t e) { f(b * step_a, b * step_b, e - b, step_a, step_b, b); });
     return true;
   }
   parallel_for(0, rows.count, grain_rows(n), [&](int64_t b, int64_t e) {

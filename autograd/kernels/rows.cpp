@@ -7,7 +7,8 @@
 
 namespace sf::kernels {
 
-Rows rows_view(const std::vector<int64_t>& shape, std::initializer_list<std::vector<int64_t>> strides, bool whole_rows) {
+Rows rows_view(const std::vector<int64_t>& shape, std::initializer_list<std::vector<int64_t>> strides,
+               bool whole_rows) {
   // Merge outer to inner: dim d joins the previous one where every operand's
   // previous stride is its stride along d times d's size (it walks both as one).
   std::vector<int64_t> dims;

@@ -17,7 +17,8 @@ template <class F>
 void for_each_element(const Rows& rows, F f) {
   for (int64_t r = 0; r < rows.count; ++r) {
     int64_t a = rows.offset(0, r), b = rows.offset(1, r);
-    for (int64_t c = 0; c < rows.cols; ++c) f(r * rows.cols + c, a + c * rows.col_strides[0], b + c * rows.col_strides[1]);
+    for (int64_t c = 0; c < rows.cols; ++c)
+      f(r * rows.cols + c, a + c * rows.col_strides[0], b + c * rows.col_strides[1]);
   }
 }
 
