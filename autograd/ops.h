@@ -52,7 +52,33 @@ struct MatmulOptions {
 };
 // [..., M, K] x [..., K, N] -> [..., M, N], batch dims broadcast. With trans_b,
 // b is [..., N, K]: attention's Q K^T is matmul(q, k, {.trans_b = true}).
+// Operands are both float32 or both bf16 (the result is float32 either way);
+// under an AutocastGuard of bf16 float32 operands are rounded to bf16 first.
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions options = {});
+
+// --- precision ------------------------------------------------------------------
+// x as `dtype`: float32 to bf16 rounds to nearest even, bf16 to float32 is exact
+// (kernels/bf16.h); x itself when it has that dtype already. The gradient,
+// float32 as every gradient is, passes through unchanged, as PyTorch's
+// Tensor.to(dtype) passes it (cast back).
+Tensor to_dtype(const Tensor& x, DType dtype);
+
+// Mixed precision as torch.autocast("cpu", dtype=torch.bfloat16): in the
+// guard's scope (on this thread), matmul rounds float32 operands to bf16 and
+// accumulates in float32, forward and backward (the backward's products take
+// the same precision as the forward's, whatever the scope then). Every other
+// op stays float32. DType::F32 turns it off inside an outer guard.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(DType dtype);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  DType previous_;
+};
+DType autocast_dtype();  // F32 outside any guard
 
 // --- reductions -------------------------------------------------------------
 Tensor sum(const Tensor& x);  // all elements -> scalar

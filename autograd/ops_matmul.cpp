@@ -39,12 +39,21 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
   int64_t count = numel(batch);
   if (count == 0 || m == 0 || n == 0) return out;
 
-  const auto& gemm = kernels_of(a).gemm;
+  // `entries` products from element offsets and batch strides into a and b.
+  auto gemm = [&](int64_t offset_a, int64_t stride_a, int64_t offset_b, int64_t stride_b, int64_t offset_out,
+                  int64_t entries) {
+    const kernels::Table& kernels = kernels_of(a);
+    if (a.dtype() == DType::BF16)
+      kernels.gemm_bf16(o.trans_a, o.trans_b, m, n, k, 1.0f, a.bf16_mem() + offset_a, da.ld, stride_a,
+                        b.bf16_mem() + offset_b, db.ld, stride_b, 0.0f, out.mem() + offset_out, n, m * n, entries);
+    else
+      kernels.gemm(o.trans_a, o.trans_b, m, n, k, 1.0f, a.mem() + offset_a, da.ld, stride_a, b.mem() + offset_b,
+                   db.ld, stride_b, 0.0f, out.mem() + offset_out, n, m * n, entries);
+  };
   int64_t size_a = a.size(-2) * a.size(-1), size_b = b.size(-2) * b.size(-1);
   int64_t count_a = numel(batch_shape(a)), count_b = numel(batch_shape(b));
   if ((count_a == count || count_a == 1) && (count_b == count || count_b == 1)) {
-    gemm(o.trans_a, o.trans_b, m, n, k, 1.0f, a.mem(), da.ld, count_a == 1 ? 0 : size_a,
-         b.mem(), db.ld, count_b == 1 ? 0 : size_b, 0.0f, out.mem(), n, m * n, count);
+    gemm(0, count_a == 1 ? 0 : size_a, 0, count_b == 1 ? 0 : size_b, 0, count);
     return out;
   }
   Shape sa = broadcast_strides(batch_shape(a), batch), sb = broadcast_strides(batch_shape(b), batch);
@@ -57,8 +66,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
       ia += index[d] * sa[d];
       ib += index[d] * sb[d];
     }
-    gemm(o.trans_a, o.trans_b, m, n, k, 1.0f, a.mem() + ia * size_a, da.ld, 0,
-         b.mem() + ib * size_b, db.ld, 0, 0.0f, out.mem() + p * m * n, n, 0, 1);
+    gemm(ia * size_a, 0, ib * size_b, 0, p * m * n, 1);
   }
   return out;
 }
@@ -66,8 +74,11 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o) {
-  require_float(a, "matmul");
-  require_float(b, "matmul");
+  if (autocast_dtype() == DType::BF16 && (a.dtype() == DType::F32 || b.dtype() == DType::F32))
+    return matmul(to_dtype(a, DType::BF16), to_dtype(b, DType::BF16), o);
+  if (a.dtype() != b.dtype() || (a.dtype() != DType::F32 && a.dtype() != DType::BF16))
+    internal_fail("matmul: operands must be both float32 or both bfloat16, got ", to_string(a.dtype()), " and ",
+                  to_string(b.dtype()));
   common_device(a, b, "matmul");
   if (a.ndim() < 2 || b.ndim() < 2)
     internal_fail("matmul: operands need 2 or more dims, got ", to_string(a.shape()), " and ",
@@ -82,7 +93,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o) {
   Tensor out = matmul_forward(a, b, o);
   // C = op(A) op(B): dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, each written
   // in the layout A and B are stored in.
-  return record(out, "matmul", {a, b}, [a, b, o](const Tensor& g) -> Grads {
+  // Saved for backward: the operands as multiplied, so bf16 ones keep half the
+  // memory. The backward's products take their precision: g is rounded too.
+  return record(out, "matmul", {a, b}, [a, b, o](const Tensor& output_grad) -> Grads {
+    const AutocastGuard same_precision(a.dtype());
+    const Tensor g = to_dtype(output_grad, a.dtype());
     Tensor ga, gb;
     if (a.requires_grad())
       ga = o.trans_a ? matmul(b, g, {.trans_a = o.trans_b, .trans_b = true})

@@ -89,10 +89,10 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
   }
   Tensor out = empty_like_device(first, out_shape, first.dtype());
   AxisView v = axis_view(out_shape, axis);
-  int64_t out_row = v.n * v.inner * kElementBytes, offset = 0;
+  int64_t out_row = v.n * v.inner * element_bytes(first.dtype()), offset = 0;
   std::vector<int64_t> sizes;
   for (const Tensor& x : xs) {
-    int64_t row = x.size(axis) * v.inner * kElementBytes;
+    int64_t row = x.size(axis) * v.inner * element_bytes(first.dtype());
     common_device(x, first, "concat");
     kernels_of(x).copy_rows(x.raw_mem(), row, out.raw_mem() + offset, out_row, v.outer, row);
     offset += row;
@@ -119,9 +119,9 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end) {
   out_shape[axis] = end - start;
   Tensor out = empty_like_device(x, out_shape, x.dtype());
   AxisView v = axis_view(x.shape(), axis);
-  int64_t row = (end - start) * v.inner * kElementBytes;
-  kernels_of(x).copy_rows(x.raw_mem() + start * v.inner * kElementBytes,
-                          n * v.inner * kElementBytes, out.raw_mem(), row, v.outer, row);
+  const int64_t bytes = element_bytes(x.dtype()), row = (end - start) * v.inner * bytes;
+  kernels_of(x).copy_rows(x.raw_mem() + start * v.inner * bytes, n * v.inner * bytes, out.raw_mem(), row, v.outer,
+                          row);
   if (x.dtype() != DType::F32) return out;
   // The adjoint pads the gradient with zeros back to x's extent.
   return record(out, "slice", {x}, [sx = x.shape(), axis, start, end](const Tensor& g) -> Grads {

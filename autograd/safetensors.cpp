@@ -21,7 +21,15 @@ namespace {
 using Json = nlohmann::ordered_json;  // keeps the tensors in file order
 constexpr uint64_t kMaxHeaderBytes = 100 << 20;  // the limit of the reference implementation
 
-const char* dtype_name(DType dtype) { return dtype == DType::F32 ? "F32" : "I32"; }
+// The safetensors names of our dtypes (BF16 as PyTorch's torch.bfloat16 saves).
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return "F32";
+    case DType::I32: return "I32";
+    case DType::BF16: return "BF16";
+  }
+  return "?";
+}
 
 struct Entry {
   std::string name;
@@ -59,13 +67,14 @@ Entry parse_entry(const std::string& name, const Json& value, uint64_t data_byte
   const Json& dtype = value["dtype"];
   if (dtype == "F32") e.dtype = DType::F32;
   else if (dtype == "I32") e.dtype = DType::I32;
-  else bad("dtype ", dtype.dump(), " is not supported (F32 or I32)");
+  else if (dtype == "BF16") e.dtype = DType::BF16;
+  else bad("dtype ", dtype.dump(), " is not supported (F32, I32 or BF16)");
 
   const Json& shape = value["shape"];
   if (!shape.is_array()) bad("shape is not an array");
   // The byte count, computed so that no shape can overflow it: a tensor larger
   // than the data section is an error anyway.
-  uint64_t bytes = kElementBytes;
+  uint64_t bytes = static_cast<uint64_t>(element_bytes(e.dtype));
   bool empty = false;
   for (const Json& dim : shape) {
     if (!dim.is_number_unsigned()) bad("shape ", shape.dump(), " holds a non-integer or negative size");
@@ -155,7 +164,7 @@ void save(const std::string& path, const NamedTensors& tensors, const Metadata& 
     if (name == "__metadata__" || header.contains(name))
       internal_fail(path, ": cannot save tensor '", name, "': the name is reserved or repeated");
     if (!t.defined()) internal_fail(path, ": cannot save tensor '", name, "': it is undefined");
-    uint64_t bytes = static_cast<uint64_t>(t.numel() * kElementBytes);
+    uint64_t bytes = static_cast<uint64_t>(t.numel() * element_bytes(t.dtype()));
     header[name] = {{"dtype", dtype_name(t.dtype())},
                     {"shape", t.shape()},
                     {"data_offsets", {offset, offset + bytes}}};
@@ -170,7 +179,7 @@ void save(const std::string& path, const NamedTensors& tensors, const Metadata& 
   out.write(text);
   for (const auto& [name, t] : tensors) {
     Tensor on_host = t.to(cpu());  // tensors on another device cross to the host here
-    out.write(on_host.raw(), static_cast<size_t>(t.numel() * kElementBytes));
+    out.write(on_host.raw(), static_cast<size_t>(t.numel() * element_bytes(t.dtype())));
   }
   out.commit();
 }

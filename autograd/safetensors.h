@@ -2,7 +2,7 @@
 //
 //   [8 bytes]  N, the header length, unsigned little-endian
 //   [N bytes]  JSON header: {"__metadata__": {string: string},
-//                            NAME: {"dtype": "F32" | "I32", "shape": [...],
+//                            NAME: {"dtype": "F32" | "I32" | "BF16", "shape": [...],
 //                                   "data_offsets": [begin, end]}, ...}
 //              padded with spaces so the data starts 8-byte aligned
 //   [rest]     the tensors' bytes, little-endian, back to back; offsets are

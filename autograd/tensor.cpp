@@ -1,5 +1,6 @@
 #include "tensor.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -30,7 +31,16 @@ Shape contiguous_strides(const Shape& shape) {
   return strides;
 }
 
-const char* to_string(DType dtype) { return dtype == DType::F32 ? "float32" : "int32"; }
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return "float32";
+    case DType::I32: return "int32";
+    case DType::BF16: return "bfloat16";
+  }
+  return "?";
+}
+
+int64_t element_bytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device& device) {
   for (int64_t d : shape)
@@ -38,13 +48,15 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device& device) {
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->dtype = dtype;
-  impl->storage = std::make_shared<Storage>(device, kElementBytes * sf::numel(shape));
+  // Whole 4-byte words, which Device::fill sets (an odd count of bf16 rounds up).
+  impl->storage = std::make_shared<Storage>(device, (element_bytes(dtype) * sf::numel(shape) + 3) / 4 * 4);
   return Tensor(std::move(impl));
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device& device) {
   Tensor t = empty(shape, dtype, device);
-  device.fill(t.raw_mem(), 0, static_cast<size_t>(t.numel()));  // 0.0f and 0 are all zero bits
+  // 0.0f, 0 and bf16 0 are all zero bits.
+  device.fill(t.raw_mem(), 0, t.impl().storage->bytes() / 4);
   return t;
 }
 
@@ -102,6 +114,16 @@ int32_t* Tensor::ints() const {
   return static_cast<int32_t*>(raw());
 }
 
+bf16* Tensor::bf16_data() const {
+  if (dtype() != DType::BF16) internal_fail("bf16_data(): tensor is ", to_string(dtype()), ", not bfloat16");
+  return static_cast<bf16*>(raw());
+}
+
+Mem<bf16> Tensor::bf16_mem() const {
+  if (dtype() != DType::BF16) internal_fail("tensor is ", to_string(dtype()), ", not bfloat16");
+  return {impl().storage->buffer(), 0};
+}
+
 Mem<void> Tensor::raw_mem() const { return {impl().storage->buffer(), 0}; }
 
 Mem<float> Tensor::mem() const {
@@ -121,6 +143,12 @@ float Tensor::item() const {
 
 std::vector<float> Tensor::to_vector() const {
   std::vector<float> values(static_cast<size_t>(numel()));
+  if (dtype() == DType::BF16) {  // widened on the host, exactly
+    std::vector<bf16> bits(values.size());
+    device().read(bf16_mem(), bits.data(), bits.size() * sizeof(bf16));
+    std::transform(bits.begin(), bits.end(), values.begin(), [](bf16 x) { return kernels::to_float(x); });
+    return values;
+  }
   device().read(mem(), values.data(), values.size() * sizeof(float));
   return values;
 }
@@ -151,7 +179,7 @@ void Tensor::copy_from(const Tensor& src) const {
   if (src.shape() != shape() || src.dtype() != dtype())
     internal_fail("copy_from: ", to_string(src.shape()), " ", to_string(src.dtype()), " into ",
                   to_string(shape()), " ", to_string(dtype()));
-  size_t bytes = impl().storage->bytes();
+  size_t bytes = static_cast<size_t>(numel() * element_bytes(dtype()));
   Device &from = src.device(), &into = device();
   if (&from == &into)
     into.copy(src.raw_mem(), raw_mem(), bytes);

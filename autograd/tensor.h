@@ -1,5 +1,5 @@
-// Tensor: an n-dimensional array of float32 (or int32, for token ids and masks)
-// in contiguous row-major storage, with reverse-mode automatic differentiation.
+// Tensor: an n-dimensional array of float32 (or int32, for token ids and masks,
+// or bfloat16, for mixed precision) in contiguous row-major storage, with reverse-mode automatic differentiation.
 //
 // A Tensor is a cheap handle (a shared pointer): copying it shares the data.
 // Every tensor is contiguous. `reshape` and `detach` alias the storage (no copy);
@@ -24,14 +24,17 @@
 
 namespace sf {
 
-enum class DType { F32, I32 };
-constexpr int64_t kElementBytes = 4;  // both dtypes are 4 bytes wide
+// float32; int32 (token ids, masks); bfloat16 (kernels/bf16.h), the
+// operands of mixed-precision matrix products (docs/13-bf16.md).
+enum class DType { F32, I32, BF16 };
 using Shape = std::vector<int64_t>;
+using kernels::bf16;
 
 int64_t numel(const Shape& shape);
 std::string to_string(const Shape& shape);  // "[2, 3]"
 Shape contiguous_strides(const Shape& shape);  // row-major element strides
 const char* to_string(DType dtype);
+int64_t element_bytes(DType dtype);  // 4, 4, 2
 
 class Tensor;
 struct Node;
@@ -65,18 +68,20 @@ class Tensor {
   Device& device() const;
 
   // Host addresses of a CPU tensor's data; the dtype must match (F32 for
-  // data(), I32 for ints()).
+  // data(), I32 for ints(), BF16 for bf16_data()).
   float* data() const;
   int32_t* ints() const;
+  bf16* bf16_data() const;
   void* raw() const;  // the bytes, whatever the dtype
   // The data as kernels address it, on any device (kernels.h).
   Mem<float> mem() const;
   Mem<int32_t> int_mem() const;
+  Mem<bf16> bf16_mem() const;
   Mem<void> raw_mem() const;
 
   // Crossing to the host (waits for the device).
   float item() const;  // the value of a one-element float tensor
-  std::vector<float> to_vector() const;
+  std::vector<float> to_vector() const;  // of a float32 or bf16 tensor
   std::vector<int32_t> to_int_vector() const;
   // This tensor on `device`: itself when it is there already, else a copy
   // (no history: a device crossing is not differentiated).

@@ -20,7 +20,7 @@ bool same_tensors(NamedTensors a, NamedTensors b) {
   for (size_t i = 0; i < a.size(); ++i) {
     const Tensor &x = a[i].second, &y = b[i].second;
     if (a[i].first != b[i].first || x.shape() != y.shape() || x.dtype() != y.dtype() ||
-        std::memcmp(x.raw(), y.raw(), static_cast<size_t>(x.numel()) * kElementBytes) != 0)
+        std::memcmp(x.raw(), y.raw(), static_cast<size_t>(x.numel() * element_bytes(x.dtype()))) != 0)
       return false;
   }
   return true;

@@ -76,7 +76,7 @@ TransformerConfig read_checkpoint_config(const std::string& path) {
   TransformerConfig config = config_from_metadata(safetensors::load_metadata(path), path);
   // A few bytes of metadata can describe any model: the file must hold its
   // weights before anything that size is built.
-  double needed = state_dict_floats(config) * kElementBytes;
+  double needed = state_dict_floats(config) * sizeof(float);
   double held = static_cast<double>(std::filesystem::file_size(path));
   if (needed > held)
     fail(path, ": __metadata__ describes a model of ", state_dict_floats(config), " floats (",

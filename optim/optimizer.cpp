@@ -53,7 +53,7 @@ const Tensor* Optimizer::find_state(size_t i, const std::string& name) const {
 int64_t Optimizer::state_bytes() const {
   int64_t bytes = 0;
   for (const auto& states : state_)
-    for (const auto& [key, t] : states) bytes += t.numel() * kElementBytes;
+    for (const auto& [key, t] : states) bytes += t.numel() * element_bytes(t.dtype());
   return bytes;
 }
 

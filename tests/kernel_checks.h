@@ -27,7 +27,7 @@ struct KernelChecks {
 // The check of each entry, in the list's order. A check may cover several
 // entries (a kernel and its backward pass, or kernels tested on the same data).
 #define SF_KERNEL_CHECKS(X)                                                                                 \
-  X(gemm, check_gemm) X(unary, check_unary) X(binary, check_broadcasting) X(predicate, check_broadcasting)  \
+  X(gemm, check_gemm) X(gemm_bf16, check_gemm_bf16) X(unary, check_unary) X(binary, check_broadcasting) X(predicate, check_broadcasting)  \
   X(predicate_int, check_broadcasting) X(fill_where, check_broadcasting)                                   \
   X(bias_relu, check_layer_norm_relu_dropout) X(relu_backward, check_layer_norm_relu_dropout)              \
   X(dropout, check_layer_norm_relu_dropout) X(dropout_add, check_layer_norm_relu_dropout)                  \
@@ -37,6 +37,7 @@ struct KernelChecks {
   X(layer_norm, check_layer_norm_relu_dropout) X(layer_norm_backward, check_layer_norm_relu_dropout)       \
   X(cross_entropy, check_rows) X(cross_entropy_backward, check_rows) X(copy_rows, check_copies)            \
   X(copy_strided, check_copies) X(gather_rows, check_copies) X(scatter_add_rows, check_copies)             \
+  X(float_to_bf16, check_bf16_conversions) X(bf16_to_float, check_bf16_conversions)                        \
   X(adam_step, check_dot_and_optimizers) X(sgd_step, check_dot_and_optimizers)
 #define SF_KERNEL_CHECK_ENTRY(entry, check) .entry = check,
 // The table, in a file where the checks it names are in scope.

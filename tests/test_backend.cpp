@@ -9,12 +9,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "autograd/error.h"
@@ -666,6 +668,63 @@ void check_rows() {
   check_softmax();
   check_masked_softmax();
   check_cross_entropy();
+}
+
+// gemm_bf16: bf16 operands (random values rounded), every layout, odd k,
+// broadcast and strided batches, against the float64 reference of the same
+// bf16 values.
+void check_gemm_bf16() {
+  const Table& K = opencl_device()->kernels();
+  auto to_bf16s = [](const std::vector<float>& x) {
+    std::vector<bf16> out(x.size());
+    S.float_to_bf16(x.data(), out.data(), static_cast<int64_t>(x.size()));
+    return out;
+  };
+  for (int layout = 0; layout < 4; ++layout)
+    for (auto [m, n, k, batch, share_b] : {std::tuple{1, 1, 1, 1, false}, {17, 65, 31, 2, true},
+                                            {65, 33, 130, 3, false}, {8, 300, 64, 1, false}}) {
+      const bool ta = layout & 1, tb = layout & 2;
+      CAPTURE(layout);
+      CAPTURE(m);
+      const int64_t stride_a = int64_t{m} * k, stride_b = share_b ? 0 : int64_t{k} * n, stride_c = int64_t{m} * n;
+      const std::vector<bf16> a = to_bf16s(random_floats(stride_a * batch, m + 1)),
+                              b = to_bf16s(random_floats(int64_t{k} * n * (share_b ? 1 : batch), n + 2));
+      std::vector<float> c(stride_c * batch, 0.0f);
+      DeviceArray<bf16> da(a), db(b);
+      DeviceArray<float> dc(c);
+      const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+      K.gemm_bf16(ta, tb, m, n, k, 1.0f, da.mem(), lda, stride_a, db.mem(), ldb, stride_b, 0.0f, dc.mem(), n,
+                  stride_c, batch);
+      S.gemm_bf16(ta, tb, m, n, k, 1.0f, a.data(), lda, stride_a, b.data(), ldb, stride_b, 0.0f, c.data(), n,
+                  stride_c, batch);
+      check_close(dc.read(), c, 1e-4 * std::sqrt(double(k)));
+    }
+}
+
+// float_to_bf16 and bf16_to_float bit for bit against the reference: every
+// bf16 value widened, and floats with NaN, infinities and exact ties rounded.
+void check_bf16_conversions() {
+  const Table& K = opencl_device()->kernels();
+  std::vector<bf16> every(1 << 16);
+  for (size_t i = 0; i < every.size(); ++i) every[i].bits = static_cast<uint16_t>(i);
+  std::vector<float> wide(every.size());
+  S.bf16_to_float(every.data(), wide.data(), static_cast<int64_t>(every.size()));
+  DeviceArray<bf16> d_every(every);
+  DeviceArray<float> d_wide(std::vector<float>(every.size()));
+  K.bf16_to_float(d_every.mem(), d_wide.mem(), static_cast<int64_t>(every.size()));
+  std::vector<float> got_wide = d_wide.read();
+  CHECK(std::memcmp(got_wide.data(), wide.data(), wide.size() * sizeof(float)) == 0);
+
+  std::vector<float> x = with_edge_values(random_floats(1031, 9, -1e3f, 1e3f));
+  for (size_t i = 2; i < x.size(); i += 7)
+    x[i] = std::bit_cast<float>((std::bit_cast<uint32_t>(x[i]) & 0xFFFF0000u) | 0x8000u);  // a tie
+  std::vector<bf16> want(x.size());
+  S.float_to_bf16(x.data(), want.data(), static_cast<int64_t>(x.size()));
+  DeviceArray<float> dx(x);
+  DeviceArray<bf16> dy(std::vector<bf16>(x.size()));
+  K.float_to_bf16(dx.mem(), dy.mem(), static_cast<int64_t>(x.size()));
+  std::vector<bf16> got = dy.read();
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(bf16)) == 0);
 }
 
 void check_copies() {

@@ -12,6 +12,7 @@
 // every SIMD level"); it uses nothing else of the library.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "autograd/error.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/kernels.h"
 #include "kernel_checks.h"
 #include "autograd/kernels/simd.h"
@@ -118,7 +120,16 @@ struct GemmCheck {
   // Infinities and NaN sprinkled sparsely through A and B, so that some rows
   // and columns of C are inf or NaN and the others stay finite.
   bool edges = false;
+  // Through gemm_bf16: A and B are rounded to bf16 first, so the reference is
+  // the float64 product of the same bf16 values.
+  bool bf16 = false;
 };
+
+std::vector<bf16> rounded_to_bf16(const std::vector<float>& x) {
+  std::vector<bf16> out(x.size());
+  S.float_to_bf16(x.data(), out.data(), static_cast<int64_t>(x.size()));
+  return out;
+}
 
 void check_gemm(const GemmCheck& g) {
   CAPTURE(g.m);
@@ -137,10 +148,18 @@ void check_gemm(const GemmCheck& g) {
     for (size_t i = 7; i < b.size(); i += 313) b[i] = specials[i % 3];
   }
   std::vector<float> cf = random_vector(size_c * g.batch, 7), cs = cf;
-  for (const HostTable* table : {&F, &S})
-    table->gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a.data(), lda, size_a, b.data(), ldb, stride_b,
-                g.beta, (table == &F ? cf : cs).data(), ldc, size_c, g.batch);
-  check_same(cf, cs, 1e-4f, 1e-4f);
+  const std::vector<bf16> a16 = rounded_to_bf16(a), b16 = rounded_to_bf16(b);
+  for (const HostTable* table : {&F, &S}) {
+    float* c = (table == &F ? cf : cs).data();
+    if (g.bf16)
+      table->gemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a16.data(), lda, size_a, b16.data(), ldb,
+                       stride_b, g.beta, c, ldc, size_c, g.batch);
+    else
+      table->gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a.data(), lda, size_a, b.data(), ldb, stride_b,
+                  g.beta, c, ldc, size_c, g.batch);
+  }
+  // Float32 sums of up to k products of magnitude <= 4: the bound grows with k.
+  check_same(cf, cs, 1e-4f, 1e-4f * std::max(1.0f, std::sqrt(g.k / 64.0f)));
 }
 
 }  // namespace
@@ -156,6 +175,81 @@ void check_gemm() {
           for (int layout = 0; layout < 4; ++layout)
             check_gemm({m, n, k, bool(layout & 1), bool(layout & 2), 0.5f, layout == 3 ? 0.0f : 1.5f,
                         /*batch=*/2, /*pad=*/0, /*shared_b=*/true});
+  });
+}
+
+// Runs `body` at each implementation of the bf16 GEMM this CPU supports (a
+// level it lacks is reported, not run), then restores the default.
+template <class F>
+void at_each_bf16_gemm(F body) {
+  const Bf16Gemm original = bf16_gemm();
+  for (Bf16Gemm level : kBf16Gemms) {
+    if (!set_bf16_gemm(level)) {
+      MESSAGE("bf16 gemm level ", to_string(level), ": not supported by this CPU, not run");
+      continue;
+    }
+    const std::string name = to_string(level);
+    CAPTURE(name);
+    body();
+  }
+  set_bf16_gemm(original);
+}
+
+// gemm_bf16 at every level: every layout, awkward sizes, alpha/beta, strided
+// and shared batches, k odd and past the K blocking (1024), on 1 and 2 threads.
+void check_gemm_bf16() {
+  at_each_bf16_gemm([] {
+    with_threads([] {
+      for (int64_t m : kSizes)
+        for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{65}, int64_t{129}})
+          for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{17}, int64_t{64}, int64_t{129}})
+            for (int layout = 0; layout < 4; ++layout) {
+              GemmCheck g{m, n, k, bool(layout & 1), bool(layout & 2), 0.5f, layout == 3 ? 0.0f : 1.5f,
+                          /*batch=*/2, /*pad=*/layout, /*shared_b=*/layout == 1};
+              g.bf16 = true;
+              check_gemm(g);
+            }
+      for (int64_t k : {int64_t{1024}, int64_t{1031}, int64_t{2049}})
+        for (int layout = 0; layout < 4; ++layout) {
+          GemmCheck g{37, 70, k, bool(layout & 1), bool(layout & 2), 1.0f, 0.0f, /*batch=*/3, /*pad=*/1};
+          g.bf16 = true;
+          check_gemm(g);
+        }
+    });
+  });
+}
+
+TEST_CASE("kernels: bf16 gemm with infinities and NaN in A and B, at every level") {
+  at_each_bf16_gemm([] {
+    with_threads([] {
+      for (int64_t m : {3, 17, 65})
+        for (int64_t n : {7, 65})
+          for (int64_t k : {17, 130})
+            for (int layout = 0; layout < 4; ++layout) {
+              GemmCheck g{m, n, k, bool(layout & 1), bool(layout & 2), 1.0f, 0.5f};
+              g.edges = g.bf16 = true;
+              check_gemm(g);
+            }
+    });
+  });
+}
+
+// Subnormal bf16 operands (below 2^-126): the portable level multiplies them
+// exactly, while VDPBF16PS reads them as zero (its definition: denormal inputs
+// are zero, whatever MXCSR says). Either way a subnormal's products are below
+// 2^-126 times the other operand, so C matches the reference to within that.
+TEST_CASE("kernels: bf16 gemm with subnormal operands, at every level") {
+  at_each_bf16_gemm([] {
+    const int64_t m = 9, n = 33, k = 19;
+    std::vector<float> a = random_vector(m * k, 5), b = random_vector(k * n, 6);
+    for (size_t i = 0; i < a.size(); i += 3) a[i] = (i % 2 ? 1 : -1) * 0x1.8p-130f;
+    for (size_t i = 1; i < b.size(); i += 4) b[i] = 0x1p-133f;
+    const std::vector<bf16> a16 = rounded_to_bf16(a), b16 = rounded_to_bf16(b);
+    CHECK(std::fabs(to_float(a16[0])) == 0x1.8p-130f);  // a subnormal bf16, exactly
+    std::vector<float> got(m * n), want(m * n);
+    F.gemm_bf16(false, false, m, n, k, 1.0f, a16.data(), k, 0, b16.data(), n, 0, 0.0f, got.data(), n, 0, 1);
+    S.gemm_bf16(false, false, m, n, k, 1.0f, a16.data(), k, 0, b16.data(), n, 0, 0.0f, want.data(), n, 0, 1);
+    check_same(got, want, 1e-5f, 1e-36f);
   });
 }
 
@@ -676,6 +770,51 @@ void check_dot_and_optimizers() {
 
 }  // namespace
 
+
+// float_to_bf16 and bf16_to_float: the fast table against the reference bit
+// for bit on every bf16 value and on floats with edges and exact ties; the
+// round trip bf16 -> float32 -> bf16 exact for every bf16 value (NaNs stay
+// NaN, quieted); and hand-computed roundings.
+void check_bf16_conversions() {
+  with_threads([] {
+    std::vector<bf16> every(1 << 16);
+    for (size_t i = 0; i < every.size(); ++i) every[i].bits = static_cast<uint16_t>(i);
+    std::vector<float> wide(every.size()), wide_ref(every.size());
+    F.bf16_to_float(every.data(), wide.data(), static_cast<int64_t>(every.size()));
+    S.bf16_to_float(every.data(), wide_ref.data(), static_cast<int64_t>(every.size()));
+    CHECK(std::memcmp(wide.data(), wide_ref.data(), wide.size() * sizeof(float)) == 0);
+    std::vector<bf16> back(every.size());
+    F.float_to_bf16(wide.data(), back.data(), static_cast<int64_t>(wide.size()));
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < every.size(); ++i) {
+      const bool nan = std::isnan(to_float(every[i]));
+      const uint16_t want = nan ? static_cast<uint16_t>(every[i].bits | 0x40) : every[i].bits;
+      mismatches += back[i].bits != want;
+    }
+    CHECK(mismatches == 0);
+
+    // Random floats, the edge values, and ties (low 16 bits exactly 0x8000).
+    std::vector<float> x = with_edges(4099, 11, -1e3f, 1e3f);
+    for (size_t i = 2; i < x.size(); i += 7)
+      x[i] = std::bit_cast<float>((std::bit_cast<uint32_t>(x[i]) & 0xFFFF0000u) | 0x8000u);
+    std::vector<bf16> got(x.size()), want(x.size());
+    F.float_to_bf16(x.data(), got.data(), static_cast<int64_t>(x.size()));
+    S.float_to_bf16(x.data(), want.data(), static_cast<int64_t>(x.size()));
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(bf16)) == 0);
+  });
+  // By hand: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 and goes to the even
+  // mantissa (1); 1 + 3 * 2^-8 goes up to the even 1 + 2^-6; just above a tie
+  // rounds up; the largest float rounds to infinity; a NaN whose payload is all
+  // in the dropped bits stays a NaN.
+  const float in[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, FLT_MAX, -0.0f,
+                      std::bit_cast<float>(0x7F800001u), 0x1p-140f};
+  const uint16_t expect[] = {0x3F80, 0x3F82, 0x3F81, 0x7F80, 0x8000, 0x7FC0, 0x0000};
+  bf16 out[7];
+  for (const HostTable* table : {&F, &S}) {
+    table->float_to_bf16(in, out, 7);
+    for (int i = 0; i < 7; ++i) CHECK(out[i].bits == expect[i]);
+  }
+}
 
 TEST_CASE("kernels: every entry of the fast table against the scalar reference") {
   sf::testing::run_kernel_checks(SF_KERNEL_CHECK_TABLE);

@@ -33,7 +33,7 @@ static void write_file(const std::string& path, const std::string& header, size_
 
 static bool same_bits(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.numel() * kElementBytes)) == 0;
+         std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.numel() * element_bytes(a.dtype()))) == 0;
 }
 
 TEST_CASE("safetensors: round trip is bit-identical, in order, with metadata") {

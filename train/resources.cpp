@@ -25,7 +25,7 @@ double training_bytes(const nn::TransformerConfig& c, int64_t batch_size) {
   double per_token = static_cast<double>(c.N) * ((12 * d + 2 * d_ff + 3 * h * s) + (20 * d + 2 * d_ff + 6 * h * s)) +
                      2 * static_cast<double>(c.tgt_vocab_size);
   double activations = static_cast<double>(batch_size) * s * per_token;
-  return 4 * nn::parameter_count(c) * kElementBytes + activations * kElementBytes;
+  return 4 * nn::parameter_count(c) * int64_t{sizeof(float)} + activations * int64_t{sizeof(float)};
 }
 
 double inference_bytes(const nn::TransformerConfig& c, int64_t batch_size, int64_t beam) {
@@ -33,7 +33,7 @@ double inference_bytes(const nn::TransformerConfig& c, int64_t batch_size, int64
   double s = static_cast<double>(std::max(c.src_seq_len, c.tgt_seq_len));
   double cache = static_cast<double>(batch_size) * static_cast<double>(beam) * s * static_cast<double>(c.N) * 4 * d;
   double logits = static_cast<double>(batch_size) * static_cast<double>(beam) * static_cast<double>(c.tgt_vocab_size);
-  return (nn::parameter_count(c) + cache + logits) * kElementBytes;
+  return (nn::parameter_count(c) + cache + logits) * int64_t{sizeof(float)};
 }
 
 void check_fits_in_memory(double bytes, const std::string& what, const std::string& source) {

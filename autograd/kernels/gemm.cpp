@@ -35,7 +35,7 @@
 #endif
 
 #include "gemm_few_rows.h"
-#include "thread_pool.h"
+#include "gemm_tasks.h"
 
 namespace sf::kernels {
 
@@ -309,47 +309,15 @@ constexpr KernelsByRows kRowKernels = make_kernels<APanel::kRows>(std::make_inde
 // ---------------------------------------------------------------------------
 // The single-threaded driver.
 
-// A grow-only 64-byte-aligned buffer, one pair per thread, so steady-state calls
-// never allocate.
-class AlignedBuffer {
- public:
-  ~AlignedBuffer() { release(); }
-  float* get(std::size_t count) {
-    if (count > size_) {
-      release();
-      data_ = static_cast<float*>(::operator new(count * sizeof(float), std::align_val_t(64)));
-      size_ = count;
-    }
-    return data_;
-  }
-
- private:
-  void release() {
-    if (data_) ::operator delete(data_, std::align_val_t(64));
-    data_ = nullptr;
-    size_ = 0;
-  }
-  float* data_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-thread_local AlignedBuffer t_pack_b;
-
-// Splits `total` into equal blocks of at most `max_block` (so a remainder block is
-// never tiny), rounded up to a multiple of `multiple`.
-int64_t block_size(int64_t total, int64_t max_block, int64_t multiple) {
-  const int64_t blocks = (total + max_block - 1) / max_block;
-  const int64_t size = (total + blocks - 1) / blocks;
-  return (size + multiple - 1) / multiple * multiple;
-}
+thread_local gemm_tasks::AlignedBuffer<float> t_pack_b;
 
 bool packs_b(bool trans_b, int64_t m) { return trans_b || m > kPackBRows; }
 
 // One product on the calling thread: C[m,n] = alpha op(A) op(B) + beta C, k > 0.
 void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
                  float beta, float* c, int64_t ldc) {
-  const int64_t nc_max = block_size(n, kNC, kNR);
-  const int64_t kc_max = block_size(k, kKC, 1);
+  const int64_t nc_max = gemm_tasks::block_size(n, kNC, kNR);
+  const int64_t kc_max = gemm_tasks::block_size(k, kKC, 1);
   const bool pack = packs_b(b.trans, m);
   float* b_block = pack ? t_pack_b.get(kc_max * nc_max) : nullptr;
   const KernelsByRows& kernels = a.trans ? kColumnKernels : kRowKernels;
@@ -380,39 +348,16 @@ void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64
   }
 }
 
-// ---------------------------------------------------------------------------
-// Threading: the batch x M x N iteration space is cut into tasks, each a
-// sub-product run by gemm_serial with its own packing. Tasks are whole batch
-// entries when there are enough of them; otherwise each entry is cut into
-// parts_m x parts_n = threads rectangles along MR/NR tile boundaries.
-
-struct Split {
-  int64_t parts_m = 1, parts_n = 1;
-};
-
-// [begin, end) of part `i` of `parts` when `total` is cut on multiples of `tile`.
-std::pair<int64_t, int64_t> part_range(int64_t total, int64_t tile, int64_t parts, int64_t i) {
-  const int64_t tiles = (total + tile - 1) / tile;
-  const int64_t begin = tiles * i / parts * tile, end = tiles * (i + 1) / parts * tile;
-  return {std::min(begin, total), std::min(end, total)};
-}
-
-Split choose_split(bool trans_b, int64_t m, int64_t n, int64_t batch, int threads) {
-  if (batch % threads == 0 || batch >= 4 * threads) return {};
-  // Pick the factorisation minimising the largest task's cost, counted per step
-  // of k: its MR x NR tiles (padding included) plus packing its columns of B if
-  // it must, weighted 8x per float because packing moves ~2 floats/cycle while
-  // the kernel does 16 multiply-adds/cycle.
-  auto cost = [&](int64_t pm, int64_t pn) {
+// Threading (gemm_tasks.h): the largest task's cost, counted per step of k, is
+// its MR x NR tiles (padding included) plus packing its columns of B if it
+// must, weighted 8x per float because packing moves ~2 floats/cycle while the
+// kernel does 16 multiply-adds/cycle.
+gemm_tasks::Split choose_split(bool trans_b, int64_t m, int64_t n, int64_t batch, int threads) {
+  return gemm_tasks::choose_split(batch, threads, [&](int64_t pm, int64_t pn) {
     const int64_t rows = ((m + kMR - 1) / kMR + pm - 1) / pm * kMR;
     const int64_t cols = ((n + kNR - 1) / kNR + pn - 1) / pn * kNR;
     return rows * cols + (packs_b(trans_b, rows) ? 8 * cols : 0);
-  };
-  Split best{threads, 1};
-  for (int64_t pm = threads - 1; pm >= 1; --pm)
-    if (threads % pm == 0 && cost(pm, threads / pm) < cost(best.parts_m, best.parts_n))
-      best = {pm, threads / pm};
-  return best;
+  });
 }
 
 }  // namespace
@@ -421,53 +366,43 @@ void fast::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
                 int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
                 float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
   if (m <= 0 || n <= 0 || batch <= 0) return;
-  if (k <= 0) {  // empty sum: C = beta * C
-    for (int64_t e = 0; e < batch; ++e)
-      for (int64_t i = 0; i < m; ++i) {
-        float* row = c + e * stride_c + i * ldc;
-        for (int64_t j = 0; j < n; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
-      }
-    return;
-  }
+  if (k <= 0) return gemm_tasks::scale_c(m, n, beta, c, ldc, stride_c, batch);
   if (m <= kFewRows)
     return gemm_few_rows(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
                          stride_c, batch);
   const int threads = num_threads();
   const bool serial = threads == 1 || batch * m * n * k < kParallelWork;
-  const Split split = serial ? Split{} : choose_split(trans_b, m, n, batch, threads);
-  const int64_t parts = split.parts_m * split.parts_n;
-  auto run_tasks = [&](int64_t first, int64_t last) {
-    for (int64_t t = first; t < last; ++t) {
-      const int64_t e = t / parts, part = t % parts;
-      const auto [i0, i1] = part_range(m, kMR, split.parts_m, part / split.parts_n);
-      const auto [j0, j1] = part_range(n, kNR, split.parts_n, part % split.parts_n);
-      if (i0 == i1 || j0 == j1) continue;
-      const Operand op_a{a + e * stride_a, lda, trans_a}, op_b{b + e * stride_b, ldb, trans_b};
-      gemm_serial(op_a.sub(i0, 0), op_b.sub(0, j0), i1 - i0, j1 - j0, k, alpha, beta,
-                  c + e * stride_c + i0 * ldc + j0, ldc);
-    }
-  };
-  if (serial)
-    run_tasks(0, batch);
-  else
-    parallel_for(0, batch * parts, 1, run_tasks);
+  const gemm_tasks::Split split = serial ? gemm_tasks::Split{} : choose_split(trans_b, m, n, batch, threads);
+  gemm_tasks::run_tasks(m, n, batch, kMR, kNR, serial, split,
+                        [&](int64_t e, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const Operand op_a{a + e * stride_a, lda, trans_a}, op_b{b + e * stride_b, ldb, trans_b};
+    gemm_serial(op_a.sub(i0, 0), op_b.sub(0, j0), i1 - i0, j1 - j0, k, alpha, beta,
+                c + e * stride_c + i0 * ldc + j0, ldc);
+  });
 }
 
-// The reference: the plain triple loop that defines the result.
-void scalar::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                  int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
-                  float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+// The reference: the plain triple loop that defines the result, for float32
+// and for bf16 operands (each widened to float32 exactly).
+namespace {
+
+float value(float x) { return x; }
+float value(bf16 x) { return to_float(x); }
+
+template <class T>
+void reference_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
+                    int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, float beta, float* c,
+                    int64_t ldc, int64_t stride_c, int64_t batch) {
   for (int64_t e = 0; e < batch; ++e) {
-    const float* ae = a + e * stride_a;
-    const float* be = b + e * stride_b;
+    const T* ae = a + e * stride_a;
+    const T* be = b + e * stride_b;
     float* ce = c + e * stride_c;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         // Accumulate in double so the reference is a trustworthy yardstick.
         double sum = 0.0;
         for (int64_t p = 0; p < k; ++p) {
-          const float x = trans_a ? ae[p * lda + i] : ae[i * lda + p];
-          const float y = trans_b ? be[j * ldb + p] : be[p * ldb + j];
+          const float x = value(trans_a ? ae[p * lda + i] : ae[i * lda + p]);
+          const float y = value(trans_b ? be[j * ldb + p] : be[p * ldb + j]);
           sum += static_cast<double>(x) * y;
         }
         float& out = ce[i * ldc + j];
@@ -475,6 +410,22 @@ void scalar::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                            : alpha * static_cast<float>(sum) + beta * out;
       }
   }
+}
+
+}  // namespace
+
+void scalar::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+                  float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  reference_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
+                 batch);
+}
+
+void scalar::gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
+                       int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta,
+                       float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  reference_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
+                 batch);
 }
 
 }  // namespace sf::kernels

@@ -10,6 +10,8 @@
 #pragma once
 #include <cstdint>
 
+#include "bf16.h"
+
 namespace sf::kernels {
 
 // Cache-blocked, packed, SIMD, multi-threaded (uses the kernels thread pool).
@@ -18,6 +20,29 @@ namespace fast {
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
           int64_t stride_c, int64_t batch);
+
+// The same contract on bf16 operands (kernels.h: gemm_bf16), float32 C, with
+// the implementation below that fits the CPU (gemm_bf16.cpp).
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
+               int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta, float* c,
+               int64_t ldc, int64_t stride_c, int64_t batch);
 }  // namespace fast
+
+// The implementations of fast::gemm_bf16, one per instruction set. Unlike the
+// float32 kernels' SIMD width, fixed when the library is compiled, this one is
+// chosen when the program runs, by CPUID: the AVX512-BF16 code is compiled into
+// every build and runs only on a CPU that has the instructions.
+enum class Bf16Gemm {
+  kPortable,    // widened to float32 (exactly) and multiplied by fast::gemm
+  kAvx512Bf16,  // VDPBF16PS: 32 bf16 multiply-adds per instruction
+};
+inline constexpr Bf16Gemm kBf16Gemms[] = {Bf16Gemm::kPortable, Bf16Gemm::kAvx512Bf16};
+const char* to_string(Bf16Gemm level);
+bool cpu_supports(Bf16Gemm level);
+// The implementation fast::gemm_bf16 runs: the fastest this CPU supports,
+// unless set (tests and benchmarks run each). Setting one the CPU lacks
+// returns false and changes nothing.
+Bf16Gemm bf16_gemm();
+bool set_bf16_gemm(Bf16Gemm level);
 
 }  // namespace sf::kernels

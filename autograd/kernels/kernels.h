@@ -15,7 +15,7 @@
 // Tests compare the fast host table, and every other device's table, against
 // the scalar one (tests/test_kernels.cpp, tests/test_backend.cpp).
 //
-// All arrays are contiguous row-major float32 (or int32 where named). Edge
+// All arrays are contiguous row-major float32 (or int32 or bf16 where named). Edge
 // values behave as in PyTorch, on every table: NaN propagates (through max,
 // relu and exp too), e^x overflows to inf and underflows to 0 as std::exp, and
 // every size may be 0 unless a kernel says not: nothing of an empty array is
@@ -45,6 +45,8 @@
 // The op enums (Unary, Binary, Predicate), kHiddenScore and dropout_hash,
 // which the OpenCL kernels share.
 #include "shared.h"
+// The bfloat16 storage type and its conversions.
+#include "bf16.h"
 
 namespace sf::kernels {
 
@@ -116,6 +118,16 @@ struct Rows {
   }
 };
 
+// Elements from a gemm operand's first to its last, over the whole batch: op(X)
+// is rows x cols, X stored with leading dimension ld (X is cols x rows when
+// transposed), entry i at i * stride. 0 when the product is empty.
+inline int64_t gemm_operand_extent(bool trans, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+                                   int64_t batch) {
+  if (rows <= 0 || cols <= 0 || batch <= 0) return 0;
+  const int64_t stored_rows = trans ? cols : rows, stored_cols = trans ? rows : cols;
+  return (batch - 1) * stride + (stored_rows - 1) * ld + stored_cols;
+}
+
 template <template <class> class Ptr>
 struct KernelTable {
   const char* name;
@@ -129,6 +141,15 @@ struct KernelTable {
                Ptr<const float> a, int64_t lda, int64_t stride_a, Ptr<const float> b, int64_t ldb,
                int64_t stride_b, float beta, Ptr<float> c, int64_t ldc, int64_t stride_c,
                int64_t batch);
+  // The same product of bf16 operands (bf16.h), C float32: each product of
+  // two bf16 values is exact in float32, and the sums are float32's, as
+  // PyTorch's CPU autocast computes a matmul. Only the order of the float32
+  // additions differs between kernels (and the AVX512-BF16 instruction reads
+  // subnormal operands as zero, see docs/13-bf16.md).
+  void (*gemm_bf16)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    Ptr<const bf16> a, int64_t lda, int64_t stride_a, Ptr<const bf16> b, int64_t ldb,
+                    int64_t stride_b, float beta, Ptr<float> c, int64_t ldc, int64_t stride_c,
+                    int64_t batch);
 
   // --- elementwise -----------------------------------------------------------
   // y = f(x); `s` is the scalar of the *Scalar ops (x + s, x * s, x^s, s - x, s / x).
@@ -233,6 +254,12 @@ struct KernelTable {
   // (a repeated id adds once per occurrence).
   void (*scatter_add_rows)(Ptr<const float> grad_out, Ptr<const int32_t> ids, int64_t n, int64_t dim,
                            Ptr<float> grad_table);
+
+  // --- bfloat16 conversions (bf16.h) ------------------------------------------
+  // y = x rounded to the nearest bf16 (ties to even; NaN stays NaN), and back
+  // (exact: every bf16 value is a float32).
+  void (*float_to_bf16)(Ptr<const float> x, Ptr<bf16> y, int64_t n);
+  void (*bf16_to_float)(Ptr<const bf16> x, Ptr<float> y, int64_t n);
 
   // --- optimizer steps (update p and their state in place) ---------------------
   // One optimizer update of n parameters p with gradients g, as PyTorch's

@@ -340,6 +340,14 @@ void sgd_step(float* p, const float* g, float* buf, int64_t n, float lr, float m
   }
 }
 
+void float_to_bf16(const float* x, bf16* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = to_bf16(x[i]);
+}
+
+void bf16_to_float(const bf16* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = to_float(x[i]);
+}
+
 constexpr HostTable table{.name = "scalar", SF_TABLE_ENTRIES};
 
 }  // namespace sf::kernels::scalar

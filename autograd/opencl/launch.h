@@ -84,9 +84,9 @@ void set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value);
 // a null buffer; kernels are told separately whether an optional array is there.
 template <class T>
 void add_arg(cl_kernel kernel, cl_uint& index, Mem<T> array) {
-  static_assert(sizeof(std::remove_cv_t<T>) == 4, "every dtype is 4 bytes");
+  static_assert(sizeof(std::remove_cv_t<T>) == 4 || sizeof(std::remove_cv_t<T>) == 2, "float, int or bf16");
   cl_mem buffer = static_cast<cl_mem>(array.buffer);
-  cl_long offset = static_cast<cl_long>(array.offset / 4);
+  cl_long offset = static_cast<cl_long>(array.offset / sizeof(T));
   set_arg(kernel, index++, sizeof buffer, &buffer);
   set_arg(kernel, index++, sizeof offset, &offset);
 }

@@ -199,6 +199,49 @@ void cross_entropy_backward(Mem<const float> log_probs, Mem<const int32_t> targe
          scale, dlogits);
 }
 
+void float_to_bf16(Mem<const float> x, Mem<kernels::bf16> y, int64_t n) {
+  launch(kernel("float_to_bf16"), vectors(n), x, y, n);
+}
+
+void bf16_to_float(Mem<const kernels::bf16> x, Mem<float> y, int64_t n) {
+  launch(kernel("bf16_to_float"), vectors(n), x, y, n);
+}
+
+// A device buffer released once the kernels queued on it have run (OpenCL
+// keeps a released buffer until then).
+class Temporary {
+ public:
+  explicit Temporary(size_t bytes) {
+    cl_int status = CL_SUCCESS;
+    buffer_ = clCreateBuffer(Runtime::get().context(), CL_MEM_READ_WRITE, std::max<size_t>(bytes, 1), nullptr,
+                             &status);
+    check(status, "clCreateBuffer");
+  }
+  ~Temporary() { clReleaseMemObject(buffer_); }
+  Temporary(const Temporary&) = delete;
+  Temporary& operator=(const Temporary&) = delete;
+  Mem<float> floats() const { return {buffer_, 0}; }
+
+ private:
+  cl_mem buffer_;
+};
+
+// OpenCL C 1.2 has no bf16 arithmetic: the operands are widened to float32
+// (exactly) and multiplied by the float32 GEMM, which forms the same exact
+// products. (Mixed-precision training runs on the CPU; this keeps the table
+// whole, so a bf16 tensor can still be multiplied here.)
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, Mem<const kernels::bf16> a,
+               int64_t lda, int64_t stride_a, Mem<const kernels::bf16> b, int64_t ldb, int64_t stride_b, float beta,
+               Mem<float> c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  const int64_t extent_a = kernels::gemm_operand_extent(trans_a, m, k, lda, stride_a, batch);
+  const int64_t extent_b = kernels::gemm_operand_extent(trans_b, k, n, ldb, stride_b, batch);
+  Temporary wide_a(extent_a * sizeof(float)), wide_b(extent_b * sizeof(float));
+  bf16_to_float(a, wide_a.floats(), extent_a);
+  bf16_to_float(b, wide_b.floats(), extent_b);
+  gemm(trans_a, trans_b, m, n, k, alpha, wide_a.floats(), lda, stride_a, wide_b.floats(), ldb, stride_b, beta, c, ldc,
+       stride_c, batch);
+}
+
 }  // namespace
 
 const kernels::Table& table() {

@@ -155,3 +155,26 @@ __kernel void dropout_add(__global const float* x, long x_off, __global const fl
   float16 sum = load16(x + x_off + i, 1, 0, count, 0.0f) + dropout16(y + y_off, i, count, scale, seed, threshold);
   store16(sum, out + out_off + i, 1, 0, count);
 }
+
+// ---- bfloat16 (autograd/kernels/bf16.h) --------------------------------------
+// OpenCL 1.2 has no bf16 type: a bf16 is its 16 bits in a ushort, rounded to
+// nearest even (NaN kept NaN, quieted) on the way in and widened exactly on
+// the way out, as the reference does.
+
+__kernel void float_to_bf16(__global const float* x, long x_off, __global ushort* y, long y_off, long n) {
+  long i;
+  int count;
+  if (!vector_item(n, &i, &count)) return;
+  for (int j = 0; j < count; ++j) {
+    uint u = as_uint(x[x_off + i + j]);
+    y[y_off + i + j] = (u & 0x7FFFFFFFu) > 0x7F800000u ? (ushort)((u >> 16) | 0x40u)
+                                                       : (ushort)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  }
+}
+
+__kernel void bf16_to_float(__global const ushort* x, long x_off, __global float* y, long y_off, long n) {
+  long i;
+  int count;
+  if (!vector_item(n, &i, &count)) return;
+  for (int j = 0; j < count; ++j) y[y_off + i + j] = as_float((uint)x[x_off + i + j] << 16);
+}

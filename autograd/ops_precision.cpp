@@ -1,0 +1,38 @@
+// Precision: converting between float32 and bf16, and autocast, the switch
+// that makes matrix products take bf16 operands (docs/13-bf16.md).
+#include "ops.h"
+#include "ops_common.h"
+
+namespace sf {
+using namespace detail;
+
+namespace {
+thread_local DType g_autocast = DType::F32;
+}
+
+AutocastGuard::AutocastGuard(DType dtype) : previous_(g_autocast) {
+  if (dtype != DType::F32 && dtype != DType::BF16)
+    internal_fail("autocast: matrix products run in float32 or bfloat16, not ", to_string(dtype));
+  g_autocast = dtype;
+}
+AutocastGuard::~AutocastGuard() { g_autocast = previous_; }
+
+DType autocast_dtype() { return g_autocast; }
+
+Tensor to_dtype(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  const bool to_bf16 = x.dtype() == DType::F32 && dtype == DType::BF16;
+  if (!to_bf16 && !(x.dtype() == DType::BF16 && dtype == DType::F32))
+    internal_fail("to_dtype: converts between float32 and bfloat16, not ", to_string(x.dtype()), " to ",
+                  to_string(dtype));
+  Tensor out = empty_like_device(x, x.shape(), dtype);
+  if (to_bf16)
+    kernels_of(x).float_to_bf16(x.mem(), out.bf16_mem(), x.numel());
+  else
+    kernels_of(x).bf16_to_float(x.bf16_mem(), out.mem(), x.numel());
+  // Gradients are float32 whatever the dtype of the tensor they belong to, and
+  // the derivative of a rounding is taken as 1: the gradient passes through.
+  return record(out, "to_dtype", {x}, [](const Tensor& g) -> Grads { return {g}; });
+}
+
+}  // namespace sf
