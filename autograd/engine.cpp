@@ -13,6 +13,7 @@ thread_local bool g_grad_enabled = true;
 
 NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+bool grad_enabled() { return g_grad_enabled; }
 
 Tensor record(const Tensor& out, const char* op, std::vector<Tensor> inputs, BackwardFn backward) {
   if (!g_grad_enabled) return out;

@@ -61,5 +61,6 @@ class NoGradGuard {
  private:
   bool previous_;
 };
+bool grad_enabled();  // false inside a NoGradGuard
 
 }  // namespace sf

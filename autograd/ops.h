@@ -79,6 +79,10 @@ class AutocastGuard {
   DType previous_;
 };
 DType autocast_dtype();  // F32 outside any guard
+// x as a matrix product takes it under the current autocast: rounded to bf16
+// in a bf16 scope (a parameter, when nothing records gradients, only once
+// per outermost guard), else x itself.
+Tensor autocast_operand(const Tensor& x);
 
 // --- reductions -------------------------------------------------------------
 Tensor sum(const Tensor& x);  // all elements -> scalar

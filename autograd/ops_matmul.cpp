@@ -75,7 +75,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
 
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o) {
   if (autocast_dtype() == DType::BF16 && (a.dtype() == DType::F32 || b.dtype() == DType::F32))
-    return matmul(to_dtype(a, DType::BF16), to_dtype(b, DType::BF16), o);
+    return matmul(autocast_operand(a), autocast_operand(b), o);
   if (a.dtype() != b.dtype() || (a.dtype() != DType::F32 && a.dtype() != DType::BF16))
     internal_fail("matmul: operands must be both float32 or both bfloat16, got ", to_string(a.dtype()), " and ",
                   to_string(b.dtype()));

@@ -1,5 +1,8 @@
 // Precision: converting between float32 and bf16, and autocast, the switch
 // that makes matrix products take bf16 operands (docs/13-bf16.md).
+#include <unordered_map>
+#include <utility>
+
 #include "ops.h"
 #include "ops_common.h"
 
@@ -7,17 +10,43 @@ namespace sf {
 using namespace detail;
 
 namespace {
+
 thread_local DType g_autocast = DType::F32;
-}
+thread_local int g_autocast_depth = 0;
+
+// Parameters' bf16 copies made under autocast while recording is off
+// (decoding, validation), each kept until the outermost guard ends: decoding
+// multiplies every weight once per generated token, and rounding the weights
+// each time would cost more than the product. As PyTorch's autocast weight
+// cache, it assumes parameters do not change inside one guard. The parameter
+// itself is kept beside its copy, so its address is not reused meanwhile.
+thread_local std::unordered_map<const TensorImpl*, std::pair<Tensor, Tensor>> g_parameter_copies;
+
+bool is_parameter(const Tensor& x) { return x.is_leaf() && x.requires_grad(); }
+
+}  // namespace
 
 AutocastGuard::AutocastGuard(DType dtype) : previous_(g_autocast) {
   if (dtype != DType::F32 && dtype != DType::BF16)
     internal_fail("autocast: matrix products run in float32 or bfloat16, not ", to_string(dtype));
   g_autocast = dtype;
+  ++g_autocast_depth;
 }
-AutocastGuard::~AutocastGuard() { g_autocast = previous_; }
+
+AutocastGuard::~AutocastGuard() {
+  g_autocast = previous_;
+  if (--g_autocast_depth == 0) g_parameter_copies.clear();
+}
 
 DType autocast_dtype() { return g_autocast; }
+
+Tensor autocast_operand(const Tensor& x) {
+  if (g_autocast != DType::BF16 || x.dtype() != DType::F32) return x;
+  if (grad_enabled() || !is_parameter(x)) return to_dtype(x, DType::BF16);
+  auto [entry, added] = g_parameter_copies.try_emplace(x.id());
+  if (added) entry->second = {x, to_dtype(x, DType::BF16)};
+  return entry->second.second;
+}
 
 Tensor to_dtype(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;

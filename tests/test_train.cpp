@@ -370,3 +370,9 @@ TEST_CASE("train: keep_checkpoints prunes old epochs; the best by BLEU is kept a
   CHECK(fresh.latest_epoch() == 0);  // trained epoch 0, not a continuation of epoch 2
   CHECK(fresh.load_state("00").global_step * 2 == store.load_state("01").global_step);
 }
+
+// Mixed precision (docs/13-bf16.md): the same toy task and bar as in float32.
+TEST_CASE("train: in bf16 the reverse task reaches the same 90% exact match as in float32") {
+  CHECK(train_toy_task(R"("data": {"task": "reverse", "size": 6000}, "lang_src": "words",
+    "lang_tgt": "reversed", "num_epochs": 7)", {"precision=bf16"}) >= 0.90);
+}

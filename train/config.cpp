@@ -207,6 +207,10 @@ Config from_json(const json& root, const std::string& source) {
   } catch (const Error& e) {
     r.error("device", e.what());
   }
+  r.string("precision", c.precision, {"fp32", "bf16"});
+  // OpenCL C 1.2 has no bf16 arithmetic: the device would widen every operand.
+  if (c.precision == "bf16" && c.device != "cpu")
+    r.error("precision", "\"bf16\" runs on the CPU only; device \"" + c.device + "\" computes in float32");
   r.integer("threads", c.threads, 0, kMaxThreads);
   r.integer("zero", c.zero, 0, 1);
   r.integer("val_examples", c.val_examples, 0);

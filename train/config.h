@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/tensor.h"
+
 namespace sf::train {
 
 struct DataConfig {
@@ -52,6 +54,10 @@ struct Config {
   std::optional<float> clip_grad_norm;
   int64_t grad_accum = 1;
   std::string device = "cpu";  // one of device_names() (autograd/device.h)
+  // "fp32", or "bf16": matrix products on bf16 operands with float32
+  // accumulation, float32 master weights and optimizer state, as PyTorch's CPU
+  // autocast (docs/13-bf16.md). precision_dtype() is the matching DType.
+  std::string precision = "fp32";
   int64_t threads = 0, val_examples = 2, beam = 1;
   // Under MPI, 1 shards the optimizer state across the ranks (ZeRO stage 1).
   int64_t zero = 0;
@@ -62,6 +68,7 @@ struct Config {
 
   // tokenizer_file with {0} replaced by the language.
   std::string tokenizer_path(const std::string& lang) const;
+  DType precision_dtype() const { return precision == "bf16" ? DType::BF16 : DType::F32; }
 };
 
 // Reads `path`, applies each "key=value" override (dotted keys reach into

@@ -12,6 +12,7 @@
 
 #include "autograd/atomic_file.h"
 #include "autograd/error.h"
+#include "autograd/ops.h"
 #include "autograd/kernels/thread_pool.h"
 #include "autograd/parse_int.h"
 #include "data/corpus.h"
@@ -151,6 +152,7 @@ int translate_command(int argc, char** argv) {
   Arguments a = parse("translate", argc, argv, {"--config", "--set", "--checkpoint", "--beam", "--attention"}, true);
   if (a.help) return std::fputs(kTranslateHelp, stdout), 0;
   Session session = open_session(a);
+  AutocastGuard autocast(session.config.precision_dtype());  // the config's precision (docs/13-bf16.md)
   std::vector<std::string> sentences = a.texts;
   if (sentences.empty())
     for (std::string line; std::getline(std::cin, line);) {
@@ -178,6 +180,7 @@ int eval_command(int argc, char** argv) {
   if (!a.data) throw UsageError("eval: --data FILE.tsv is required");
   auto start = std::chrono::steady_clock::now();
   Session session = open_session(a);
+  AutocastGuard autocast(session.config.precision_dtype());  // the config's precision (docs/13-bf16.md)
   data::ReadResult file = data::read_tsv(*a.data);
   if (file.pairs.empty()) fail(*a.data, ": no source<TAB>target pairs to evaluate");
   std::vector<std::string> sources, references;
@@ -200,6 +203,7 @@ int score_command(int argc, char** argv) {
   Arguments a = parse("score", argc, argv, {"--config", "--set", "--checkpoint"}, false);
   if (a.help) return std::fputs(kScoreHelp, stdout), 0;
   Session session = open_session(a);
+  AutocastGuard autocast(session.config.precision_dtype());  // the config's precision (docs/13-bf16.md)
   std::vector<data::Example> examples;
   int64_t line_number = 0;
   for (std::string line; std::getline(std::cin, line);) {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "autograd/engine.h"
+#include "autograd/ops.h"
 #include "optim/clip.h"
 #include "train/loss.h"
 #include "train/metrics_log.h"
@@ -30,9 +31,15 @@ int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batc
   status_.stop_agreed = exchange[1] > 0;
   bool step_due = run_.accumulation.step_due(/*last_batch_of_epoch=*/batches_left == 1);
   if (b) {
-    Tensor memory = run_.model->encode(b->encoder_input, b->encoder_mask);
-    Tensor features = run_.model->decode(memory, b->encoder_mask, b->decoder_input, b->decoder_mask);
-    Tensor loss = translation_loss(*run_.model, features, b->label, run_.config.label_smoothing);
+    Tensor loss;
+    {
+      // Mixed precision (docs/13-bf16.md): in bf16 the forward's matrix
+      // products round their operands; the backward's follow the forward's.
+      AutocastGuard autocast(run_.config.precision_dtype());
+      Tensor memory = run_.model->encode(b->encoder_input, b->encoder_mask);
+      Tensor features = run_.model->decode(memory, b->encoder_mask, b->decoder_input, b->decoder_mask);
+      loss = translation_loss(*run_.model, features, b->label, run_.config.label_smoothing);
+    }
     // This rank's share of the whole batch's mean (data_parallel.h); 1 alone.
     float share = static_cast<float>(b->label_tokens) / static_cast<float>(batch_tokens);
     Tensor scaled = loss * (share * run_.accumulation.loss_scale(batches_left));

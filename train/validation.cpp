@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "autograd/engine.h"
+#include "autograd/ops.h"
 #include "train/loss.h"
 #include "train/report.h"
 #include "train/trainer.h"
@@ -21,6 +22,7 @@ ValidationResult validate(Run& run) {
   model.eval();
   {
     NoGradGuard no_grad;
+    AutocastGuard autocast(run.config.precision_dtype());
     double total = 0;
     int64_t count = 0;
     for (data::EpochBatches batches(*run.valid_set, 0); !batches.done();) {
