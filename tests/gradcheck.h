@@ -1,4 +1,5 @@
-// Finite-difference gradient checks.
+// Finite-difference gradient checks, and each op's gradients under a bf16
+// autocast against float32's (check_bf16_gradients, below).
 //
 // For an op f and inputs x, we draw a fixed random weight w of f's output shape
 // and compare the analytic gradient of L = sum(f(x) * w) (from backward(w))
@@ -9,6 +10,7 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <vector>
@@ -25,6 +27,58 @@ inline double weighted_sum(const Tensor& out, const Tensor& w) {
   double total = 0.0;
   for (int64_t i = 0; i < out.numel(); ++i) total += double(out.data()[i]) * w.data()[i];
   return total;
+}
+
+// Mixed precision (docs/13-bf16.md): the same output and gradients under a
+// bf16 autocast, against the float32 ones. Only matrix products change: each
+// operand is rounded to bf16 (relative error <= 2^-9) and the products summed
+// in float32, so a result moves by at most about 2^-8 (0.4%) of the
+// magnitudes it sums; a gradient that crosses a dozen products (a whole
+// Transformer) gathers several such errors (measured: up to 1.8%, an encoder
+// block). Every element must be within kBf16Tolerance (3%) of the float32
+// value, relative to the float32 tensor's
+// largest magnitude; or, for a gradient that is zero in exact arithmetic and
+// so only rounding noise in both (the attention key projection's bias: adding
+// one number to every score of a softmax row changes nothing), relative to a
+// hundredth of the largest gradient of the check.
+inline constexpr double kBf16Tolerance = 3e-2;
+
+inline double max_abs(const Tensor& t) {
+  double m = 0.0;
+  for (float x : t.to_vector()) m = std::max(m, std::fabs(double(x)));
+  return m;
+}
+
+// Largest |bf16 - f32| relative to `scale`.
+inline double bf16_error(const Tensor& bf16, const Tensor& f32, double scale) {
+  std::vector<float> got = bf16.to_vector(), want = f32.to_vector();
+  double worst = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+  return worst / std::max(scale, 1e-30);
+}
+
+inline void check_bf16_gradients(const Fn& f, const std::vector<Tensor>& inputs, const Tensor& out, const Tensor& w) {
+  std::vector<Tensor> f32_grads;
+  double largest_grad = 0.0;
+  for (Tensor x : inputs) {
+    f32_grads.push_back(x.dtype() == DType::F32 ? x.grad().clone() : Tensor());
+    if (x.dtype() != DType::F32) continue;
+    largest_grad = std::max(largest_grad, max_abs(f32_grads.back()));
+    x.zero_grad();
+  }
+  Tensor out_bf16;
+  {
+    AutocastGuard autocast(DType::BF16);
+    out_bf16 = f(inputs);
+  }
+  out_bf16.backward(w);
+  double error = bf16_error(out_bf16, out, max_abs(out));
+  CHECK_MESSAGE(error <= kBf16Tolerance, "bf16 autocast: output off by ", error, " of its largest magnitude");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!f32_grads[i].defined()) continue;
+    error = bf16_error(inputs[i].grad(), f32_grads[i], std::max(max_abs(f32_grads[i]), 1e-2 * largest_grad));
+    CHECK_MESSAGE(error <= kBf16Tolerance, "bf16 autocast: gradient of input ", i, " off by ", error);
+  }
 }
 
 inline void check_gradients(const Fn& f, std::vector<Tensor> inputs, float step = 1e-2f,
@@ -57,6 +111,7 @@ inline void check_gradients(const Fn& f, std::vector<Tensor> inputs, float step 
     }
     CHECK_MESSAGE(bad == 0, "input ", i, ": ", bad, " of ", x.numel(), " elements differ");
   }
+  check_bf16_gradients(f, inputs, out, w);
 }
 
 // Random float tensor with values in [low, high), from a fixed seed.
