@@ -32,6 +32,13 @@
 
 #include <immintrin.h>
 
+// GCC 12's AVX-512 intrinsics read an "undefined" register as a pass-through
+// value and then warn about it (GCC bug 105593, fixed in GCC 13), as simd.h says.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace sf::kernels {
 namespace {
 
@@ -54,8 +61,6 @@ uint32_t load_pair(const bf16* p) {
   return word;
 }
 
-uint32_t make_pair(bf16 low, bf16 high) { return low.bits | static_cast<uint32_t>(high.bits) << 16; }
-
 // A matrix read through op(), as gemm.cpp's Operand.
 struct Operand {
   const bf16* data;
@@ -66,42 +71,6 @@ struct Operand {
   bf16 get(int64_t i, int64_t j) const { return *at(i, j); }
   Operand sub(int64_t i, int64_t j) const { return {at(i, j), ld, trans}; }
 };
-
-// words[q * width + c] = (x[2q, c], x[2q+1, c]) for pairs q of kc rows and
-// columns c < width of op(X) = X, the zero bf16 standing in for row kc when kc
-// is odd and for columns from `cols` on. Two rows of bf16 become one row of
-// 32-bit pairs.
-template <int width>
-void pack_row_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
-  const bf16 zero{0};
-  for (int64_t q = 0; 2 * q < kc; ++q) {
-    const bf16* even = x.at(2 * q, 0);
-    const bf16* odd = 2 * q + 1 < kc ? x.at(2 * q + 1, 0) : nullptr;
-    uint32_t* out = words + q * width;
-    for (int c = 0; c < width; ++c)
-      out[c] = c < cols ? make_pair(even[c], odd ? odd[c] : zero) : 0u;
-  }
-}
-
-// The same pairs from columns: x[p, c] is op(X) of a transposed X (each
-// column of op(X) a contiguous row of X), or any op(X) read element by element.
-template <int width>
-void pack_column_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
-  const bf16 zero{0};
-  for (int c = 0; c < width; ++c)
-    for (int64_t q = 0; 2 * q < kc; ++q)
-      words[q * width + c] =
-          c < cols ? make_pair(x.get(2 * q, c), 2 * q + 1 < kc ? x.get(2 * q + 1, c) : zero) : 0u;
-}
-
-// op(X)[0:kc, 0:cols] as pairs, `width` words per pair of k.
-template <int width>
-void pack_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
-  if (x.trans)
-    pack_column_pairs<width>(x, kc, cols, words);
-  else
-    pack_row_pairs<width>(x, kc, cols, words);
-}
 
 // ---------------------------------------------------------------------------
 // The AVX512-BF16 micro-kernel: C[0:R, 0:cols] = alpha * A panel * B panel +
@@ -115,6 +84,75 @@ void pack_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
 __mmask16 first_lanes(int count) {
   if (count >= 16) return 0xFFFF;
   return count <= 0 ? 0 : static_cast<__mmask16>((1u << count) - 1);
+}
+
+// Packing into pairs, 16 words (or, for A's 8-row panels, 8) per vector.
+// words[q * width + c] = (x[2q, c], x[2q+1, c]) for the pairs q of kc rows and
+// the columns c < width of op(X), with a zero bf16 standing in for row kc when
+// kc is odd and for the columns from `cols` on.
+
+// op(X) = X: two rows of bf16 become one row of 32-bit pairs, each bf16
+// zero-extended and the odd row's shifted into the high half.
+template <int width>
+void pack_row_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
+  for (int64_t q = 0; 2 * q < kc; ++q) {
+    const bf16* even = x.at(2 * q, 0);
+    const bf16* odd = 2 * q + 1 < kc ? x.at(2 * q + 1, 0) : nullptr;
+    uint32_t* out = words + q * width;
+    if constexpr (width % 16 == 0) {
+      for (int c = 0; c < width; c += 16) {
+        const __mmask16 mask = first_lanes(cols - c);
+        __m512i pairs = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, even + c));
+        if (odd)
+          pairs = _mm512_or_si512(pairs, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, odd + c)), 16));
+        _mm512_storeu_si512(out + c, pairs);
+      }
+    } else {
+      static_assert(width == 8);
+      const __mmask8 mask = static_cast<__mmask8>(first_lanes(cols));
+      __m256i pairs = _mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(mask, even));
+      if (odd) pairs = _mm256_or_si256(pairs, _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(mask, odd)), 16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), pairs);
+    }
+  }
+}
+
+// op(X) = X^T: column c of op(X) is row c of X, so its pair q is the 32-bit
+// word at 2q in that row, and a vector of pairs is a gather across rows. An
+// odd kc's last pair is read as one bf16: a word would read past the row.
+template <int width>
+void pack_column_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
+  const int64_t whole_pairs = kc / 2;
+  constexpr int lanes = width % 16 == 0 ? 16 : 8;
+  for (int c = 0; c < width; c += lanes) {
+    const char* rows = reinterpret_cast<const char*>(x.data + c * x.ld);
+    const __mmask16 mask = first_lanes(cols - c);
+    if constexpr (lanes == 16) {
+      const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                 _mm512_set1_epi32(static_cast<int>(x.ld * sizeof(bf16))));
+      for (int64_t q = 0; q < whole_pairs; ++q)
+        _mm512_storeu_si512(words + q * width + c, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, offsets,
+                                                                                rows + 4 * q, 1));
+    } else {
+      const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                                 _mm256_set1_epi32(static_cast<int>(x.ld * sizeof(bf16))));
+      for (int64_t q = 0; q < whole_pairs; ++q)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + q * width + c),
+                            _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), static_cast<__mmask8>(mask), offsets,
+                                                         rows + 4 * q, 1));
+    }
+  }
+  if (kc % 2 != 0)
+    for (int c = 0; c < width; ++c) words[whole_pairs * width + c] = c < cols ? x.get(kc - 1, c).bits : 0u;
+}
+
+// op(X)[0:kc, 0:cols] as pairs, `width` words per pair of k.
+template <int width>
+void pack_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
+  if (x.trans)
+    pack_column_pairs<width>(x, kc, cols, words);
+  else
+    pack_row_pairs<width>(x, kc, cols, words);
 }
 
 template <int R>
