@@ -78,10 +78,12 @@ struct Operand {
 // a + r * a_row + q * a_pair (bf16 elements: in place, a_row = lda and
 // a_pair = 2; packed, a_row = 2 and a_pair = 2 * kMR). The B panel is packed,
 // kNR words per pair. beta == 0 never reads C.
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+// Compiled for AVX512-BF16 whatever the build's -march (GCC and Clang both
+// take the attribute), and called only where CPUID says the CPU has it.
+#define SF_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-__mmask16 first_lanes(int count) {
+
+SF_AVX512_BF16 __mmask16 first_lanes(int count) {
   if (count >= 16) return 0xFFFF;
   return count <= 0 ? 0 : static_cast<__mmask16>((1u << count) - 1);
 }
@@ -94,7 +96,7 @@ __mmask16 first_lanes(int count) {
 // op(X) = X: two rows of bf16 become one row of 32-bit pairs, each bf16
 // zero-extended and the odd row's shifted into the high half.
 template <int width>
-void pack_row_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
+SF_AVX512_BF16 void pack_row_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
   for (int64_t q = 0; 2 * q < kc; ++q) {
     const bf16* even = x.at(2 * q, 0);
     const bf16* odd = 2 * q + 1 < kc ? x.at(2 * q + 1, 0) : nullptr;
@@ -121,7 +123,7 @@ void pack_row_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
 // word at 2q in that row, and a vector of pairs is a gather across rows. An
 // odd kc's last pair is read as one bf16: a word would read past the row.
 template <int width>
-void pack_column_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
+SF_AVX512_BF16 void pack_column_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
   const int64_t whole_pairs = kc / 2;
   constexpr int lanes = width % 16 == 0 ? 16 : 8;
   for (int c = 0; c < width; c += lanes) {
@@ -148,7 +150,7 @@ void pack_column_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) 
 
 // op(X)[0:kc, 0:cols] as pairs, `width` words per pair of k.
 template <int width>
-void pack_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
+SF_AVX512_BF16 void pack_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
   if (x.trans)
     pack_column_pairs<width>(x, kc, cols, words);
   else
@@ -156,7 +158,7 @@ void pack_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
 }
 
 template <int R>
-void micro_kernel(int64_t pairs, const bf16* a, int64_t a_row, int64_t a_pair, const uint32_t* b, float* c,
+SF_AVX512_BF16 void micro_kernel(int64_t pairs, const bf16* a, int64_t a_row, int64_t a_pair, const uint32_t* b, float* c,
                   int64_t ldc, int cols, float alpha, float beta) {
   __m512 lo[R], hi[R];  // columns 0-15 and 16-31 of each row
 #pragma GCC unroll 16
@@ -196,7 +198,7 @@ constexpr std::array<MicroKernel, kMR> make_kernels(std::index_sequence<I...>) {
 // [r - 1] computes a tile of r rows.
 constexpr std::array<MicroKernel, kMR> kKernels = make_kernels(std::make_index_sequence<kMR>{});
 
-#pragma GCC pop_options
+#undef SF_AVX512_BF16
 
 thread_local gemm_tasks::AlignedBuffer<uint32_t> t_pack_a, t_pack_b;
 
