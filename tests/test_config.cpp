@@ -69,6 +69,8 @@ TEST_CASE("config: an empty object gives the documented defaults") {
   CHECK_FALSE(c.clip_grad_norm.has_value());
   CHECK(c.grad_accum == 1);
   CHECK(c.device == "cpu");
+  CHECK(c.precision == "fp32");
+  CHECK(c.precision_dtype() == DType::F32);
   CHECK(c.val_examples == 2);
   CHECK(c.beam == 1);
   CHECK(c.length_penalty == doctest::Approx(0.6));
@@ -158,6 +160,12 @@ TEST_CASE("config: a device this build or machine lacks") {
         "one: build/opencl/scratchformer)");
 #endif
   CHECK(error_for(R"({"device": "cuda"})").find("must be one of \"cpu\", \"opencl\"") != std::string::npos);
+}
+
+TEST_CASE("config: precision is fp32 or bf16") {
+  CHECK(load_config(write_config("{}"), {"precision=bf16"}).precision_dtype() == DType::BF16);
+  CHECK(error_for(R"({"precision": "fp16"})") == ": key 'precision': must be one of \"fp32\", \"bf16\", got \"fp16\"");
+  CHECK(error_for(R"({"precision": 16})") == ": key 'precision': expected a string, got number 16");
 }
 
 TEST_CASE("config: a missing file and a bad --set") {

@@ -87,6 +87,18 @@ TEST_SUITE("opencl") {
                   output);
   }
 
+  // OpenCL C 1.2 has no bf16 arithmetic: mixed precision is the CPU's.
+  TEST_CASE("opencl training: precision bf16 on the OpenCL device is a config error") {
+    SF_NEED_OPENCL();
+    TempDir dir;
+    std::string config = write_config(dir.path, R"("data": {"task": "reverse", "size": 200}, "lang_src": "words",
+      "lang_tgt": "reversed")");
+    CHECK_THROWS_WITH_AS(train::load_config(config, {"device=opencl", "precision=bf16"}),
+                         doctest::Contains("key 'precision': \"bf16\" runs on the CPU only; device \"opencl\" "
+                                           "computes in float32"),
+                         Error);
+  }
+
   TEST_CASE("opencl training: the reverse task reaches the CPU run's 90% exact match") {
     SF_NEED_OPENCL();
     CHECK(train_toy_task(R"("data": {"task": "reverse", "size": 6000}, "lang_src": "words",
