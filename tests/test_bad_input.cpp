@@ -440,7 +440,7 @@ TEST_CASE("bad input: checkpoint (safetensors) files") {
              "__metadata__ is not a JSON object"),
       header("a metadata number", [](Safetensors& f) { f.header["__metadata__"]["N"] = 1; },
              "__metadata__ value of 'N' is not a string"),
-      entry("dtype F16", [](json& e) { e["dtype"] = "F16"; }, "dtype \"F16\" is not supported (F32 or I32)"),
+      entry("dtype F16", [](json& e) { e["dtype"] = "F16"; }, "dtype \"F16\" is not supported (F32, I32 or BF16)"),
       entry("no dtype", [](json& e) { e.erase("dtype"); }, "needs dtype, shape and data_offsets"),
       entry("a negative size", [](json& e) { e["shape"] = {-1, 16}; },
             "shape [-1,16] holds a non-integer or negative size"),
