@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "autograd/engine.h"
 #include "autograd/error.h"
 #include "autograd/parse_int.h"
 
@@ -53,8 +54,11 @@ static TransformerConfig config_from_metadata(const safetensors::Metadata& m, co
   return c;
 }
 
-void save_checkpoint(const Transformer& model, const std::string& path) {
-  safetensors::save(path, model.state_dict(), checkpoint_metadata(model.config()));
+void save_checkpoint(const Transformer& model, const std::string& path, DType dtype) {
+  NoGradGuard no_grad;  // the parameters require gradients; their copies need none
+  NamedTensors tensors;
+  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, to_dtype(t, dtype));
+  safetensors::save(path, tensors, checkpoint_metadata(model.config()));
 }
 
 void load_checkpoint(Transformer& model, const std::string& path) {
@@ -75,12 +79,13 @@ void load_checkpoint(Transformer& model, const std::string& path) {
 TransformerConfig read_checkpoint_config(const std::string& path) {
   TransformerConfig config = config_from_metadata(safetensors::load_metadata(path), path);
   // A few bytes of metadata can describe any model: the file must hold its
-  // weights before anything that size is built.
-  double needed = state_dict_floats(config) * sizeof(float);
+  // weights before anything that size is built. A bf16 export holds them in
+  // 2 bytes each, the least any weights file takes.
+  double needed = state_dict_floats(config) * static_cast<double>(element_bytes(DType::BF16));
   double held = static_cast<double>(std::filesystem::file_size(path));
   if (needed > held)
     fail(path, ": __metadata__ describes a model of ", state_dict_floats(config), " floats (",
-         needed / (1 << 20), " MiB), but the file holds only ", held / (1 << 20), " MiB");
+         needed / (1 << 20), " MiB even in bf16), but the file holds only ", held / (1 << 20), " MiB");
   return config;
 }
 

@@ -14,9 +14,12 @@ namespace sf::nn {
 
 safetensors::Metadata checkpoint_metadata(const TransformerConfig& config);
 
-void save_checkpoint(const Transformer& model, const std::string& path);
-// Loads weights into `model`: names, dtypes and shapes must match its state dict
-// exactly, and the metadata, when the file has any (a file exported from
+// `dtype` F32 (training checkpoints) or BF16 (an export for inference, half
+// the size): every tensor rounded to it, the names, order and metadata the same.
+void save_checkpoint(const Transformer& model, const std::string& path, DType dtype = DType::F32);
+// Loads weights into `model`: names and shapes must match its state dict
+// exactly, dtypes too except that BF16 values load widened into the float32
+// model, and the metadata, when the file has any (a file exported from
 // PyTorch may not), must describe the same model.
 void load_checkpoint(Transformer& model, const std::string& path);
 // Reads only the header: the config to pass to build_transformer.

@@ -53,35 +53,44 @@ int64_t Module::num_parameters() const {
   return total;
 }
 
+// `src` as a tensor of `dtype`: itself, or a bf16 tensor (an export for
+// inference) widened to float32, which is exact since every bf16 value is a
+// float32 value. Any other dtype mismatch is an error.
+static Tensor in_dtype(const Tensor& src, DType dtype, const std::string& name, const std::string& source) {
+  if (src.dtype() == dtype) return src;
+  if (src.dtype() != DType::BF16 || dtype != DType::F32)
+    fail(source, ": tensor '", name, "' is ", to_string(src.dtype()), ", the model needs ", to_string(dtype));
+  return to_dtype(src, DType::F32);
+}
+
 void Module::load_state_dict(const NamedTensors& tensors, const std::string& source) {
   std::map<std::string, Tensor> given;
   for (const auto& [name, t] : tensors)
     if (!given.emplace(name, t).second) fail(source, ": tensor '", name, "' appears twice");
   NamedTensors own = state_dict();
   std::set<std::string> expected;
+  std::vector<Tensor> values;  // what each of `own` receives, in the model's dtype
   // Check everything before copying anything.
   for (const auto& [name, t] : own) {
     expected.insert(name);
     auto it = given.find(name);
     if (it == given.end()) fail(source, ": tensor '", name, "' is missing");
     const Tensor& src = it->second;
-    if (src.dtype() != t.dtype())
-      fail(source, ": tensor '", name, "' is ", to_string(src.dtype()), ", the model needs ",
-           to_string(t.dtype()));
+    values.push_back(in_dtype(src, t.dtype(), name, source));
     if (src.shape() != t.shape())
       fail(source, ": tensor '", name, "' has shape ", to_string(src.shape()),
            ", the model needs ", to_string(t.shape()));
     // A diverged run's weights would load and translate to garbage.
-    if (src.dtype() == DType::F32) {
-      Tensor values = src.to(cpu());
-      const float* p = values.data();
-      if (!std::all_of(p, p + values.numel(), [](float v) { return std::isfinite(v); }))
+    if (t.dtype() == DType::F32) {
+      Tensor on_host = values.back().to(cpu());
+      const float* p = on_host.data();
+      if (!std::all_of(p, p + on_host.numel(), [](float v) { return std::isfinite(v); }))
         fail(source, ": tensor '", name, "' holds NaN or infinite values");
     }
   }
   for (const auto& [name, t] : given)
     if (!expected.count(name)) fail(source, ": unexpected tensor '", name, "' (not in the model)");
-  for (const auto& [name, t] : own) t.copy_from(given.at(name));
+  for (size_t i = 0; i < own.size(); ++i) own[i].second.copy_from(values[i]);
 }
 
 void Module::to(Device& device) {

@@ -37,7 +37,8 @@ class Module {
   NamedTensors state_dict() const;
   // Copies `tensors` into the parameters and buffers, as PyTorch's
   // load_state_dict(strict=True): every name must be present, none may be extra,
-  // shapes and dtypes must match. Nothing is changed when any check fails.
+  // shapes and dtypes must match, except that bf16 values (a bf16 export) load
+  // into float32 tensors, widened exactly. Nothing is changed when any check fails.
   // `source` (a file name) starts every error message.
   void load_state_dict(const NamedTensors& tensors, const std::string& source);
 

@@ -2,13 +2,16 @@
 
 Usage: python3 pytorch_parity.py DIR
 
-DIR holds model.safetensors (our weights, hyperparameters in __metadata__) and
-batch.safetensors (src, tgt: int32 token ids; logprobs: our float32 output in
-eval mode). This script builds the same Transformer in PyTorch (the maths of
-docs/04-layers.md, the state_dict names of docs/05-transformer.md), loads our
-weights with load_state_dict(strict=True), recomputes the log-probabilities
-with the same masks and compares. Exit status 0 when they
-agree to 1e-4, 1 otherwise.
+DIR holds model.safetensors (our weights, F32 or a BF16 export, hyperparameters
+in __metadata__) and batch.safetensors: src, tgt (int32 token ids) and either
+logprobs (our float32 output in eval mode) or labels (int32, [PAD] where no
+token is scored) and nll (what our `score` printed for each row). This script
+builds the same Transformer in PyTorch (the maths of docs/04-layers.md, the
+state_dict names of docs/05-transformer.md) in the file's dtype, loads our
+weights with load_state_dict(strict=True), casts the model to float32, as our
+loading widens a bf16 file, and recomputes the log-probabilities with the same
+masks. Exit status 0 when they agree (log-probs to 1e-4, NLLs to 1e-5
+relative), 1 otherwise.
 """
 import json
 import math
@@ -20,6 +23,7 @@ import torch.nn as nn
 
 PAD = 1
 TOLERANCE = 1e-4
+NLL_TOLERANCE = 1e-5  # relative, plus that much absolute for the 6 decimals `score` prints
 
 
 def read_safetensors(path):
@@ -30,13 +34,15 @@ def read_safetensors(path):
     (n,) = struct.unpack("<Q", blob[:8])
     header = json.loads(blob[8:8 + n])
     metadata = header.pop("__metadata__", {})
-    dtypes = {"F32": torch.float32, "I32": torch.int32}
+    dtypes = {"F32": torch.float32, "I32": torch.int32, "BF16": torch.bfloat16}
     data = bytearray(blob[8 + n:])  # writable, as torch.frombuffer wants
     tensors = {}
     for name, entry in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
         begin, end = entry["data_offsets"]
-        flat = torch.frombuffer(data, dtype=dtypes[entry["dtype"]], count=(end - begin) // 4,
-                                offset=begin) if end > begin else torch.empty(0, dtype=dtypes[entry["dtype"]])
+        dtype = dtypes[entry["dtype"]]
+        size = torch.empty(0, dtype=dtype).element_size()
+        flat = torch.frombuffer(data, dtype=dtype, count=(end - begin) // size,
+                                offset=begin) if end > begin else torch.empty(0, dtype=dtype)
         tensors[name] = flat.reshape(entry["shape"]).clone()
     return tensors, metadata
 
@@ -200,20 +206,57 @@ def causal_mask(size):
     return torch.triu(torch.ones((1, size, size)), diagonal=1).type(torch.int) == 0
 
 
-def main():
-    folder = sys.argv[1]
-    weights, meta = read_safetensors(f"{folder}/model.safetensors")
-    batch, _ = read_safetensors(f"{folder}/batch.safetensors")
+def load_model(path):
+    """The reference model holding the file's weights, in float32, or None
+    (after saying why) when the file does not load as a state dict should."""
+    weights, meta = read_safetensors(path)
     src_seq_len = int(meta.get("src_seq_len", meta.get("seq_len")))
     tgt_seq_len = int(meta.get("tgt_seq_len", meta.get("seq_len")))
     model = Transformer(int(meta["src_vocab_size"]), int(meta["tgt_vocab_size"]), src_seq_len, tgt_seq_len,
                         int(meta["d_model"]), int(meta["N"]), int(meta["h"]), int(meta["d_ff"]))
-    model.load_state_dict(weights, strict=True)
+    dtypes = {t.dtype for t in weights.values()}
+    if len(dtypes) != 1:
+        print(f"pytorch parity: the weights mix dtypes {sorted(map(str, dtypes))}")
+        return None
+    # Built in the file's dtype, so that the strict load copies the values
+    # without converting them.
+    (dtype,) = dtypes
+    model.to(dtype).load_state_dict(weights, strict=True)
     if list(model.state_dict().keys()) != list(weights.keys()):
         print("pytorch parity: the file's tensor order differs from PyTorch's state_dict order")
-        return 1
-    model.eval()
+        return None
+    print(f"pytorch parity (torch {torch.__version__}): {len(weights)} {dtype} tensors loaded strict")
+    return model.float().eval()
 
+
+def compare_logprobs(logprobs, ours):
+    if logprobs.shape != ours.shape:
+        print(f"pytorch parity: shapes differ: PyTorch {list(logprobs.shape)}, ours {list(ours.shape)}")
+        return False
+    diff = (logprobs - ours).abs().max().item()
+    verdict = "ok" if diff <= TOLERANCE else "MISMATCH"
+    print(f"pytorch parity: {ours.numel()} log-probs, max |diff| = {diff:.3g} (tolerance {TOLERANCE:g}): {verdict}")
+    return diff <= TOLERANCE
+
+
+def compare_nll(logprobs, labels, ours):
+    """Each row's -sum log p of its labels (teacher forcing) against `score`'s."""
+    picked = logprobs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    nll = -(picked * (labels != PAD)).sum(dim=-1).double()
+    ours = ours.double()
+    diff = (nll - ours).abs() / (ours.abs() + 1)
+    verdict = "ok" if diff.max().item() <= NLL_TOLERANCE else "MISMATCH"
+    print(f"pytorch parity: {ours.numel()} NLLs ({', '.join(f'{v:.4f}' for v in nll.tolist())}), "
+          f"max |diff|/(|nll|+1) = {diff.max().item():.3g} (tolerance {NLL_TOLERANCE:g}): {verdict}")
+    return verdict == "ok"
+
+
+def main():
+    folder = sys.argv[1]
+    model = load_model(f"{folder}/model.safetensors")
+    if model is None:
+        return 1
+    batch, _ = read_safetensors(f"{folder}/batch.safetensors")
     src, tgt = batch["src"].long(), batch["tgt"].long()
     # The masks (1 = keep): [B, 1, 1, S] not-pad; [B, 1, T, T] not-pad & causal.
     src_mask = (src != PAD).unsqueeze(1).unsqueeze(1).int()
@@ -221,15 +264,9 @@ def main():
     with torch.no_grad():
         memory = model.encode(src, src_mask)
         logprobs = model.project(model.decode(memory, src_mask, tgt, tgt_mask))
-    ours = batch["logprobs"]
-    if logprobs.shape != ours.shape:
-        print(f"pytorch parity: shapes differ: PyTorch {list(logprobs.shape)}, ours {list(ours.shape)}")
-        return 1
-    diff = (logprobs - ours).abs().max().item()
-    verdict = "ok" if diff <= TOLERANCE else "MISMATCH"
-    print(f"pytorch parity (torch {torch.__version__}): {len(weights)} tensors loaded strict, "
-          f"{ours.numel()} log-probs, max |diff| = {diff:.3g} (tolerance {TOLERANCE:g}): {verdict}")
-    return 0 if diff <= TOLERANCE else 1
+    if "logprobs" in batch:
+        return 0 if compare_logprobs(logprobs, batch["logprobs"]) else 1
+    return 0 if compare_nll(logprobs, batch["labels"].long(), batch["nll"]) else 1
 
 
 if __name__ == "__main__":

@@ -440,7 +440,7 @@ TEST_CASE("bad input: checkpoint (safetensors) files") {
              "__metadata__ is not a JSON object"),
       header("a metadata number", [](Safetensors& f) { f.header["__metadata__"]["N"] = 1; },
              "__metadata__ value of 'N' is not a string"),
-      entry("dtype F16", [](json& e) { e["dtype"] = "F16"; }, "dtype \"F16\" is not supported (F32 or I32)"),
+      entry("dtype F16", [](json& e) { e["dtype"] = "F16"; }, "dtype \"F16\" is not supported (F32, I32 or BF16)"),
       entry("no dtype", [](json& e) { e.erase("dtype"); }, "needs dtype, shape and data_offsets"),
       entry("a negative size", [](json& e) { e["shape"] = {-1, 16}; },
             "shape [-1,16] holds a non-integer or negative size"),
@@ -479,6 +479,39 @@ TEST_CASE("bad input: checkpoint (safetensors) files") {
       Row{"resuming with another d_model", nullptr,
           {"train", "--config", "config.json", "--set", "preload=latest", "--set", "d_model=32"},
           weights + ": __metadata__ says d_model = 16, the model has 32"},
+  });
+}
+
+TEST_CASE("bad input: export") {
+  auto exporting = [](std::vector<std::string> options) {
+    std::vector<std::string> args = {"export", "--config", "config.json"};
+    args.insert(args.end(), options.begin(), options.end());
+    return args;
+  };
+  auto remove_checkpoint = [](const fs::path& dir) {
+    for (const char* suffix : {".safetensors", ".optim.safetensors", ".state.json"})
+      fs::remove(dir / (std::string("weights/tmodel_00") + suffix));
+  };
+  check_table(trained_fixture(), {
+      Row{"no --out", nullptr, exporting({}), "export: --out PATH is required"},
+      Row{"--dtype f16", nullptr, exporting({"--out", "m.safetensors", "--dtype", "f16"}),
+          "export: --dtype needs bf16 or fp32, got 'f16'"},
+      Row{"no checkpoint to export", remove_checkpoint, exporting({"--out", "m.safetensors"}),
+          "weights: no complete checkpoint 'tmodel_NN' here (train first, or pass --checkpoint)"},
+      Row{"--out the checkpoint exported", nullptr,
+          exporting({"--checkpoint", "weights/tmodel_00.safetensors", "--out", "./weights/tmodel_00.safetensors"}),
+          "export: --out ./weights/tmodel_00.safetensors is the checkpoint being exported; write the export "
+          "elsewhere"},
+      Row{"--out over the run's optimizer file", nullptr, exporting({"--out", "weights/tmodel_00.optim.safetensors"}),
+          "export: --out weights/tmodel_00.optim.safetensors is in model_folder and starts with model_basename "
+          "'tmodel_', as the run's checkpoint files do; write the export elsewhere"},
+      Row{"--out a new name under model_basename", nullptr, exporting({"--out", "weights/tmodel_bf16.safetensors"}),
+          "export: --out weights/tmodel_bf16.safetensors is in model_folder and starts with model_basename "
+          "'tmodel_', as the run's checkpoint files do; write the export elsewhere"},
+      Row{"--out in a missing folder", nullptr, exporting({"--out", "nope/m.safetensors"}),
+          "nope/m.safetensors: cannot write (No such file or directory)"},
+      Row{"--dtype to translate", nullptr, {"translate", "--config", "config.json", "--dtype", "bf16", "x"},
+          "translate: unknown option --dtype"},
   });
 }
 

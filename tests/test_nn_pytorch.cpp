@@ -1,12 +1,15 @@
 // PyTorch parity: our checkpoint loads into the same model built in PyTorch
 // (tests/pytorch_parity.py, docs/05-transformer.md) with strict=True, and
-// PyTorch computes the same log-probabilities for a fixed batch to 1e-4.
+// PyTorch computes the same log-probabilities for a fixed batch to 1e-4; a
+// bf16 export loads strict too, and gives the NLLs `score` gives on it.
 // Skipped, with a message, when no python3 can import torch.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include "autograd/safetensors.h"
+#include "cli_process.h"
+#include "data/toy_tasks.h"
 #include "nn/checkpoint.h"
 #include "skip.h"
 #include "test_nn_helpers.h"
@@ -23,12 +26,26 @@ static std::string python_with_torch() {
   return "";
 }
 
+// Runs tests/pytorch_parity.py on `dir` (model.safetensors, batch.safetensors),
+// which must exit 0.
+static void check_parity(const std::string& python, const std::filesystem::path& dir) {
+  std::filesystem::path script = std::filesystem::path(__FILE__).parent_path() / "pytorch_parity.py";
+  REQUIRE_MESSAGE(std::filesystem::exists(script), "missing ", script.string());
+  std::string command = python + " " + script.string() + " " + dir.string() + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string output;
+  char buffer[512];
+  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  int status = pclose(pipe);
+  std::printf("%s", output.c_str());
+  CHECK_MESSAGE(status == 0, output);
+}
+
 TEST_CASE("nn: PyTorch loads our checkpoint (strict) and gives the same log-probs") {
   std::string python = python_with_torch();
   if (python.empty())
     SF_SKIP("PyTorch parity: no python3 imports torch (apt-get install python3-torch to run it)");
-  std::filesystem::path script = std::filesystem::path(__FILE__).parent_path() / "pytorch_parity.py";
-  REQUIRE_MESSAGE(std::filesystem::exists(script), "missing ", script.string());
 
   nn::TransformerConfig c;
   c.src_vocab_size = 17;
@@ -49,13 +66,55 @@ TEST_CASE("nn: PyTorch loads our checkpoint (strict) and gives the same log-prob
   nn::save_checkpoint(*model, dir.file("model.safetensors"));
   safetensors::save(dir.file("batch.safetensors"),
                     {{"src", src}, {"tgt", tgt}, {"logprobs", logprobs}});
-  std::string command = python + " " + script.string() + " " + dir.path.string() + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
+  check_parity(python, dir.path);
+}
+
+TEST_CASE("nn: PyTorch loads our bf16 export (strict) and gives the NLLs score gives on it") {
+  std::string python = python_with_torch();
+  if (python.empty())
+    SF_SKIP("PyTorch parity: no python3 imports torch (apt-get install python3-torch to run it)");
+  testing::TempDir dir;
+  std::string config = testing::write_config(dir.path, std::string(R"("data": {"task": "copy", "size": 300},
+    "lang_src": "a", "lang_tgt": "b", "num_epochs": 1, )") + testing::kTiny);
+  train::Config c = train::load_config(config);
+  REQUIRE(train::Trainer(c).run() == 0);
+  std::string bin = testing::scratchformer_binary(), model = dir.file("model.safetensors");
+  REQUIRE(testing::run({"export", "--config", config, "--out", model}, dir.path / "export.log") == 0);
+
+  // Pairs that fit seq_len, framed as score frames them (data/framing.h).
+  data::Tokenizer src_tokenizer = data::Tokenizer::load(c.tokenizer_path(c.lang_src)),
+                  tgt_tokenizer = data::Tokenizer::load(c.tokenizer_path(c.lang_tgt));
+  std::vector<std::vector<int32_t>> sources, targets;
+  std::string pairs;
+  for (const data::Pair& p : data::generate_toy_task("copy", 40, 5)) {
+    std::vector<int32_t> s = src_tokenizer.encode(p.src), t = tgt_tokenizer.encode(p.tgt);
+    if (data::framed_source_width(s.size()) > c.seq_len || sources.size() == 8) continue;
+    sources.push_back(s);
+    targets.push_back(t);
+    pairs += p.src + "\t" + p.tgt + "\n";
+  }
+  REQUIRE(sources.size() == 8);
+  std::ofstream(dir.path / "pairs.tsv") << pairs;
+  FILE* pipe = popen(("'" + bin + "' score --config '" + config + "' --checkpoint '" + model + "' < '" +
+                      dir.file("pairs.tsv") + "'").c_str(), "r");
   REQUIRE(pipe != nullptr);
-  std::string output;
-  char buffer[512];
-  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
-  int status = pclose(pipe);
-  std::printf("%s", output.c_str());
-  CHECK_MESSAGE(status == 0, output);
+  std::vector<float> nll;
+  double value = 0;
+  long long tokens = 0;
+  while (std::fscanf(pipe, "%lf\t%lld\n", &value, &tokens) == 2) nll.push_back(static_cast<float>(value));
+  CHECK(pclose(pipe) == 0);
+  REQUIRE(nll.size() == sources.size());
+
+  std::vector<int32_t> src, tgt, labels;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    for (int32_t id : data::frame_source(sources[i], c.seq_len)) src.push_back(id);
+    for (int32_t id : data::frame_decoder_input(targets[i], c.seq_len)) tgt.push_back(id);
+    for (int32_t id : data::frame_labels(targets[i], c.seq_len)) labels.push_back(id);
+  }
+  Shape shape{static_cast<int64_t>(sources.size()), c.seq_len};
+  safetensors::save(dir.file("batch.safetensors"), {{"src", Tensor::from_ints(src, shape)},
+                                                    {"tgt", Tensor::from_ints(tgt, shape)},
+                                                    {"labels", Tensor::from_ints(labels, shape)},
+                                                    {"nll", Tensor::from(nll, {shape[0]})}});
+  check_parity(python, dir.path);
 }

@@ -232,3 +232,123 @@ TEST_CASE("checkpoint: a file for another model is rejected, naming the tensor")
   CHECK_THROWS_WITH_AS(nn::load_checkpoint(*testing::tiny_model(c), path),
                        doctest::Contains("is int32, the model needs float32"), Error);
 }
+
+// bf16 values as a tensor: `values` rounded to nearest even.
+static Tensor bf16_tensor(const std::vector<float>& values, const Shape& shape) {
+  return to_dtype(Tensor::from(values, shape), DType::BF16);
+}
+
+TEST_CASE("safetensors: BF16 round trip is bit-identical, 2 bytes a value, little-endian") {
+  TempDir dir;
+  float inf = std::numeric_limits<float>::infinity();
+  // 1.0 is 0x3F80; 1 + 2^-8 is a tie rounded to even (1.0); 1 + 3·2^-8 one
+  // rounded up (0x3F82); -0, the infinities, NaN and a subnormal keep their kind.
+  NamedTensors tensors = {{"w", bf16_tensor({1.0f, 1.00390625f, 1.01171875f, -0.0f, inf, -inf}, {2, 3})},
+                          {"nan", bf16_tensor({std::nanf(""), 1e-40f}, {2})},
+                          {"ids", Tensor::from_ints({7}, {1})}};
+  std::string path = dir.file("b.safetensors");
+  safetensors::save(path, tensors);
+  safetensors::Contents back = safetensors::load(path);
+  REQUIRE(back.tensors.size() == tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    CAPTURE(tensors[i].first);
+    CHECK(back.tensors[i].first == tensors[i].first);
+    CHECK(same_bits(back.tensors[i].second, tensors[i].second));
+  }
+  CHECK(std::isnan(back.tensors[1].second.to_vector()[0]));
+  CHECK(back.tensors[1].second.to_vector()[1] == kernels::round_to_bf16(1e-40f));
+
+  std::string bytes = read_bytes(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  std::string header = bytes.substr(8, n);
+  CHECK(header.find(R"("w":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]})") != std::string::npos);
+  CHECK(header.find(R"("nan":{"dtype":"BF16","shape":[2],"data_offsets":[12,16]})") != std::string::npos);
+  CHECK(bytes.size() == 8 + n + 6 * 2 + 2 * 2 + 4);
+  const std::string data = bytes.substr(8 + n, 12);
+  CHECK(data == std::string("\x80\x3f\x80\x3f\x82\x3f\x00\x80\x80\x7f\x80\xff", 12));
+}
+
+// A model whose values (pe included) mostly need rounding to become bf16, so
+// that a load that kept more bits, or rounded otherwise, would show.
+static std::unique_ptr<nn::Transformer> model_with_unrounded_values() {
+  auto model = testing::tiny_model(testing::tiny_config(), 3);
+  float x = 0.1f;
+  for (const auto& [name, t] : model->state_dict())
+    for (int64_t i = 0; i < t.numel(); ++i, x += 0.0123f) t.data()[i] = x;
+  return model;
+}
+
+TEST_CASE("checkpoint: a bf16 export has the same names, order and metadata, half the data, and loads "
+          "into a float32 model as exactly the rounded values") {
+  TempDir dir;
+  auto model = model_with_unrounded_values();
+  std::string fp32 = dir.file("fp32.safetensors"), bf16 = dir.file("bf16.safetensors");
+  nn::save_checkpoint(*model, fp32);
+  nn::save_checkpoint(*model, bf16, DType::BF16);
+
+  safetensors::Contents a = safetensors::load(fp32), b = safetensors::load(bf16);
+  CHECK(b.metadata == a.metadata);
+  REQUIRE(b.tensors.size() == a.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    CAPTURE(a.tensors[i].first);
+    CHECK(b.tensors[i].first == a.tensors[i].first);
+    CHECK(b.tensors[i].second.dtype() == DType::BF16);
+    CHECK(b.tensors[i].second.shape() == a.tensors[i].second.shape());
+  }
+  // Headers aside, exactly half the bytes: 2 a value instead of 4.
+  auto data_bytes = [](const std::string& path) {
+    std::string bytes = read_bytes(path);
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    return bytes.size() - 8 - n;
+  };
+  CHECK(2 * data_bytes(bf16) == data_bytes(fp32));
+  CHECK(nn::read_checkpoint_config(bf16).d_model == model->config().d_model);  // the size check allows half
+
+  auto loaded = testing::tiny_model(testing::tiny_config(), 4);
+  nn::load_checkpoint(*loaded, bf16);
+  NamedTensors want = model->state_dict(), got = loaded->state_dict();
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(want[i].first);
+    REQUIRE(got[i].second.dtype() == DType::F32);
+    std::vector<float> w = want[i].second.to_vector(), g = got[i].second.to_vector();
+    CHECK(g != w);
+    for (float& v : w) v = kernels::round_to_bf16(v);
+    CHECK(g == w);
+  }
+  // Saving the loaded model in bf16 again gives the same bytes: the values round to themselves.
+  nn::save_checkpoint(*loaded, dir.file("again.safetensors"), DType::BF16);
+  CHECK(read_bytes(dir.file("again.safetensors")) == read_bytes(bf16));
+}
+
+TEST_CASE("checkpoint: a bf16 file is checked as a float32 one (shapes, non-finite values, other dtypes)") {
+  TempDir dir;
+  nn::TransformerConfig c = testing::tiny_config();
+  std::string path = dir.file("m.safetensors");
+  NamedTensors tensors;
+  for (const auto& [name, t] : testing::tiny_model(c)->state_dict())
+    tensors.emplace_back(name, to_dtype(t.detach(), DType::BF16));
+  auto model = testing::tiny_model(c, 5);
+  std::vector<float> before = model->state_dict()[0].second.to_vector();
+  auto rejects = [&](const NamedTensors& file, const std::string& error) {
+    safetensors::save(path, file, nn::checkpoint_metadata(c));
+    CHECK_THROWS_WITH_AS(nn::load_checkpoint(*model, path), (path + ": tensor '" + error).c_str(), Error);
+    CHECK(model->state_dict()[0].second.to_vector() == before);  // nothing loaded
+  };
+  NamedTensors infinite = tensors;
+  infinite[3].second = bf16_tensor(std::vector<float>(static_cast<size_t>(infinite[3].second.numel()),
+                                                      std::numeric_limits<float>::infinity()),
+                                   infinite[3].second.shape());
+  rejects(infinite, infinite[3].first + "' holds NaN or infinite values");
+  NamedTensors nan = tensors;
+  nan.back().second = bf16_tensor(std::vector<float>(static_cast<size_t>(nan.back().second.numel()), std::nanf("")),
+                                  nan.back().second.shape());
+  rejects(nan, nan.back().first + "' holds NaN or infinite values");
+  NamedTensors narrow = tensors;
+  narrow[0].second = Tensor::zeros({1, 8}, DType::BF16);
+  rejects(narrow, narrow[0].first + "' has shape [1, 8], the model needs [8, 8]");
+  NamedTensors ints = tensors;
+  ints[0].second = Tensor::zeros(ints[0].second.shape(), DType::I32);
+  rejects(ints, ints[0].first + "' is int32, the model needs float32");
+}

@@ -233,16 +233,23 @@ std::optional<CheckpointFiles> CheckpointStore::latest() const {
   return complete(tag).value_or(files(tag));
 }
 
-bool CheckpointStore::is_checkpoint_name(const std::string& path) const {
+bool CheckpointStore::in_folder(const std::string& path) const {
   std::error_code ec;
-  if (!fs::equivalent(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path(), folder_, ec))
-    return false;
+  return fs::equivalent(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path(), folder_, ec);
+}
+
+bool CheckpointStore::is_checkpoint_name(const std::string& path) const {
+  if (!in_folder(path)) return false;
   std::string name = fs::path(path).filename().string();
   const std::string suffix = ".safetensors";
   if (name.size() <= basename_.size() + suffix.size() || !name.starts_with(basename_) || !name.ends_with(suffix))
     return false;
   std::string tag = name.substr(basename_.size(), name.size() - basename_.size() - suffix.size());
   return tag == "best" || tag.find_first_not_of("0123456789") == std::string::npos;
+}
+
+bool CheckpointStore::has_name_of_its_own(const std::string& path) const {
+  return in_folder(path) && fs::path(path).filename().string().starts_with(basename_);
 }
 
 std::optional<std::string> CheckpointStore::any_checkpoint_file() const {

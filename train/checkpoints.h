@@ -89,11 +89,17 @@ class CheckpointStore {
   std::optional<CheckpointFiles> latest() const;
   // Whether `path` is this store's weights file of an epoch or of "best".
   bool is_checkpoint_name(const std::string& path) const;
+  // Whether `path` is in the folder under the basename: a name this store
+  // writes (any file of a checkpoint, saved or in progress) or would take
+  // for a stray checkpoint.
+  bool has_name_of_its_own(const std::string& path) const;
   // Some file of this basename in the folder, if there is any (complete or not).
   std::optional<std::string> any_checkpoint_file() const;
   TrainingState load_state(const std::string& tag) const;
 
  private:
+  bool in_folder(const std::string& path) const;
+
   std::string folder_, basename_;
   int64_t keep_;
 };

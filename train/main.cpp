@@ -1,8 +1,9 @@
-// The scratchformer command: train, translate, eval, score.
+// The scratchformer command: train, translate, eval, score, export.
 // Bad usage, config or input: one line "scratchformer: error: ..." and exit 2;
 // an internal error exits 1; an interrupted training run exits 130 after saving.
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -17,7 +18,9 @@
 #include "autograd/parse_int.h"
 #include "data/corpus.h"
 #include "data/unicode.h"
+#include "nn/checkpoint.h"
 #include "train/attention_maps.h"
+#include "train/checkpoints.h"
 #include "train/communicator.h"
 #include "train/inference.h"
 #include "train/metrics.h"
@@ -40,6 +43,7 @@ subcommands:
   translate  translate sentences with a trained model
   eval       translate a TSV file's sources and score them against its targets
   score      teacher-forced negative log-likelihood of source/target pairs
+  export     write a checkpoint's weights in bf16 (half the file) for inference
 
 Run "scratchformer SUBCOMMAND --help" for a subcommand's options.
 )";
@@ -83,6 +87,17 @@ dropout, no label smoothing) of the target tokens and the final [EOS], and T,
 the number of target tokens + 1.
 )";
 
+const char* kExportHelp = R"(usage: scratchformer export --config FILE [--set key=value ...] [--checkpoint PATH]
+                            --out PATH [--dtype bf16|fp32]
+
+Writes the weights of the latest checkpoint in model_folder (or of --checkpoint)
+to PATH, a safetensors file with the same tensor names, order and metadata,
+every tensor rounded to --dtype (default bf16: half the size of the float32
+file, for inference). translate, eval, score and preload load it as they load
+any weights file. PATH may be neither the checkpoint read nor a name in
+model_folder that starts with model_basename (the run's own files).
+)";
+
 class UsageError : public Error {
  public:
   using Error::Error;
@@ -91,8 +106,9 @@ class UsageError : public Error {
 struct Arguments {
   std::string config;
   std::vector<std::string> sets, texts;
-  std::optional<std::string> checkpoint, data, attention;
+  std::optional<std::string> checkpoint, data, attention, out;
   std::optional<int64_t> beam;
+  DType dtype = DType::BF16;  // export --dtype
   bool help = false;
 };
 
@@ -118,6 +134,12 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
       else if (arg == "--checkpoint") a.checkpoint = value;
       else if (arg == "--data") a.data = value;
       else if (arg == "--attention") a.attention = value;
+      else if (arg == "--out") a.out = value;
+      else if (arg == "--dtype") {
+        if (value != "bf16" && value != "fp32")
+          throw UsageError(command + ": --dtype needs bf16 or fp32, got '" + value + "'");
+        a.dtype = value == "bf16" ? DType::BF16 : DType::F32;
+      }
       else if (arg == "--beam") {
         std::optional<int64_t> beam = parse_int64(value);
         if (!beam || *beam < 1 || *beam > kMaxBeam)
@@ -223,6 +245,31 @@ int score_command(int argc, char** argv) {
   return 0;
 }
 
+// Exporting over the checkpoint it reads, or into model_folder under
+// model_basename (where it could replace one of the run's files, or be taken
+// for a stray checkpoint by a later "preload": "latest"), is refused.
+void check_export_target(const Session& session, const std::string& out) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(out, session.checkpoint, ec))
+    throw UsageError("export: --out " + out + " is the checkpoint being exported; write the export elsewhere");
+  const Config& c = session.config;
+  if (CheckpointStore(c.model_folder, c.model_basename, c.keep_checkpoints).has_name_of_its_own(out))
+    throw UsageError("export: --out " + out + " is in model_folder and starts with model_basename '" +
+                     c.model_basename + "', as the run's checkpoint files do; write the export elsewhere");
+}
+
+int export_command(int argc, char** argv) {
+  Arguments a = parse("export", argc, argv, {"--config", "--set", "--checkpoint", "--out", "--dtype"}, false);
+  if (a.help) return std::fputs(kExportHelp, stdout), 0;
+  if (!a.out) throw UsageError("export: --out PATH is required");
+  Session session = open_session(a);
+  check_export_target(session, *a.out);
+  nn::save_checkpoint(*session.model, *a.out, a.dtype);
+  std::printf("export: wrote %s (%s, %llu bytes) from %s\n", a.out->c_str(), a.dtype == DType::BF16 ? "bf16" : "fp32",
+              static_cast<unsigned long long>(std::filesystem::file_size(*a.out)), session.checkpoint.c_str());
+  return 0;
+}
+
 // The exception that ends the command, as one line on stderr; returns the
 // exit status (2: bad input, sf::Error; 1: a bug; autograd/error.h). With
 // several ranks, rank 0 speaks for all: an error every rank meets (a bad
@@ -269,6 +316,7 @@ int main(int argc, char** argv) {
     if (command == "translate") return translate_command(argc, argv);
     if (command == "eval") return eval_command(argc, argv);
     if (command == "score") return score_command(argc, argv);
+    if (command == "export") return export_command(argc, argv);
     throw UsageError(command.empty() ? "no subcommand (try --help)" : "unknown subcommand '" + command + "' (try --help)");
   } catch (const std::exception& e) {
     return report_failure(e, *comm);

@@ -1,0 +1,110 @@
+// `scratchformer export`: a trained model's weights in bf16 for inference.
+// The file is half the float32 one, keeps its names, order and metadata, and
+// translate, score and a training run's preload load it like any weights file.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "autograd/safetensors.h"
+#include "cli_process.h"
+#include "data/toy_tasks.h"
+
+using namespace sf;
+using namespace sf::train;
+using namespace sf::testing;
+
+namespace {
+
+// The lines `command` prints on stdout (it must succeed).
+std::vector<std::string> output_lines(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe);
+  std::vector<std::string> lines;
+  char buffer[1024];
+  while (fgets(buffer, sizeof buffer, pipe)) lines.push_back(buffer);
+  CHECK(pclose(pipe) == 0);
+  return lines;
+}
+
+// Runs scratchformer in `dir` with `arguments` (shell words) and `input` on stdin.
+std::vector<std::string> run_in(const fs::path& dir, const std::string& arguments, const std::string& input) {
+  std::ofstream(dir / "input.txt") << input;
+  return output_lines("cd '" + dir.string() + "' && '" + scratchformer_binary() + "' " + arguments + " < input.txt");
+}
+
+}  // namespace
+
+TEST_CASE("export: a trained model in bf16 is half the file, same names, order and metadata; translate, score "
+          "and preload use it") {
+  TempDir dir;
+  std::string config = write_config(dir.path, std::string(R"("data": {"task": "dates", "size": 2000},
+    "lang_src": "en", "lang_tgt": "iso", "num_epochs": 3, )") + kSmall);
+  REQUIRE(Trainer(load_config(config)).run() == 0);
+  const std::string fp32 = (dir.path / "weights/tmodel_02.safetensors").string();
+
+  // The line it prints names the file, the dtype and the size.
+  std::vector<std::string> said = run_in(dir.path, "export --config config.json --out model.bf16.safetensors", "");
+  const fs::path bf16 = dir.path / "model.bf16.safetensors";
+  REQUIRE(fs::exists(bf16));
+  REQUIRE(said.size() == 1);
+  CHECK(said[0] == "export: wrote model.bf16.safetensors (bf16, " + std::to_string(fs::file_size(bf16)) +
+                       " bytes) from " + fp32 + "\n");
+  MESSAGE("float32 checkpoint ", fs::file_size(fp32), " bytes, bf16 export ", fs::file_size(bf16), " bytes");
+  CHECK(fs::file_size(bf16) < fs::file_size(fp32) * 0.51);
+
+  safetensors::Contents a = safetensors::load(fp32), b = safetensors::load(bf16.string());
+  CHECK(b.metadata == a.metadata);
+  REQUIRE(b.tensors.size() == a.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    CAPTURE(a.tensors[i].first);
+    CHECK(b.tensors[i].first == a.tensors[i].first);
+    CHECK(b.tensors[i].second.dtype() == DType::BF16);
+    std::vector<float> rounded = a.tensors[i].second.to_vector();
+    for (float& v : rounded) v = kernels::round_to_bf16(v);
+    CHECK(b.tensors[i].second.to_vector() == rounded);
+  }
+  // --dtype fp32 writes the checkpoint's own bytes.
+  run_in(dir.path, "export --config config.json --dtype fp32 --out model.fp32.safetensors", "");
+  CHECK(read_file(dir.path / "model.fp32.safetensors") == read_file(fp32));
+
+  // Translations: the same for (nearly) every sentence; the exact count is
+  // printed. Scores: the total NLL within 0.1%, bf16 rounding each weight by up
+  // to 2^-9 relative.
+  std::string sources, pairs;
+  for (const data::Pair& p : data::generate_toy_task("dates", 60, 99)) {
+    sources += p.src + "\n";
+    pairs += p.src + "\t" + p.tgt + "\n";
+  }
+  std::vector<std::string> want = run_in(dir.path, "translate --config config.json", sources),
+                           got = run_in(dir.path, "translate --config config.json --checkpoint model.bf16.safetensors",
+                                        sources);
+  REQUIRE(want.size() == 60);
+  REQUIRE(got.size() == 60);
+  int same = 0;
+  for (size_t i = 0; i < want.size(); ++i) same += want[i] == got[i];
+  MESSAGE(same, " of 60 translations identical");
+  CHECK(same >= 57);
+  std::vector<std::string> nll_fp32 = run_in(dir.path, "score --config config.json", pairs),
+                           nll_bf16 = run_in(dir.path, "score --config config.json --checkpoint model.bf16.safetensors",
+                                             pairs);
+  REQUIRE(nll_fp32.size() == 60);
+  REQUIRE(nll_bf16.size() == 60);
+  double total_fp32 = 0, total_bf16 = 0;
+  for (size_t i = 0; i < 60; ++i) {
+    total_fp32 += std::stod(nll_fp32[i]);
+    total_bf16 += std::stod(nll_bf16[i]);
+  }
+  MESSAGE("total NLL: float32 ", total_fp32, ", bf16 ", total_bf16);
+  CHECK(total_bf16 == doctest::Approx(total_fp32).epsilon(1e-3));
+
+  // A training run preloads the export: a fresh optimizer from the rounded weights.
+  Trainer trainer(load_config(config, {"preload=" + bf16.string(), "model_folder=" + (dir.path / "w2").string()}));
+  NamedTensors loaded = trainer.model->state_dict();
+  REQUIRE(loaded.size() == b.tensors.size());
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    CAPTURE(loaded[i].first);
+    CHECK(loaded[i].second.to_vector() == b.tensors[i].second.to_vector());
+  }
+  CHECK(trainer.optimizer->steps() == 0);
+}
