@@ -4,8 +4,11 @@ Usage: python3 pytorch_parity.py DIR
 
 DIR holds model.safetensors (our weights, F32 or a BF16 export, hyperparameters
 in __metadata__) and batch.safetensors: src, tgt (int32 token ids) and either
-logprobs (our float32 output in eval mode) or labels (int32, [PAD] where no
-token is scored) and nll (what our `score` printed for each row). This script
+logprobs (our float32 output in eval mode), or labels (int32, [PAD] where no
+token is scored) and nll (what our `score` printed for each row), or labels and
+loss_bf16 (our training loss, label smoothing 0.1, under a bf16 autocast), which
+is compared with the loss PyTorch computes under
+torch.autocast("cpu", dtype=torch.bfloat16) to 1e-2 relative. This script
 builds the same Transformer in PyTorch (the maths of docs/04-layers.md, the
 state_dict names of docs/05-transformer.md) in the file's dtype, loads our
 weights with load_state_dict(strict=True), casts the model to float32, as our
@@ -24,6 +27,8 @@ import torch.nn as nn
 PAD = 1
 TOLERANCE = 1e-4
 NLL_TOLERANCE = 1e-5  # relative, plus that much absolute for the 6 decimals `score` prints
+AUTOCAST_TOLERANCE = 1e-2  # relative: PyTorch also runs layer norm and softmax on bf16 activations
+LABEL_SMOOTHING = 0.1
 
 
 def read_safetensors(path):
@@ -251,6 +256,25 @@ def compare_nll(logprobs, labels, ours):
     return verdict == "ok"
 
 
+def compare_autocast_loss(model, src, tgt, src_mask, tgt_mask, labels, ours):
+    """The training loss under PyTorch's CPU autocast in bf16 against ours
+    under our bf16 autocast; the float32 loss is printed beside them."""
+    def loss():
+        logprobs = model.project(model.decode(model.encode(src, src_mask), src_mask, tgt, tgt_mask))
+        return nn.functional.cross_entropy(logprobs.float().flatten(0, 1), labels.flatten(), ignore_index=PAD,
+                                           label_smoothing=LABEL_SMOOTHING).item()
+    with torch.no_grad():
+        f32 = loss()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16 = loss()
+    ours = ours.item()
+    diff = abs(ours - bf16) / abs(bf16)
+    verdict = "ok" if diff <= AUTOCAST_TOLERANCE else "MISMATCH"
+    print(f"pytorch autocast parity: loss in bf16 ours {ours:.6f}, PyTorch's autocast {bf16:.6f} (float32 {f32:.6f}); "
+          f"relative difference {diff:.3g} (tolerance {AUTOCAST_TOLERANCE:g}): {verdict}")
+    return verdict == "ok"
+
+
 def main():
     folder = sys.argv[1]
     model = load_model(f"{folder}/model.safetensors")
@@ -261,6 +285,9 @@ def main():
     # The masks (1 = keep): [B, 1, 1, S] not-pad; [B, 1, T, T] not-pad & causal.
     src_mask = (src != PAD).unsqueeze(1).unsqueeze(1).int()
     tgt_mask = (tgt != PAD).unsqueeze(1).unsqueeze(1).int() & causal_mask(tgt.shape[1]).unsqueeze(0)
+    if "loss_bf16" in batch:
+        return 0 if compare_autocast_loss(model, src, tgt, src_mask, tgt_mask, batch["labels"].long(),
+                                          batch["loss_bf16"]) else 1
     with torch.no_grad():
         memory = model.encode(src, src_mask)
         logprobs = model.project(model.decode(memory, src_mask, tgt, tgt_mask))

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "autograd/ops.h"
 #include "autograd/safetensors.h"
 #include "cli_process.h"
 #include "data/toy_tasks.h"
@@ -66,6 +67,46 @@ TEST_CASE("nn: PyTorch loads our checkpoint (strict) and gives the same log-prob
   nn::save_checkpoint(*model, dir.file("model.safetensors"));
   safetensors::save(dir.file("batch.safetensors"),
                     {{"src", src}, {"tgt", tgt}, {"logprobs", logprobs}});
+  check_parity(python, dir.path);
+}
+
+// Mixed precision (docs/13-bf16.md): the same batch's training loss under our
+// bf16 autocast and under torch.autocast("cpu", dtype=torch.bfloat16), to 1e-2
+// relative, on a random model wide enough (d_model 64) for the rounding to show.
+TEST_CASE("nn: our bf16 autocast gives PyTorch's bf16 autocast loss on the same batch") {
+  std::string python = python_with_torch();
+  if (python.empty())
+    SF_SKIP("PyTorch autocast parity: no python3 imports torch (apt-get install python3-torch to run it)");
+  nn::TransformerConfig c;
+  c.src_vocab_size = c.tgt_vocab_size = 40;
+  c.src_seq_len = c.tgt_seq_len = 16;
+  c.d_model = 64;
+  c.N = 2;
+  c.h = 4;
+  c.d_ff = 128;
+  auto model = testing::tiny_model(c, 11);
+  model->eval();
+  std::vector<std::vector<int32_t>> sources, targets;
+  Rng rng(5);
+  for (int s = 0; s < 8; ++s) {
+    sources.emplace_back();
+    for (uint64_t t = 0, n = 4 + rng.next_u64() % 10; t < n; ++t)
+      sources.back().push_back(static_cast<int32_t>(4 + rng.next_u64() % 36));
+    targets.push_back(sources.back());
+  }
+  testing::Batch b = testing::make_batch(sources, targets, 16);
+  Tensor f32 = testing::batch_loss(*model, b), bf16;
+  {
+    AutocastGuard autocast(DType::BF16);
+    bf16 = testing::batch_loss(*model, b);
+  }
+  MESSAGE("loss: float32 ", f32.item(), ", bf16 autocast ", bf16.item());
+  CHECK(bf16.item() != f32.item());  // the products really ran in bf16
+
+  testing::TempDir dir;
+  nn::save_checkpoint(*model, dir.file("model.safetensors"));
+  safetensors::save(dir.file("batch.safetensors"),
+                    {{"src", b.src}, {"tgt", b.tgt}, {"labels", b.label}, {"loss_bf16", bf16}});
   check_parity(python, dir.path);
 }
 
