@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -115,6 +116,15 @@ inline std::string gemm_name(const GemmCase& c) {
 
 // Parts of the benchmark outside bench.cpp.
 double fma_peak_gflops(int threads);  // fma_peak.cpp
+// The VDPBF16PS peak (fma_peak.cpp); none on a CPU without AVX512-BF16.
+std::optional<double> bf16_peak_gflops(int threads);
+// The run it times, `threads` threads at once (the pool's size set by the
+// caller), and the flops of one run: to be timed beside a GEMM.
+struct PeakRun {
+  double flops;
+  std::function<void()> run;
+};
+std::optional<PeakRun> bf16_peak_run(int threads);
 void bench_train_steps();  // train_step.cpp
 int measure(int argc, char** argv);  // train_step.cpp: `bench --measure ...`
 void bench_step_profile();  // step_profile.cpp
