@@ -1,7 +1,7 @@
 // `make bench`: our kernels beside a reference measured in the same run.
 // GEMM in GFLOP/s against OpenBLAS's cblas_sgemm and the machine's measured
-// FMA peak (fma_peak.cpp) and
-// the VDPBF16PS peak beside it; memory-bound kernels in GB/s
+// FMA peak (fma_peak.cpp), the bf16 GEMM against our float32 one and the
+// measured VDPBF16PS peak (gemm_bf16.cpp); memory-bound kernels in GB/s
 // against memcpy's bandwidth on the same bytes. Ours and the reference run in
 // interleaved trials (A B A B ...) and each figure is the median, so a machine
 // whose speed drifts (this VM's 2-thread speed does, for seconds at a time)
@@ -146,7 +146,7 @@ std::pair<double, std::optional<double>> measured_peaks(int threads) {
 }  // namespace
 
 // Usage: bench [OUT.json [PART...]]: every part by default, else the parts
-// named (gemm, memory, train, profile, gemm_steps, opencl_gemm).
+// named (gemm, gemm_bf16, memory, train, profile, gemm_steps, opencl_gemm).
 int main(int argc, char** argv) {
   // OpenBLAS's idle workers spin for 2^28 cycles (~0.1 s) after each call
   // before they sleep, so in interleaved trials they would hold the second
@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
     set_num_threads(threads);
     openblas_set_num_threads(threads);
     if (wanted("gemm")) bench_gemm(threads, peak);
+    if (wanted("gemm_bf16")) bench_gemm_bf16(threads, bf16_peak);
     if (wanted("memory")) bench_memory(threads);
   }
   if (wanted("train")) bench_train_steps();

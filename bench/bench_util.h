@@ -125,6 +125,7 @@ struct PeakRun {
   std::function<void()> run;
 };
 std::optional<PeakRun> bf16_peak_run(int threads);
+void bench_gemm_bf16(int threads, std::optional<double> bf16_peak);  // gemm_bf16.cpp
 void bench_train_steps();  // train_step.cpp
 int measure(int argc, char** argv);  // train_step.cpp: `bench --measure ...`
 void bench_step_profile();  // step_profile.cpp
