@@ -146,7 +146,8 @@ std::pair<double, std::optional<double>> measured_peaks(int threads) {
 }  // namespace
 
 // Usage: bench [OUT.json [PART...]]: every part by default, else the parts
-// named (gemm, gemm_bf16, memory, train, profile, gemm_steps, opencl_gemm).
+// named (gemm, gemm_bf16, memory, train, train_bf16, profile, gemm_steps,
+// opencl_gemm).
 int main(int argc, char** argv) {
   // OpenBLAS's idle workers spin for 2^28 cycles (~0.1 s) after each call
   // before they sleep, so in interleaved trials they would hold the second
@@ -174,6 +175,7 @@ int main(int argc, char** argv) {
     if (wanted("memory")) bench_memory(threads);
   }
   if (wanted("train")) bench_train_steps();
+  if (wanted("train_bf16")) bench_train_steps_bf16();
   if (wanted("profile")) bench_step_profile();
   if (wanted("gemm_steps")) bench_gemm_steps();
 #ifdef SF_OPENCL

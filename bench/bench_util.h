@@ -127,6 +127,7 @@ struct PeakRun {
 std::optional<PeakRun> bf16_peak_run(int threads);
 void bench_gemm_bf16(int threads, std::optional<double> bf16_peak);  // gemm_bf16.cpp
 void bench_train_steps();  // train_step.cpp
+void bench_train_steps_bf16();  // train_step.cpp
 int measure(int argc, char** argv);  // train_step.cpp: `bench --measure ...`
 void bench_step_profile();  // step_profile.cpp
 void bench_gemm_steps();  // gemm_steps.cpp: the steps of docs/03-kernels.md
