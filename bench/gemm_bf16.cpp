@@ -108,8 +108,9 @@ struct Operands {
   }
 };
 
+// Seconds per call.
 struct Timings {
-  double bf16, fp32;
+  double ours_bf16, ours_fp32;
   std::optional<double> sbgemm;
 };
 
@@ -147,12 +148,13 @@ std::string percent(std::optional<double> fraction) {
 // One row: figures in GFLOP/s for `flops` done in the timings' seconds.
 void print_row(const std::string& name, int threads, double flops, const Timings& t,
                std::optional<double> peak) {
-  const double bf16 = flops / t.bf16 * 1e-9, fp32 = flops / t.fp32 * 1e-9;
-  std::optional<double> fraction = peak ? std::optional(bf16 / *peak) : std::nullopt;
-  std::printf("%-34s %8.1f %8.1f %6.2f %6s", name.c_str(), bf16, fp32, bf16 / fp32, percent(fraction).c_str());
+  const double bf16_rate = flops / t.ours_bf16 * 1e-9, fp32_rate = flops / t.ours_fp32 * 1e-9;
+  std::optional<double> fraction = peak ? std::optional(bf16_rate / *peak) : std::nullopt;
+  std::printf("%-34s %8.1f %8.1f %6.2f %6s", name.c_str(), bf16_rate, fp32_rate, bf16_rate / fp32_rate,
+              percent(fraction).c_str());
   if (t.sbgemm) std::printf(" %8.1f", flops / *t.sbgemm * 1e-9);
   std::printf("\n");
-  nlohmann::json& r = add_record("gemm_bf16", name, threads, bf16, fp32, "ours fp32", "GFLOP/s");
+  nlohmann::json& r = add_record("gemm_bf16", name, threads, bf16_rate, fp32_rate, "ours fp32", "GFLOP/s");
   if (fraction) r["peak_fraction"] = *fraction;
   if (t.sbgemm) r["openblas_sbgemm"] = flops / *t.sbgemm * 1e-9;
 }
@@ -215,8 +217,8 @@ void bench_gemm_bf16(int threads, std::optional<double> peak) {
       Timings t = time_product(p);
       print_row(std::string(c->name) + " " + product_name(p), threads, product_flops(p), t, peak);
       flops += p.per_step * product_flops(p);
-      step.bf16 += p.per_step * t.bf16;
-      step.fp32 += p.per_step * t.fp32;
+      step.ours_bf16 += p.per_step * t.ours_bf16;
+      step.ours_fp32 += p.per_step * t.ours_fp32;
       if (t.sbgemm) *step.sbgemm += p.per_step * *t.sbgemm;
     }
     print_row(std::string(c->name) + " step, all products", threads, flops, step, peak);
