@@ -1,6 +1,7 @@
 // `make bench`: our kernels beside a reference measured in the same run.
 // GEMM in GFLOP/s against OpenBLAS's cblas_sgemm and the machine's measured
-// FMA peak (fma_peak.cpp); memory-bound kernels in GB/s
+// FMA peak (fma_peak.cpp), the bf16 GEMM against our float32 one and the
+// measured VDPBF16PS peak (gemm_bf16.cpp); memory-bound kernels in GB/s
 // against memcpy's bandwidth on the same bytes. Ours and the reference run in
 // interleaved trials (A B A B ...) and each figure is the median, so a machine
 // whose speed drifts (this VM's 2-thread speed does, for seconds at a time)
@@ -14,7 +15,9 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -122,10 +125,29 @@ void bench_memory(int threads) {
   }
 }
 
+// Both peaks, 1 and 2 threads: printed, recorded and returned (the
+// VDPBF16PS one none without AVX512-BF16).
+std::pair<double, std::optional<double>> measured_peaks(int threads) {
+  const char* plural = threads > 1 ? "s" : "";
+  double fma = fma_peak_gflops(threads);
+  std::printf("\nmeasured FMA peak, %d thread%s: %.1f GFLOP/s\n", threads, plural, fma);
+  add_record("fma_peak", "measured FMA peak", threads, fma, fma, "fma_peak", "GFLOP/s");
+  std::optional<double> bf16 = bf16_peak_gflops(threads);
+  if (!bf16) {
+    std::printf("measured VDPBF16PS peak: skipped, this CPU has no AVX512-BF16\n");
+    return {fma, bf16};
+  }
+  std::printf("measured VDPBF16PS peak, %d thread%s: %.1f GFLOP/s, %.2fx the FMA peak\n", threads, plural,
+              *bf16, *bf16 / fma);
+  add_record("bf16_peak", "measured VDPBF16PS peak", threads, *bf16, fma, "fma_peak", "GFLOP/s");
+  return {fma, bf16};
+}
+
 }  // namespace
 
 // Usage: bench [OUT.json [PART...]]: every part by default, else the parts
-// named (gemm, memory, train, profile, gemm_steps, opencl_gemm).
+// named (gemm, gemm_bf16, memory, train, train_bf16, profile, gemm_steps,
+// opencl_gemm).
 int main(int argc, char** argv) {
   // OpenBLAS's idle workers spin for 2^28 cycles (~0.1 s) after each call
   // before they sleep, so in interleaved trials they would hold the second
@@ -145,15 +167,15 @@ int main(int argc, char** argv) {
     return parts.empty() || std::find(parts.begin(), parts.end(), part) != parts.end();
   };
   for (int threads : {1, 2}) {
-    double peak = fma_peak_gflops(threads);
-    std::printf("\nmeasured FMA peak, %d thread%s: %.1f GFLOP/s\n", threads, threads > 1 ? "s" : "", peak);
-    add_record("fma_peak", "measured FMA peak", threads, peak, peak, "fma_peak", "GFLOP/s");
+    auto [peak, bf16_peak] = measured_peaks(threads);
     set_num_threads(threads);
     openblas_set_num_threads(threads);
     if (wanted("gemm")) bench_gemm(threads, peak);
+    if (wanted("gemm_bf16")) bench_gemm_bf16(threads, bf16_peak);
     if (wanted("memory")) bench_memory(threads);
   }
   if (wanted("train")) bench_train_steps();
+  if (wanted("train_bf16")) bench_train_steps_bf16();
   if (wanted("profile")) bench_step_profile();
   if (wanted("gemm_steps")) bench_gemm_steps();
 #ifdef SF_OPENCL

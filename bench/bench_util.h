@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -29,13 +30,13 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median seconds of each of the two, timed alternately after one warm-up each.
-// Each trial repeats its function until it has run for a few milliseconds.
-inline std::pair<double, double> interleaved(const std::function<void()>& ours,
-                                      const std::function<void()>& ref) {
+// Median seconds of each function, timed in turn (A B C A B C ...) after one
+// warm-up each. Each trial repeats its function until the first function has
+// run for a few milliseconds, the same count for all.
+inline std::vector<double> interleaved(const std::vector<std::function<void()>>& runs) {
   int reps = 1;
-  double once = seconds(ours);
-  seconds(ref);
+  double once = seconds(runs[0]);
+  for (size_t i = 1; i < runs.size(); ++i) seconds(runs[i]);
   if (once < 5e-3) reps = static_cast<int>(5e-3 / std::max(once, 1e-7)) + 1;
   auto timed = [reps](const std::function<void()>& f) {
     return seconds([&] {
@@ -47,14 +48,22 @@ inline std::pair<double, double> interleaved(const std::function<void()>& ours,
   // after their last call (ours 0.2 ms, OpenBLAS's 2^18 cycles as the bench
   // sets it), and must not compete with the other's trial for a core.
   auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); };
-  std::vector<double> a, b;
-  for (int t = 0; t < kTrials; ++t) {
-    pause();
-    a.push_back(timed(ours));
-    pause();
-    b.push_back(timed(ref));
-  }
-  return {median(a), median(b)};
+  std::vector<std::vector<double>> trials(runs.size());
+  for (int t = 0; t < kTrials; ++t)
+    for (size_t i = 0; i < runs.size(); ++i) {
+      pause();
+      trials[i].push_back(timed(runs[i]));
+    }
+  std::vector<double> medians;
+  for (const std::vector<double>& v : trials) medians.push_back(median(v));
+  return medians;
+}
+
+// Ours beside a reference: the median seconds of each.
+inline std::pair<double, double> interleaved(const std::function<void()>& ours,
+                                             const std::function<void()>& ref) {
+  std::vector<double> m = interleaved(std::vector<std::function<void()>>{ours, ref});
+  return {m[0], m[1]};
 }
 
 inline std::vector<float> random_vector(size_t n, uint64_t seed) {
@@ -107,7 +116,18 @@ inline std::string gemm_name(const GemmCase& c) {
 
 // Parts of the benchmark outside bench.cpp.
 double fma_peak_gflops(int threads);  // fma_peak.cpp
+// The VDPBF16PS peak (fma_peak.cpp); none on a CPU without AVX512-BF16.
+std::optional<double> bf16_peak_gflops(int threads);
+// The run it times, `threads` threads at once (the pool's size set by the
+// caller), and the flops of one run: to be timed beside a GEMM.
+struct PeakRun {
+  double flops;
+  std::function<void()> run;
+};
+std::optional<PeakRun> bf16_peak_run(int threads);
+void bench_gemm_bf16(int threads, std::optional<double> bf16_peak);  // gemm_bf16.cpp
 void bench_train_steps();  // train_step.cpp
+void bench_train_steps_bf16();  // train_step.cpp
 int measure(int argc, char** argv);  // train_step.cpp: `bench --measure ...`
 void bench_step_profile();  // step_profile.cpp
 void bench_gemm_steps();  // gemm_steps.cpp: the steps of docs/03-kernels.md

@@ -1,7 +1,8 @@
 """PyTorch's side of `make bench`'s end-to-end comparisons.
 
 Usage:
-  python3 bench/pytorch_reference.py train --model tiny|small --threads N [--warmup 5] [--steps 20]
+  python3 bench/pytorch_reference.py train --model tiny|small --threads N [--precision fp32|bf16]
+                                     [--warmup 5] [--steps 20]
   python3 bench/pytorch_reference.py decode --threads N [--warmup 3] [--steps 20]
 
 Prints one JSON line on stdout:
@@ -12,7 +13,11 @@ and {"error": ...} with exit status 3 when torch cannot be imported.
 The model is the reference Transformer of tests/pytorch_parity.py, imported,
 not copied. The training step mirrors bench/train_step.cpp: random-token
 batches framed as training frames them, forward, label-smoothed cross-entropy,
-backward, Adam, zero_grad; the decode is greedy without a KV cache.
+backward, Adam, zero_grad; the decode is greedy without a KV cache. With
+--precision bf16 the forward pass and the loss run under
+torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's mixed precision: its
+matrix products in bf16 through oneDNN, float32 master weights), as
+bench/train_step.cpp runs ours under an AutocastGuard.
 
 N threads is PyTorch's best use of N cores: PyTorch's own OpenMP threads or
 OpenBLAS's threads. Each split runs in a child process (OpenBLAS reads its
@@ -95,8 +100,9 @@ def random_batch(torch, seed, c, gen):
     return (src, tgt, label) + masks(seed, src, tgt)
 
 
-def train_step_ms(torch, seed, c, warmup, steps):
-    """Median milliseconds of `steps` training steps after `warmup`, over 4 batches in turn."""
+def train_step_ms(torch, seed, c, precision, warmup, steps):
+    """Median milliseconds of `steps` training steps after `warmup`, over 4 batches in turn,
+    the forward pass and the loss autocast to bf16 when `precision` is "bf16"."""
     model = build_model(torch, seed, c)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, eps=1e-9)
@@ -107,9 +113,10 @@ def train_step_ms(torch, seed, c, warmup, steps):
     for i in range(warmup + steps):
         src, tgt, label, src_mask, tgt_mask = batches[i % len(batches)]
         start = time.perf_counter()
-        memory = model.encode(src, src_mask)
-        logprobs = model.project(model.decode(memory, src_mask, tgt, tgt_mask))
-        loss = loss_fn(logprobs.view(-1, c["vocab"]), label.view(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            memory = model.encode(src, src_mask)
+            logprobs = model.project(model.decode(memory, src_mask, tgt, tgt_mask))
+            loss = loss_fn(logprobs.view(-1, c["vocab"]), label.view(-1))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -157,7 +164,8 @@ def run_here(args):
     torch, seed = import_torch()
     torch.set_num_threads(args.torch_threads)
     if args.mode == "train":
-        result = {"step_ms": train_step_ms(torch, seed, MODELS[args.model], args.warmup, args.steps)}
+        result = {"step_ms": train_step_ms(torch, seed, MODELS[args.model], args.precision, args.warmup,
+                                           args.steps)}
     else:
         result = {"decode_ms": decode_ms(torch, seed, args.warmup, args.steps)}
     result.update(peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -170,6 +178,7 @@ def run_split(args, split, warmup, steps):
     child; a failing child's line (torch missing: {"error"}, exit 3) ends this
     process the same way."""
     command = [sys.executable, os.path.abspath(__file__), args.mode, "--model", args.model,
+               "--precision", args.precision,
                "--warmup", str(warmup), "--steps", str(steps),
                "--torch-threads", str(split[0]), "--blas-threads", str(split[1])]
     child = subprocess.run(command, stdout=subprocess.PIPE, text=True)
@@ -197,6 +206,8 @@ def main():
     parser.add_argument("--model", choices=sorted(MODELS), default="tiny",
                         help="train: the model (decode: always tiny)")
     parser.add_argument("--threads", type=int, default=1, help="cores to use, split as fits PyTorch best")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                        help="train: fp32, or bf16 autocast (torch.autocast on the CPU)")
     parser.add_argument("--warmup", type=int, help="untimed runs first (train 5, decode 3)")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps, or timed whole decodes")
     parser.add_argument("--torch-threads", type=int, help="one split, in this process: PyTorch's threads")

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "data/batching.h"
+#include "train/loss.h"
 
 namespace sf::bench {
 
@@ -33,6 +34,11 @@ StepBatch random_batch(const StepConfig& c, Rng& rng) {
   std::iota(all.begin(), all.end(), 0);
   data::Batch b = data::BatchedDataset(std::move(examples), {c.batch, c.seq_len, false, false}).make_batch(all);
   return {b.encoder_input, b.decoder_input, b.label, b.encoder_mask, b.decoder_mask};
+}
+
+Tensor step_loss(nn::Transformer& model, const StepBatch& b) {
+  Tensor memory = model.encode(b.src, b.src_mask);
+  return train::translation_loss(model, model.decode(memory, b.src_mask, b.tgt, b.tgt_mask), b.label, 0.1f);
 }
 
 }  // namespace sf::bench

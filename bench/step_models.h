@@ -33,4 +33,8 @@ struct StepBatch {
 // decoder, tokens [EOS] [PAD]... as labels.
 StepBatch random_batch(const StepConfig& c, Rng& rng);
 
+// The forward pass and the loss of a training step (label smoothing 0.1), as
+// training computes them.
+Tensor step_loss(nn::Transformer& model, const StepBatch& b);
+
 }  // namespace sf::bench

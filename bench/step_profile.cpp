@@ -16,7 +16,6 @@
 #include "bench_util.h"
 #include "step_models.h"
 #include "optim/optimizer.h"
-#include "train/loss.h"
 
 namespace sf::bench {
 namespace {
@@ -99,9 +98,7 @@ void bench_step_profile() {
       }
       const StepBatch& b = batches[i % batches.size()];
       auto start = Clock::now();
-      Tensor memory = model->encode(b.src, b.src_mask);
-      Tensor loss = train::translation_loss(*model, model->decode(memory, b.src_mask, b.tgt, b.tgt_mask),
-                                            b.label, 0.1f);
+      Tensor loss = step_loss(*model, b);
       (void)loss.item();
       forward += since(start);
       start = Clock::now();

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/device.h"
@@ -23,13 +24,14 @@
 #include "data/framing.h"
 #include "step_models.h"
 #include "optim/optimizer.h"
-#include "train/loss.h"
 
 namespace sf::bench {
 namespace {
 
-// Median milliseconds of `steps` training steps after `warmup` on `device`.
-double step_ms(const StepConfig& c, Device& device, int warmup, int steps) {
+// Median milliseconds of `steps` training steps after `warmup` on `device`,
+// the matrix products in `precision` (DType::BF16: mixed precision, as
+// torch.autocast; the backward's products follow the forward's).
+double step_ms(const StepConfig& c, Device& device, DType precision, int warmup, int steps) {
   auto model = build(c, device);
   optim::Adam adam(model->named_parameters(), 1e-4f);
   Rng data(7);
@@ -39,9 +41,11 @@ double step_ms(const StepConfig& c, Device& device, int warmup, int steps) {
   for (int i = 0; i < warmup + steps; ++i) {
     const StepBatch& b = batches[i % batches.size()];
     double t = seconds([&] {
-      Tensor memory = model->encode(b.src, b.src_mask);
-      Tensor features = model->decode(memory, b.src_mask, b.tgt, b.tgt_mask);
-      Tensor loss = train::translation_loss(*model, features, b.label, 0.1f);
+      Tensor loss;
+      {
+        AutocastGuard autocast(precision);
+        loss = step_loss(*model, b);
+      }
       loss.backward();
       adam.step();
       adam.zero_grad();
@@ -95,31 +99,35 @@ nlohmann::json run_json(const std::string& command) {
 // This program, re-run for one measurement (the path read here: a shell would
 // read /proc/self/exe as itself).
 std::string self_command(const std::string& what, const std::string& model, const std::string& device,
-                         int threads) {
+                         int threads, const std::string& precision = "fp32") {
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  return self + " --measure " + what + " " + model + " " + device + " " + std::to_string(threads);
+  return self + " --measure " + what + " " + model + " " + device + " " + std::to_string(threads) + " " +
+         precision;
 }
 
 bool have_torch() {
   return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
 }
 
-std::string torch_command(const std::string& what, const std::string& model, int threads) {
+std::string torch_command(const std::string& what, const std::string& model, int threads,
+                          const std::string& precision = "fp32") {
   // PyTorch keeps OpenBLAS's default spinning, which its own timings are best with.
-  return "env -u OPENBLAS_THREAD_TIMEOUT /usr/bin/python3 bench/pytorch_reference.py " + what + " --model " + model + " --threads " +
-         std::to_string(threads) + " 2>/dev/null";
+  return "env -u OPENBLAS_THREAD_TIMEOUT /usr/bin/python3 bench/pytorch_reference.py " + what + " --model " + model +
+         " --threads " + std::to_string(threads) + " --precision " + precision + " 2>/dev/null";
 }
 
 }  // namespace
 
-// `bench --measure train|decode MODEL DEVICE THREADS`: one measurement, as JSON.
+// `bench --measure train|decode MODEL DEVICE THREADS [fp32|bf16]`: one
+// measurement, as JSON (the precision: the training step's).
 int measure(int argc, char** argv) {
-  if (argc != 6) return 2;
+  if (argc != 6 && argc != 7) return 2;
   std::string what = argv[2];
   const StepConfig& c = config_named(argv[3]);
   Device& device = device_named(argv[4]);
   kernels::set_num_threads(std::stoi(argv[5]));
-  double ms = what == "decode" ? decode_ms(c, device, 20) : step_ms(c, device, 5, 20);
+  DType precision = argc == 7 && std::string(argv[6]) == "bf16" ? DType::BF16 : DType::F32;
+  double ms = what == "decode" ? decode_ms(c, device, 20) : step_ms(c, device, precision, 5, 20);
   nlohmann::json result = {{what == "decode" ? "decode_ms" : "step_ms", ms}, {"peak_rss_mib", peak_rss_mib()}};
   std::printf("%s\n", result.dump().c_str());
   return 0;
@@ -178,6 +186,45 @@ void bench_train_steps() {
     add_record("train_step_opencl", model, 2, opencl_ms, cpu_ms, "cpu 2 threads", "ms");
   }
 #endif
+}
+
+// Mixed precision (issue 22): our step with bf16 matrix products beside
+// PyTorch's float32 step and its torch.autocast("cpu", bfloat16) step (oneDNN's
+// bf16 kernels), all measured in this run. The goals, at 2 threads: at most
+// 0.3x PyTorch's float32 step and 0.5x its autocast step.
+void bench_train_steps_bf16() {
+  bool torch = have_torch();
+  std::printf("\nTraining step in bf16 (mixed precision), ms (median of 20 after 5 warm-up): ours beside PyTorch's\n"
+              "float32 and autocast-bf16 steps %s; goals at 2 threads: vs fp32 <= 0.3, vs autocast <= 0.5\n"
+              "%-8s %7s %9s %10s %10s %8s %8s %9s %9s\n",
+              torch ? "(each its fastest thread setting)" : "(skipped: /usr/bin/python3 has no torch)", "model",
+              "threads", "ours bf16", "torch fp32", "torch bf16", "vs fp32", "vs bf16", "ours RSS", "torch RSS");
+  for (const char* model : {"tiny", "small"})
+    for (int threads : {1, 2}) {
+      nlohmann::json ours = run_json(self_command("train", model, "cpu", threads, "bf16"));
+      if (ours.is_null()) {
+        std::printf("%-8s %7d   failed\n", model, threads);
+        continue;
+      }
+      double ms = ours["step_ms"], rss = ours["peak_rss_mib"];
+      nlohmann::json fp32 = torch ? run_json(torch_command("train", model, threads, "fp32")) : nullptr;
+      nlohmann::json bf16 = torch ? run_json(torch_command("train", model, threads, "bf16")) : nullptr;
+      if (fp32.is_null() || bf16.is_null()) {
+        std::printf("%-8s %7d %9.1f %10s %10s %8s %8s %9.0f %9s\n", model, threads, ms, "-", "-", "-", "-", rss, "-");
+        add_record("train_step_bf16", model, threads, ms, ms, "none", "ms")["peak_rss_mib"] = rss;
+        continue;
+      }
+      double fp32_ms = fp32["step_ms"], bf16_ms = bf16["step_ms"], bf16_rss = bf16["peak_rss_mib"];
+      std::printf("%-8s %7d %9.1f %10.1f %10.1f %8.3f %8.3f %9.0f %9.0f\n", model, threads, ms, fp32_ms, bf16_ms,
+                  ms / fp32_ms, ms / bf16_ms, rss, bf16_rss);
+      // Each reference with the thread split PyTorch was fastest with (its own or OpenBLAS's threads).
+      for (const auto& [ref, ref_name] : {std::pair{&fp32, "pytorch fp32"}, {&bf16, "pytorch autocast bf16"}}) {
+        nlohmann::json& r = add_record("train_step_bf16", model, threads, ms, (*ref)["step_ms"], ref_name, "ms");
+        r["peak_rss_mib"] = rss;
+        r["ref_peak_rss_mib"] = (*ref)["peak_rss_mib"];
+        r["ref_split"] = {{"torch_threads", (*ref)["torch_threads"]}, {"blas_threads", (*ref)["blas_threads"]}};
+      }
+    }
 }
 
 }  // namespace sf::bench
