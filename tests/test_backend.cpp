@@ -701,30 +701,30 @@ void check_gemm_bf16() {
     }
 }
 
-// float_to_bf16 and bf16_to_float bit for bit against the reference: every
-// bf16 value widened, and floats with NaN, infinities and exact ties rounded.
+// A conversion on the device against the reference's, bit for bit.
+template <class From, class To, class Kernel, class Reference>
+void check_converts_as_reference(const std::vector<From>& x, Kernel kernel, Reference reference) {
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<To> want(x.size());
+  reference(x.data(), want.data(), n);
+  DeviceArray<From> dx(x);
+  DeviceArray<To> dy(std::vector<To>(x.size()));
+  kernel(dx.mem(), dy.mem(), n);
+  std::vector<To> got = dy.read();
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(To)) == 0);
+}
+
+// float_to_bf16 and bf16_to_float: every bf16 value widened, and floats with
+// NaN, infinities and exact ties rounded.
 void check_bf16_conversions() {
   const Table& K = opencl_device()->kernels();
   std::vector<bf16> every(1 << 16);
   for (size_t i = 0; i < every.size(); ++i) every[i].bits = static_cast<uint16_t>(i);
-  std::vector<float> wide(every.size());
-  S.bf16_to_float(every.data(), wide.data(), static_cast<int64_t>(every.size()));
-  DeviceArray<bf16> d_every(every);
-  DeviceArray<float> d_wide(std::vector<float>(every.size()));
-  K.bf16_to_float(d_every.mem(), d_wide.mem(), static_cast<int64_t>(every.size()));
-  std::vector<float> got_wide = d_wide.read();
-  CHECK(std::memcmp(got_wide.data(), wide.data(), wide.size() * sizeof(float)) == 0);
-
+  check_converts_as_reference<bf16, float>(every, K.bf16_to_float, S.bf16_to_float);
   std::vector<float> x = with_edge_values(random_floats(1031, 9, -1e3f, 1e3f));
   for (size_t i = 2; i < x.size(); i += 7)
     x[i] = std::bit_cast<float>((std::bit_cast<uint32_t>(x[i]) & 0xFFFF0000u) | 0x8000u);  // a tie
-  std::vector<bf16> want(x.size());
-  S.float_to_bf16(x.data(), want.data(), static_cast<int64_t>(x.size()));
-  DeviceArray<float> dx(x);
-  DeviceArray<bf16> dy(std::vector<bf16>(x.size()));
-  K.float_to_bf16(dx.mem(), dy.mem(), static_cast<int64_t>(x.size()));
-  std::vector<bf16> got = dy.read();
-  CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(bf16)) == 0);
+  check_converts_as_reference<float, bf16>(x, K.float_to_bf16, S.float_to_bf16);
 }
 
 void check_copies() {

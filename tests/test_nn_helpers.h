@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/safetensors.h"
 #include "data/framing.h"
 #include "nn/transformer.h"
 
@@ -70,6 +71,24 @@ inline Tensor log_probs(nn::Transformer& model, const Tensor& src, const Tensor&
 // torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=ε).
 inline Tensor batch_loss(nn::Transformer& model, const Batch& b, float smoothing = 0.1f) {
   return cross_entropy(log_probs(model, b.src, b.tgt), b.label, data::kPadId, smoothing);
+}
+
+// The file at `bf16` is a bf16 export of the one at `fp32`: the same metadata
+// and tensor names in the same order, each tensor BF16 with exactly the
+// float32 values rounded.
+inline void check_bf16_export(const std::string& fp32, const std::string& bf16) {
+  safetensors::Contents a = safetensors::load(fp32), b = safetensors::load(bf16);
+  CHECK(b.metadata == a.metadata);
+  REQUIRE(b.tensors.size() == a.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    CAPTURE(a.tensors[i].first);
+    CHECK(b.tensors[i].first == a.tensors[i].first);
+    CHECK(b.tensors[i].second.dtype() == DType::BF16);
+    CHECK(b.tensors[i].second.shape() == a.tensors[i].second.shape());
+    std::vector<float> rounded = a.tensors[i].second.to_vector();
+    for (float& v : rounded) v = kernels::round_to_bf16(v);
+    CHECK(b.tensors[i].second.to_vector() == rounded);
+  }
 }
 
 // A fresh folder under the system's temp dir, removed with everything in it.

@@ -43,31 +43,27 @@ static void check_parity(const std::string& python, const std::filesystem::path&
   CHECK_MESSAGE(status == 0, output);
 }
 
+// The same for `model`'s weights and the tensors of `batch`, saved to a fresh folder.
+static void check_parity(const std::string& python, const nn::Transformer& model, const NamedTensors& batch) {
+  testing::TempDir dir;
+  nn::save_checkpoint(model, dir.file("model.safetensors"));
+  safetensors::save(dir.file("batch.safetensors"), batch);
+  check_parity(python, dir.path);
+}
+
 TEST_CASE("nn: PyTorch loads our checkpoint (strict) and gives the same log-probs") {
   std::string python = python_with_torch();
   if (python.empty())
     SF_SKIP("PyTorch parity: no python3 imports torch (apt-get install python3-torch to run it)");
 
-  nn::TransformerConfig c;
-  c.src_vocab_size = 17;
-  c.tgt_vocab_size = 19;
-  c.src_seq_len = 12;
-  c.tgt_seq_len = 10;
-  c.d_model = 16;
-  c.N = 2;
-  c.h = 4;
-  c.d_ff = 32;
-  auto model = testing::tiny_model(c, 7);
+  auto model = testing::tiny_model(
+      {.src_vocab_size = 17, .tgt_vocab_size = 19, .src_seq_len = 12, .tgt_seq_len = 10, .d_model = 16, .N = 2,
+       .h = 4, .d_ff = 32},
+      7);
   model->eval();
   Tensor src = testing::pad_batch({{4, 5, 6, 7, 8, 9, 10}, {11, 12, 13}, {14, 15, 16, 4, 5}}, 9);
   Tensor tgt = testing::pad_batch({{2, 4, 5, 6}, {2, 7, 8, 9, 10, 11, 12}, {2, 18}}, 7);
-  Tensor logprobs = testing::log_probs(*model, src, tgt);
-
-  testing::TempDir dir;
-  nn::save_checkpoint(*model, dir.file("model.safetensors"));
-  safetensors::save(dir.file("batch.safetensors"),
-                    {{"src", src}, {"tgt", tgt}, {"logprobs", logprobs}});
-  check_parity(python, dir.path);
+  check_parity(python, *model, {{"src", src}, {"tgt", tgt}, {"logprobs", testing::log_probs(*model, src, tgt)}});
 }
 
 // Mixed precision (docs/13-bf16.md): the same batch's training loss under our
@@ -77,14 +73,10 @@ TEST_CASE("nn: our bf16 autocast gives PyTorch's bf16 autocast loss on the same 
   std::string python = python_with_torch();
   if (python.empty())
     SF_SKIP("PyTorch autocast parity: no python3 imports torch (apt-get install python3-torch to run it)");
-  nn::TransformerConfig c;
-  c.src_vocab_size = c.tgt_vocab_size = 40;
-  c.src_seq_len = c.tgt_seq_len = 16;
-  c.d_model = 64;
-  c.N = 2;
-  c.h = 4;
-  c.d_ff = 128;
-  auto model = testing::tiny_model(c, 11);
+  auto model = testing::tiny_model(
+      {.src_vocab_size = 40, .tgt_vocab_size = 40, .src_seq_len = 16, .tgt_seq_len = 16, .d_model = 64, .N = 2,
+       .h = 4, .d_ff = 128},
+      11);
   model->eval();
   std::vector<std::vector<int32_t>> sources, targets;
   Rng rng(5);
@@ -103,11 +95,7 @@ TEST_CASE("nn: our bf16 autocast gives PyTorch's bf16 autocast loss on the same 
   MESSAGE("loss: float32 ", f32.item(), ", bf16 autocast ", bf16.item());
   CHECK(bf16.item() != f32.item());  // the products really ran in bf16
 
-  testing::TempDir dir;
-  nn::save_checkpoint(*model, dir.file("model.safetensors"));
-  safetensors::save(dir.file("batch.safetensors"),
-                    {{"src", b.src}, {"tgt", b.tgt}, {"labels", b.label}, {"loss_bf16", bf16}});
-  check_parity(python, dir.path);
+  check_parity(python, *model, {{"src", b.src}, {"tgt", b.tgt}, {"labels", b.label}, {"loss_bf16", bf16}});
 }
 
 TEST_CASE("nn: PyTorch loads our bf16 export (strict) and gives the NLLs score gives on it") {

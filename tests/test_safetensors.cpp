@@ -287,15 +287,7 @@ TEST_CASE("checkpoint: a bf16 export has the same names, order and metadata, hal
   nn::save_checkpoint(*model, fp32);
   nn::save_checkpoint(*model, bf16, DType::BF16);
 
-  safetensors::Contents a = safetensors::load(fp32), b = safetensors::load(bf16);
-  CHECK(b.metadata == a.metadata);
-  REQUIRE(b.tensors.size() == a.tensors.size());
-  for (size_t i = 0; i < a.tensors.size(); ++i) {
-    CAPTURE(a.tensors[i].first);
-    CHECK(b.tensors[i].first == a.tensors[i].first);
-    CHECK(b.tensors[i].second.dtype() == DType::BF16);
-    CHECK(b.tensors[i].second.shape() == a.tensors[i].second.shape());
-  }
+  testing::check_bf16_export(fp32, bf16);
   // Headers aside, exactly half the bytes: 2 a value instead of 4.
   auto data_bytes = [](const std::string& path) {
     std::string bytes = read_bytes(path);
