@@ -119,29 +119,60 @@ SF_AVX512_BF16 void pack_row_pairs(const Operand& x, int64_t kc, int cols, uint3
   }
 }
 
+// Transposes 16 rows of 16 32-bit words in registers (r[i] lane j becomes
+// r[j] lane i): pairs of rows interleaved at 32 bits, then at 64, then 128-bit
+// lanes exchanged twice.
+SF_AVX512_BF16 void transpose_16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xDD);
+    t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xDD);
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xDD);
+  }
+}
+
 // op(X) = X^T: column c of op(X) is row c of X, so its pair q is the 32-bit
-// word at 2q in that row, and a vector of pairs is a gather across rows. An
-// odd kc's last pair is read as one bf16: a word would read past the row.
+// word at 2q in that row. Sixteen columns' next 16 pairs are 16 row loads,
+// transposed in registers (B panels; a gather across the rows measured twice
+// as slow); an 8-row A panel gathers. An odd kc's last pair is read as one
+// bf16: a word would read past the row.
 template <int width>
 SF_AVX512_BF16 void pack_column_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
-  const int64_t whole_pairs = kc / 2;
+  const int64_t whole_pairs = kc / 2, row_bytes = x.ld * static_cast<int64_t>(sizeof(bf16));
   constexpr int lanes = width % 16 == 0 ? 16 : 8;
   for (int c = 0; c < width; c += lanes) {
     const char* rows = reinterpret_cast<const char*>(x.data + c * x.ld);
-    const __mmask16 mask = first_lanes(cols - c);
     if constexpr (lanes == 16) {
-      const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                                 _mm512_set1_epi32(static_cast<int>(x.ld * sizeof(bf16))));
-      for (int64_t q = 0; q < whole_pairs; ++q)
-        _mm512_storeu_si512(words + q * width + c, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, offsets,
-                                                                                rows + 4 * q, 1));
+      for (int64_t q0 = 0; q0 < whole_pairs; q0 += 16) {
+        const __mmask16 pairs = first_lanes(static_cast<int>(std::min<int64_t>(16, whole_pairs - q0)));
+        __m512i r[16];
+        for (int i = 0; i < 16; ++i)
+          r[i] = i < cols - c ? _mm512_maskz_loadu_epi32(pairs, rows + i * row_bytes + 4 * q0) : _mm512_setzero_si512();
+        transpose_16x16(r);
+        for (int64_t i = 0; i < 16 && q0 + i < whole_pairs; ++i) _mm512_storeu_si512(words + (q0 + i) * width + c, r[i]);
+      }
     } else {
       const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                                 _mm256_set1_epi32(static_cast<int>(x.ld * sizeof(bf16))));
+                                                 _mm256_set1_epi32(static_cast<int>(row_bytes)));
+      const __mmask8 mask = static_cast<__mmask8>(first_lanes(cols - c));
       for (int64_t q = 0; q < whole_pairs; ++q)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + q * width + c),
-                            _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), static_cast<__mmask8>(mask), offsets,
-                                                         rows + 4 * q, 1));
+                            _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), mask, offsets, rows + 4 * q, 1));
     }
   }
   if (kc % 2 != 0)
