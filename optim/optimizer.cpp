@@ -104,8 +104,10 @@ void Optimizer::load_state_dict(const OptimizerState& s, const std::string& path
       std::string full = key + "." + params_[i].first;
       for (const auto& [name, t] : s.tensors) {
         if (name != full) continue;
-        if (t.shape() != param.shape() || t.dtype() != DType::F32)
+        if (t.shape() != param.shape())
           fail(path, ": tensor ", full, " has shape ", to_string(t.shape()), ", expected ", to_string(param.shape()));
+        // Optimizer state is float32 in every precision (docs/13-bf16.md).
+        if (t.dtype() != DType::F32) fail(path, ": tensor ", full, " is ", to_string(t.dtype()), ", expected float32");
         // A NaN or infinite moment, or a negative mean square (Adam divides by
         // its square root), would turn the parameter into NaN at the next step.
         const std::vector<float> values = t.to_vector();

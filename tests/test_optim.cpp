@@ -305,5 +305,10 @@ TEST_CASE("optim: loading state for another optimizer or model is a clear error"
   CHECK_THROWS_WITH_AS(other.load(path), doctest::Contains("exp_avg.x has shape [2]"), Error);
   Adam renamed({{"y", x}}, 0.1f);
   CHECK_THROWS_WITH_AS(renamed.load(path), doctest::Contains("does not have"), Error);
+  // The moments in bf16: optimizer state is float32 in every precision.
+  OptimizerState rounded = adam.state_dict();
+  for (auto& [name, t] : rounded.tensors) t = to_dtype(t, DType::BF16);
+  CHECK_THROWS_WITH_AS(adam.load_state_dict(rounded, path), doctest::Contains("exp_avg.x is bfloat16, expected float32"),
+                       Error);
   std::remove(path.c_str());
 }
