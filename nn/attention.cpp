@@ -25,8 +25,10 @@ Tensor MultiHeadAttentionBlock::merge_heads(const Tensor& x) const {
   return reshape(transpose(x, 1, 2), {x.size(0), x.size(2), d_model_});
 }
 
+// Under a bf16 autocast the cache keeps the keys and values as the products
+// read them (docs/13-bf16.md), rounded once here rather than at every step.
 KeyValues MultiHeadAttentionBlock::project_kv(const Tensor& x) const {
-  return {split_heads(w_k.forward(x)), split_heads(w_v.forward(x))};
+  return {autocast_operand(split_heads(w_k.forward(x))), autocast_operand(split_heads(w_v.forward(x)))};
 }
 
 Tensor MultiHeadAttentionBlock::attend(const Tensor& q, const KeyValues& kv, const Tensor& mask) {

@@ -27,7 +27,7 @@ class MultiHeadAttentionBlock : public Module {
   Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask);
 
   // The two halves of forward, for the cached decoding path:
-  // project_kv(x) = (w_k x, w_v x) split into heads;
+  // project_kv(x) = (w_k x, w_v x) split into heads (bf16 under a bf16 autocast);
   // attend(q, kv, mask) = w_o(concat of the heads' attention of w_q q over kv).
   KeyValues project_kv(const Tensor& x) const;
   Tensor attend(const Tensor& q, const KeyValues& kv, const Tensor& mask);

@@ -96,6 +96,14 @@ TEST_CASE("nn: KV-cache decoding equals full decoding for 20 steps") {
     chunks.resize(10, 1);
     check_incremental(*model, src, tgt, chunks);
   }
+  // Under a bf16 autocast the cache holds bf16 keys and values, which the
+  // full pass rounds at the same point: the same log-probs still.
+  SUBCASE("one token per step, bf16 autocast") {
+    AutocastGuard autocast(DType::BF16);
+    CHECK(model->start_decoding(model->encode(src, data::encoder_keep_mask(src))).layers[0].cross.keys.dtype() ==
+          DType::BF16);
+    check_incremental(*model, src, tgt, std::vector<int64_t>(20, 1));
+  }
 }
 
 TEST_CASE("nn: decoding past tgt_seq_len is an error") {
