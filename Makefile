@@ -72,7 +72,7 @@ EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.
 
 obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all test docs-check docs-deps bench demo report-check deps bench-deps clean fuzz fuzz-deps mpi-deps
+.PHONY: all test docs-check docs-deps bench demo report-check deps bench-deps clean fuzz fuzz-deps mpi-deps torch-deps
 .SECONDARY:
 CLI := $(BUILD)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
@@ -144,7 +144,17 @@ TSAN_TESTS := thread pool*,kernels*,grad*,engine*,nn*
 # The suite "mpi" also trains on OpenCL under mpirun where the OpenCL variant was built.
 MPI_TEST_BUILD := $(MAKE) MPI=1 build/mpi/scratchformer && { [ ! -e build/opencl/tests ] || \
   $(MAKE) MPI=1 OPENCL=1 build/opencl/mpi/scratchformer build/opencl/scratchformer; }
-test: $(TESTS)
+# PyTorch, the reference of the parity tests (tests/test_nn_pytorch.cpp: our
+# checkpoints, bf16 exports and bf16 autocast against PyTorch's) and of the
+# benchmarks' training steps: Debian's python3-torch, installed when missing.
+# Where it cannot be, those tests report themselves skipped and the benchmark
+# leaves PyTorch's column out, so its absence stops nothing. (After deps: two
+# apt-get runs at once would fight over dpkg's lock.)
+TORCH_PACKAGES := python3-torch:/usr/lib/python3/dist-packages/torch/__init__.py
+torch-deps: | deps
+	@tools/need-packages $(TORCH_PACKAGES) || echo "PyTorch is missing: its parity tests and columns are skipped" >&2
+
+test: $(TESTS) | torch-deps
 ifeq ($(SANITIZE),thread)
 	@SF_TEST_FILTER='$(TSAN_TESTS)' TSAN_OPTIONS=halt_on_error=1 tools/run-tests $(TESTS)
 else ifeq ($(SANITIZE)$(OPENCL),)
@@ -307,7 +317,7 @@ $(BUILD)/bench: $(wildcard bench/*.cpp bench/*.h) $(LIB) | deps bench-deps
 # With MPI=1, then the data-parallel tables (bench/data_parallel.py: 2 ranks
 # beside 1 process, the all-reduce's overlap with backward, ZeRO-1, PyTorch's
 # DDP), whose records join build/bench.json. (docs-deps: python3, which runs it.)
-bench:
+bench: | torch-deps
 	@$(MAKE) SANITIZE= $(BUILD)/bench
 	@POCL_CACHE_DIR=$(abspath build/pocl-cache) $(BUILD)/bench build/bench.json
 ifeq ($(MPI),1)

@@ -27,6 +27,11 @@ static std::string python_with_torch() {
   return "";
 }
 
+// Declares `python`, an interpreter that imports torch, or skips the test.
+#define SF_NEED_TORCH(python)                   \
+  const std::string python = python_with_torch(); \
+  if (python.empty()) SF_SKIP("no python3 imports torch (make test installs python3-torch where it can)")
+
 // Runs tests/pytorch_parity.py on `dir` (model.safetensors, batch.safetensors),
 // which must exit 0.
 static void check_parity(const std::string& python, const std::filesystem::path& dir) {
@@ -52,9 +57,7 @@ static void check_parity(const std::string& python, const nn::Transformer& model
 }
 
 TEST_CASE("nn: PyTorch loads our checkpoint (strict) and gives the same log-probs") {
-  std::string python = python_with_torch();
-  if (python.empty())
-    SF_SKIP("PyTorch parity: no python3 imports torch (apt-get install python3-torch to run it)");
+  SF_NEED_TORCH(python);
 
   auto model = testing::tiny_model(
       {.src_vocab_size = 17, .tgt_vocab_size = 19, .src_seq_len = 12, .tgt_seq_len = 10, .d_model = 16, .N = 2,
@@ -70,9 +73,7 @@ TEST_CASE("nn: PyTorch loads our checkpoint (strict) and gives the same log-prob
 // bf16 autocast and under torch.autocast("cpu", dtype=torch.bfloat16), to 1e-2
 // relative, on a random model wide enough (d_model 64) for the rounding to show.
 TEST_CASE("nn: our bf16 autocast gives PyTorch's bf16 autocast loss on the same batch") {
-  std::string python = python_with_torch();
-  if (python.empty())
-    SF_SKIP("PyTorch autocast parity: no python3 imports torch (apt-get install python3-torch to run it)");
+  SF_NEED_TORCH(python);
   auto model = testing::tiny_model(
       {.src_vocab_size = 40, .tgt_vocab_size = 40, .src_seq_len = 16, .tgt_seq_len = 16, .d_model = 64, .N = 2,
        .h = 4, .d_ff = 128},
@@ -99,9 +100,7 @@ TEST_CASE("nn: our bf16 autocast gives PyTorch's bf16 autocast loss on the same 
 }
 
 TEST_CASE("nn: PyTorch loads our bf16 export (strict) and gives the NLLs score gives on it") {
-  std::string python = python_with_torch();
-  if (python.empty())
-    SF_SKIP("PyTorch parity: no python3 imports torch (apt-get install python3-torch to run it)");
+  SF_NEED_TORCH(python);
   testing::TempDir dir;
   std::string config = testing::write_config(dir.path, std::string(R"("data": {"task": "copy", "size": 300},
     "lang_src": "a", "lang_tgt": "b", "num_epochs": 1, )") + testing::kTiny);
