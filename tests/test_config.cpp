@@ -103,6 +103,20 @@ TEST_CASE("config: malformed JSON names the line") {
   CHECK(error_for("").find(":1: malformed JSON") == 0);
 }
 
+TEST_CASE("config: a key given twice in one object names it and its line") {
+  CHECK(error_for("{\n  \"lr\": 0.1,\n  \"seed\": 1,\n  \"lr\": 0.2\n}") ==
+        ":4: key 'lr' appears twice (only the last value would count)");
+  CHECK(error_for("{\"data\": {\"size\": 10, \"task\": \"copy\",\n \"size\": 20}}") ==
+        ":2: key 'data.size' appears twice (only the last value would count)");
+  // The same name in different objects, or as a value, is no repetition.
+  Config c = load_config(write_config(R"({"optimizer": {"name": "adam"}, "schedule": "noam",
+                                          "data": {"task": "copy", "size": 100}, "experiment_name": "size"})"));
+  CHECK(c.data.size == 100);
+  // A repetition after a same-named key of another object is found on its own line.
+  CHECK(error_for("{\"data\": {\"size\": 1},\n \"optimizer\": {\"name\": \"adam\",\n \"name\": \"sgd\"}}") ==
+        ":3: key 'optimizer.name' appears twice (only the last value would count)");
+}
+
 TEST_CASE("config: unknown keys, top-level and nested") {
   CHECK(error_for(R"({"learning_rate": 0.1})") == ": key 'learning_rate': unknown key");
   CHECK(error_for(R"({"optimizer": {"beta": 0.9}})") == ": key 'optimizer.beta': unknown key");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -227,6 +228,48 @@ int64_t line_of(const std::string& text, size_t offset) {
   return 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n');
 }
 
+// The line of the `occurrence`-th (1-based) appearance of `key` as an object
+// key in `text`, or 0 when the raw text spells it differently (escapes).
+int64_t line_of_key(const std::string& text, const std::string& key, int occurrence) {
+  const std::string quoted = json(key).dump();
+  for (size_t at = text.find(quoted); at != std::string::npos; at = text.find(quoted, at + 1)) {
+    size_t after = text.find_first_not_of(" \t\r\n", at + quoted.size());
+    bool is_key = (at == 0 || text[at - 1] != '\\') && after != std::string::npos && text[after] == ':';
+    if (is_key && --occurrence == 0) return line_of(text, at);
+  }
+  return 0;
+}
+
+// JSON allows an object to repeat a key, and the parser keeps the last value:
+// in a config that hides a mistake (two "lr" lines, the first one edited), so
+// a repeated key is an error naming it and its line.
+json parse_without_duplicate_keys(const std::string& text, const std::string& path) {
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  std::vector<std::string> key_path;  // the keys leading to the current value
+  std::map<std::string, int> occurrences;  // of each key name in the text so far
+  auto check_key = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      keys_of_open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      keys_of_open_objects.pop_back();
+    } else if (event == json::parse_event_t::key) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      int occurrence = ++occurrences[key];
+      key_path.resize(static_cast<size_t>(depth - 1));
+      key_path.push_back(key);
+      if (!keys_of_open_objects.back().insert(key).second) {
+        std::string name;
+        for (const std::string& part : key_path) name += (name.empty() ? "" : ".") + part;
+        int64_t line = line_of_key(text, key, occurrence);
+        fail(path, line ? ":" + std::to_string(line) : "", ": key '", name,
+             "' appears twice (only the last value would count)");
+      }
+    }
+    return true;
+  };
+  return json::parse(text, check_key);
+}
+
 void apply_override(json& root, const std::string& assignment, const std::string& source) {
   size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -276,7 +319,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (text.size() > kMaxConfigBytes) fail(path, ": larger than 1 MiB, not a config file");
   json root;
   try {
-    root = json::parse(text);
+    root = parse_without_duplicate_keys(text, path);
   } catch (const json::out_of_range& e) {  // e.g. 1e999, beyond a double
     std::string what = e.what();  // "[json.exception.out_of_range.406] number overflow parsing '1e999'"
     fail(path, ": ", what.substr(what.find(']') + 2));

@@ -12,6 +12,24 @@
 
 namespace sf::train {
 
+// The checkpoint's metadata decides the model's shape; a config that says
+// otherwise (an edited key, a --set) is a mistake to name, not to ignore.
+static void check_config_matches(const Config& config, const nn::TransformerConfig& model, const std::string& checkpoint) {
+  auto check = [&](const char* key, int64_t configured, const std::string& trained) {
+    if (std::to_string(configured) != trained)
+      fail(config.source, ": key '", key, "' is ", configured, ", but ", checkpoint, " was trained with ", key, " ",
+           trained);
+  };
+  check("seq_len", config.seq_len,
+        model.src_seq_len == model.tgt_seq_len
+            ? std::to_string(model.src_seq_len)
+            : std::to_string(model.src_seq_len) + "/" + std::to_string(model.tgt_seq_len));
+  check("d_model", config.d_model, std::to_string(model.d_model));
+  check("N", config.N, std::to_string(model.N));
+  check("h", config.h, std::to_string(model.h));
+  check("d_ff", config.d_ff, std::to_string(model.d_ff));
+}
+
 Session Session::open(const Config& config, const std::optional<std::string>& checkpoint) {
   Session s{config, data::Tokenizer::load(config.tokenizer_path(config.lang_src)),
             data::Tokenizer::load(config.tokenizer_path(config.lang_tgt)), nullptr, ""};
@@ -26,11 +44,7 @@ Session Session::open(const Config& config, const std::optional<std::string>& ch
     s.checkpoint = latest->weights;
   }
   nn::TransformerConfig model_config = nn::read_checkpoint_config(s.checkpoint);
-  if (model_config.src_seq_len != config.seq_len || model_config.tgt_seq_len != config.seq_len)
-    fail(config.source, ": key 'seq_len' is ", config.seq_len, ", but ", s.checkpoint, " was trained with seq_len ",
-         model_config.src_seq_len == model_config.tgt_seq_len
-             ? std::to_string(model_config.src_seq_len)
-             : std::to_string(model_config.src_seq_len) + "/" + std::to_string(model_config.tgt_seq_len));
+  check_config_matches(config, model_config, s.checkpoint);
   check_fits_in_memory(inference_bytes(model_config, inference_batch_size(config), config.beam),
                        "this checkpoint's model", s.checkpoint);
   if (model_config.src_vocab_size != s.src_tokenizer.vocab_size() ||
