@@ -1,5 +1,6 @@
 // The doctest runner. After doctest's own report it prints the plain summary
-// line CI reads: "tests: N passed, M failed[, K skipped]" (test cases).
+// line CI reads: "tests: N passed, M failed[, K skipped]" (test cases). A run
+// whose filters match no test case fails.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -43,6 +44,13 @@ int main(int argc, char** argv) {
   if (const char* filter = std::getenv("SF_TEST_FILTER")) context.addFilter("test-case", filter);
   int status = context.run();
   if (context.shouldExit()) return status;
+  // A filter (-tc, -ts, SF_TEST_FILTER) that matches nothing is a mistake, not
+  // a pass: a misspelt name in a command would otherwise report success.
+  if (g_stats.numTestCasesPassingFilters == 0) {
+    std::fprintf(stderr, "error: no test case matches the filters\n");
+    std::printf("tests: 0 passed, 0 failed\n");
+    return 1;
+  }
   unsigned failed = g_stats.numTestCasesFailed;
   unsigned skipped = static_cast<unsigned>(sf::testing::skipped_count());
   unsigned passed = g_stats.numTestCasesPassingFilters - failed - skipped;

@@ -5,7 +5,10 @@
 #include <fstream>
 
 #include "autograd/error.h"
+#include "autograd/kernels/thread_pool.h"
+#include "cli_process.h"
 #include "test_nn_helpers.h"
+#include "train/resources.h"
 #include "train/config.h"
 
 using namespace sf;
@@ -187,4 +190,29 @@ TEST_CASE("config: a missing file and a bad --set") {
                        "/nonexistent/c.json: cannot open the config file", Error);
   CHECK(error_for("{}", {"batch_size"}) == ": --set 'batch_size': expected key=value");
   CHECK(error_for(R"({"lr": 1})", {"lr.x=1"}) == ": --set lr.x: 'lr.' is not an object");
+}
+
+TEST_CASE("config: the threads key sets the kernels' thread count, and the log says it") {
+  CHECK(train::threads_to_use(3) == 3);
+  CHECK(train::threads_to_use(1) == 1);
+  // 0: the cores this process may run on, shared among the ranks on the machine.
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  int cores = std::min<int>(CPU_COUNT(&allowed), static_cast<int>(std::thread::hardware_concurrency()));
+  CHECK(train::threads_to_use(0) == cores);
+  CHECK(train::threads_to_use(0, 2) == std::max(1, cores / 2));
+
+  testing::TempDir dir;
+  std::string config = testing::write_config(dir.path, R"("data": {"task": "copy", "size": 100}, "num_epochs": 0)" +
+                                                           std::string(", ") + testing::kTiny);
+  for (std::string threads : {"1", "3"}) {
+    CHECK(testing::run({"train", "--config", config, "--set", "threads=" + threads}, dir.path / "log") == 0);
+    std::string log = testing::read_file(dir.path / "log");
+    CHECK_MESSAGE(log.find("parameters on cpu, " + threads + " CPU threads") != std::string::npos, log);
+  }
+  // In process too: a run leaves the pool at the count it asked for.
+  const int before = kernels::num_threads();
+  train::Trainer(train::load_config(config, {"threads=3"}));
+  CHECK(kernels::num_threads() == 3);
+  kernels::set_num_threads(before);
 }

@@ -204,7 +204,7 @@ TEST_SUITE("mpi" * doctest::skip()) {
   }
 
   TEST_CASE("mpi: device opencl: 2 ranks on the machine's OpenCL devices match one process on OpenCL") {
-    if (!fs::exists(mpi_binary("/opencl"))) SF_SKIP("no OpenCL build here (make OPENCL=1: its packages are missing)");
+    if (!fs::exists(mpi_binary("/opencl"))) SF_SKIP("no OpenCL build here (make OPENCL=1: its packages could not be installed)");
     TempDir one, two;
     CHECK(distance_from_one_process(2, {"device=opencl"}, one.path, two.path, "/opencl") <= 1e-5);
     CHECK(read_file(two.path / "log").find("parameters on opencl") != std::string::npos);

@@ -30,7 +30,7 @@ static std::string python_with_torch() {
 // Declares `python`, an interpreter that imports torch, or skips the test.
 #define SF_NEED_TORCH(python)                   \
   const std::string python = python_with_torch(); \
-  if (python.empty()) SF_SKIP("no python3 imports torch (make test installs python3-torch where it can)")
+  if (python.empty()) SF_SKIP("no python3 imports torch: python3-torch could not be installed (make test installs it)")
 
 // Runs tests/pytorch_parity.py on `dir` (model.safetensors, batch.safetensors),
 // which must exit 0.

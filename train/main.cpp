@@ -24,6 +24,7 @@
 #include "train/communicator.h"
 #include "train/inference.h"
 #include "train/metrics.h"
+#include "train/resources.h"
 #include "train/trainer.h"
 #ifdef SF_MPI
 #include "train/mpi/communicator.h"
@@ -166,7 +167,7 @@ int train_command(int argc, char** argv, Communicator& comm) {
 
 Session open_session(const Arguments& a) {
   Config config = load_config(a.config, a.sets);
-  kernels::set_num_threads(static_cast<int>(config.threads));
+  kernels::set_num_threads(threads_to_use(config.threads));
   return Session::open(config, a.checkpoint);
 }
 

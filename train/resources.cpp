@@ -1,5 +1,6 @@
 #include "resources.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "autograd/error.h"
 #include "autograd/tensor.h"
@@ -57,6 +59,17 @@ void check_writable_folder(const std::string& folder, const std::string& source,
   if (!f) fail(source, ": key '", key, "': cannot write in ", folder, " (", std::strerror(errno), ")");
   std::fclose(f);
   std::remove(probe.c_str());
+}
+
+// For 0: the cores mpirun (or taskset) bound the process to, if it is bound;
+// else the machine's, shared out among the ranks on it.
+int threads_to_use(int64_t threads_key, int ranks_on_this_machine) {
+  if (threads_key > 0) return static_cast<int>(threads_key);
+  int machine = static_cast<int>(std::thread::hardware_concurrency());
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) < machine)
+    return CPU_COUNT(&allowed);
+  return std::max(1, machine / ranks_on_this_machine);
 }
 
 }  // namespace sf::train

@@ -1,6 +1,7 @@
 // What a run will need, checked before it starts rather than discovered after
 // an epoch of work: memory for the model against the machine's, and output
-// folders that exist (or can be made) and can be written.
+// folders that exist (or can be made) and can be written; and the threads it
+// computes on.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,5 +21,9 @@ void check_fits_in_memory(double bytes, const std::string& what, const std::stri
 // Creates `folder` (with parents) if missing and checks a file can be created
 // in it; fails naming the config key otherwise.
 void check_writable_folder(const std::string& folder, const std::string& source, const std::string& key);
+
+// The kernels' thread count for the config key `threads`: the key itself when
+// > 0; for 0, the cores this process may run on.
+int threads_to_use(int64_t threads_key, int ranks_on_this_machine = 1);
 
 }  // namespace sf::train

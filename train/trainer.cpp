@@ -4,9 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <thread>
 
-#include <sched.h>
 #include <sys/resource.h>
 
 #include "autograd/error.h"
@@ -44,23 +42,12 @@ static std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const N
       params, c.lr, optim::AdamOptions{o.beta1, o.beta2, o.eps, o.weight_decay, o.name == "adamw"});
 }
 
-// threads 0: the cores this process may run on. That is the cores mpirun (or
-// taskset) bound it to, if it is bound; else the machine's, shared out among
-// the ranks on it.
-static int default_threads(int ranks_on_this_machine) {
-  int machine = static_cast<int>(std::thread::hardware_concurrency());
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) < machine)
-    return CPU_COUNT(&allowed);
-  return std::max(1, machine / ranks_on_this_machine);
-}
-
 Run::Run(Config c, Communicator* given)
     : own_comm(given ? nullptr : single_process()), comm(given ? *given : *own_comm), config(std::move(c)),
       accumulation(config.grad_accum), store(config.model_folder, config.model_basename, config.keep_checkpoints) {}
 
 Trainer::Trainer(Config c, Communicator* given) : Run(std::move(c), given) {
-  kernels::set_num_threads(config.threads > 0 ? static_cast<int>(config.threads) : default_threads(comm.local_size()));
+  kernels::set_num_threads(threads_to_use(config.threads, comm.local_size()));
   check_outputs();
   prepare_data();
   build_model_and_optimizer();
@@ -165,8 +152,10 @@ void Trainer::build_model_and_optimizer() {
   model->to(device);
   Rng& dropout = model->dropout_rng();
   dropout.set_state(rank_dropout_state(dropout.state(), comm.rank()));
-  say(comm, "model: %lld parameters on %s\n", static_cast<long long>(model->num_parameters()),
-      device.description().c_str());
+  // The threads are the CPU's: they run the kernels there, and the host's work
+  // (data, decoding's bookkeeping) beside an OpenCL device.
+  say(comm, "model: %lld parameters on %s, %d CPU threads\n", static_cast<long long>(model->num_parameters()),
+      device.description().c_str(), kernels::num_threads());
   optimizer = make_optimizer(config, model->named_parameters());
   if (comm.size() > 1) {
     if (config.zero) optimizer->shard(zero_shards(optimizer->params(), comm.rank(), comm.size()));
