@@ -131,35 +131,62 @@ std::vector<bf16> rounded_to_bf16(const std::vector<float>& x) {
   return out;
 }
 
-void check_gemm(const GemmCheck& g) {
-  CAPTURE(g.m);
-  CAPTURE(g.n);
-  CAPTURE(g.k);
-  CAPTURE(g.trans_a);
-  CAPTURE(g.trans_b);
-  int64_t lda = (g.trans_a ? g.m : g.k) + g.pad, ldb = (g.trans_b ? g.k : g.n) + g.pad, ldc = g.n + g.pad;
-  int64_t size_a = (g.trans_a ? g.k : g.m) * lda, size_b = (g.trans_b ? g.n : g.k) * ldb, size_c = g.m * ldc;
-  int64_t stride_b = g.shared_b ? 0 : size_b;
-  std::vector<float> a = random_vector(size_a * g.batch, g.m + g.n),
-                     b = random_vector(g.shared_b ? size_b : size_b * g.batch, g.k + 3);
+// The operands of a GemmCheck, and C before the product.
+struct GemmOperands {
+  int64_t lda, ldb, ldc, size_a, size_c, stride_b;
+  std::vector<float> a, b, c;
+  std::vector<bf16> a16, b16;
+};
+
+GemmOperands gemm_operands(const GemmCheck& g) {
+  GemmOperands o;
+  o.lda = (g.trans_a ? g.m : g.k) + g.pad;
+  o.ldb = (g.trans_b ? g.k : g.n) + g.pad;
+  o.ldc = g.n + g.pad;
+  o.size_a = (g.trans_a ? g.k : g.m) * o.lda;
+  o.size_c = g.m * o.ldc;
+  const int64_t size_b = (g.trans_b ? g.n : g.k) * o.ldb;
+  o.stride_b = g.shared_b ? 0 : size_b;
+  o.a = random_vector(o.size_a * g.batch, g.m + g.n);
+  o.b = random_vector(g.shared_b ? size_b : size_b * g.batch, g.k + 3);
   if (g.edges) {
     const float specials[] = {INFINITY, -INFINITY, NAN};
-    for (size_t i = 5; i < a.size(); i += 331) a[i] = specials[i % 3];
-    for (size_t i = 7; i < b.size(); i += 313) b[i] = specials[i % 3];
+    for (size_t i = 5; i < o.a.size(); i += 331) o.a[i] = specials[i % 3];
+    for (size_t i = 7; i < o.b.size(); i += 313) o.b[i] = specials[i % 3];
   }
-  std::vector<float> cf = random_vector(size_c * g.batch, 7), cs = cf;
-  const std::vector<bf16> a16 = rounded_to_bf16(a), b16 = rounded_to_bf16(b);
-  for (const HostTable* table : {&F, &S}) {
-    float* c = (table == &F ? cf : cs).data();
-    if (g.bf16)
-      table->gemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a16.data(), lda, size_a, b16.data(), ldb,
-                       stride_b, g.beta, c, ldc, size_c, g.batch);
-    else
-      table->gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a.data(), lda, size_a, b.data(), ldb, stride_b,
-                  g.beta, c, ldc, size_c, g.batch);
+  o.c = random_vector(o.size_c * g.batch, 7);
+  if (g.bf16) {
+    o.a16 = rounded_to_bf16(o.a);
+    o.b16 = rounded_to_bf16(o.b);
   }
-  // Float32 sums of up to k products of magnitude <= 4: the bound grows with k.
-  check_same(cf, cs, 1e-4f, 1e-4f * std::max(1.0f, std::sqrt(g.k / 64.0f)));
+  return o;
+}
+
+// C after the product through `table`.
+std::vector<float> gemm_result(const HostTable& table, const GemmCheck& g, const GemmOperands& o) {
+  std::vector<float> c = o.c;
+  if (g.bf16)
+    table.gemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, o.a16.data(), o.lda, o.size_a, o.b16.data(),
+                    o.ldb, o.stride_b, g.beta, c.data(), o.ldc, o.size_c, g.batch);
+  else
+    table.gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, o.a.data(), o.lda, o.size_a, o.b.data(), o.ldb,
+               o.stride_b, g.beta, c.data(), o.ldc, o.size_c, g.batch);
+  return c;
+}
+
+// Float32 sums of up to k products of magnitude <= 4: the bound grows with k.
+float gemm_atol(int64_t k) { return 1e-4f * std::max(1.0f, std::sqrt(k / 64.0f)); }
+
+// For a failure's report.
+std::string gemm_shape(const GemmCheck& g) {
+  return "m " + std::to_string(g.m) + ", n " + std::to_string(g.n) + ", k " + std::to_string(g.k) + ", trans_a " +
+         std::to_string(g.trans_a) + ", trans_b " + std::to_string(g.trans_b) + ", batch " + std::to_string(g.batch);
+}
+
+void check_gemm(const GemmCheck& g) {
+  INFO(gemm_shape(g));
+  const GemmOperands o = gemm_operands(g);
+  check_same(gemm_result(F, g, o), gemm_result(S, g, o), 1e-4f, gemm_atol(g.k));
 }
 
 }  // namespace
@@ -314,6 +341,13 @@ TEST_CASE("kernels: gemm with beta 0 ignores NaN in C") {
   for (float v : c) REQUIRE(std::isfinite(v));
 }
 
+// Two operands of [rows, cols] as binary ops broadcast them: full and full,
+// full and a row (a bias), a column and full, full and a scalar.
+std::vector<Rows> broadcast_views(int64_t rows, int64_t cols) {
+  return {rows_view({rows, cols}, {{cols, 1}, {cols, 1}}), rows_view({rows, cols}, {{cols, 1}, {0, 1}}),
+          rows_view({rows, cols}, {{1, 0}, {cols, 1}}), rows_view({rows, cols}, {{cols, 1}, {0, 0}})};
+}
+
 // binary ops and fill_where with broadcasting.
 void check_broadcasting() {
   with_threads([] {
@@ -323,11 +357,7 @@ void check_broadcasting() {
         CAPTURE(cols);
         std::vector<float> a = random_vector(rows * cols, 1), b = random_vector(rows * cols, 2, 0.5f, 2);
         const std::vector<float> ea = edge_rows(rows, cols, 1), eb = with_edges(rows * cols, 2);
-        // full-full, full-row (bias), column-full, full-scalar
-        std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
-            {{cols, 1}, {cols, 1}}, {{cols, 1}, {0, 1}}, {{1, 0}, {cols, 1}}, {{cols, 1}, {0, 0}}};
-        for (auto& [sa, sb] : cases) {
-          const Rows view = rows_view({rows, cols}, {sa, sb});
+        for (const Rows& view : broadcast_views(rows, cols)) {
           for (Binary op : {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div})
             for (bool edges : {false, true}) {
               CAPTURE(edges);
