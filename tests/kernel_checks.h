@@ -44,6 +44,28 @@ struct KernelChecks {
 #define SF_KERNEL_CHECK_TABLE \
   sf::testing::KernelChecks { SF_KERNEL_CHECKS(SF_KERNEL_CHECK_ENTRY) }
 
+// The same for the thread count (tests/test_kernels.cpp): for every entry, the
+// check that runs its fast version at 1, 2 and 3 threads on shapes it splits,
+// or check_serial_kernels where the fast table runs it on one thread.
+#define SF_KERNEL_SPLIT_CHECKS(X)                                                                             \
+  X(gemm, check_gemm_split) X(gemm_bf16, check_gemm_bf16_split) X(unary, check_unary_split)                \
+  X(binary, check_broadcasting_split) X(predicate, check_serial_kernels)                                   \
+  X(predicate_int, check_serial_kernels) X(fill_where, check_broadcasting_split)                           \
+  X(bias_relu, check_layer_norm_relu_dropout_split) X(relu_backward, check_layer_norm_relu_dropout_split)  \
+  X(dropout, check_layer_norm_relu_dropout_split) X(dropout_add, check_layer_norm_relu_dropout_split)      \
+  X(sum_to, check_reductions_split) X(max_axis, check_reductions_split)                                    \
+  X(dot, check_dot_and_optimizers_split) X(topk, check_serial_kernels) X(log_softmax, check_rows_split)    \
+  X(log_softmax_backward, check_rows_split) X(masked_softmax, check_rows_split)                            \
+  X(masked_softmax_backward, check_rows_split) X(layer_norm, check_layer_norm_relu_dropout_split)          \
+  X(layer_norm_backward, check_layer_norm_relu_dropout_split) X(cross_entropy, check_rows_split)           \
+  X(cross_entropy_backward, check_rows_split) X(copy_rows, check_copies_split)                             \
+  X(copy_strided, check_copies_split) X(gather_rows, check_copies_split)                                   \
+  X(scatter_add_rows, check_serial_kernels) X(float_to_bf16, check_bf16_conversions_split)                 \
+  X(bf16_to_float, check_bf16_conversions_split) X(adam_step, check_dot_and_optimizers_split)              \
+  X(sgd_step, check_dot_and_optimizers_split)
+#define SF_KERNEL_SPLIT_CHECK_TABLE \
+  sf::testing::KernelChecks { SF_KERNEL_SPLIT_CHECKS(SF_KERNEL_CHECK_ENTRY) }
+
 // Runs each distinct check once (one may cover several entries, e.g. a kernel
 // and its backward pass), as a subcase named by the entries it covers.
 inline void run_kernel_checks(const KernelChecks& checks) {

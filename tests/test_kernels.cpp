@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -131,35 +132,62 @@ std::vector<bf16> rounded_to_bf16(const std::vector<float>& x) {
   return out;
 }
 
-void check_gemm(const GemmCheck& g) {
-  CAPTURE(g.m);
-  CAPTURE(g.n);
-  CAPTURE(g.k);
-  CAPTURE(g.trans_a);
-  CAPTURE(g.trans_b);
-  int64_t lda = (g.trans_a ? g.m : g.k) + g.pad, ldb = (g.trans_b ? g.k : g.n) + g.pad, ldc = g.n + g.pad;
-  int64_t size_a = (g.trans_a ? g.k : g.m) * lda, size_b = (g.trans_b ? g.n : g.k) * ldb, size_c = g.m * ldc;
-  int64_t stride_b = g.shared_b ? 0 : size_b;
-  std::vector<float> a = random_vector(size_a * g.batch, g.m + g.n),
-                     b = random_vector(g.shared_b ? size_b : size_b * g.batch, g.k + 3);
+// The operands of a GemmCheck, and C before the product.
+struct GemmOperands {
+  int64_t lda, ldb, ldc, size_a, size_c, stride_b;
+  std::vector<float> a, b, c;
+  std::vector<bf16> a16, b16;
+};
+
+GemmOperands gemm_operands(const GemmCheck& g) {
+  GemmOperands o;
+  o.lda = (g.trans_a ? g.m : g.k) + g.pad;
+  o.ldb = (g.trans_b ? g.k : g.n) + g.pad;
+  o.ldc = g.n + g.pad;
+  o.size_a = (g.trans_a ? g.k : g.m) * o.lda;
+  o.size_c = g.m * o.ldc;
+  const int64_t size_b = (g.trans_b ? g.n : g.k) * o.ldb;
+  o.stride_b = g.shared_b ? 0 : size_b;
+  o.a = random_vector(o.size_a * g.batch, g.m + g.n);
+  o.b = random_vector(g.shared_b ? size_b : size_b * g.batch, g.k + 3);
   if (g.edges) {
     const float specials[] = {INFINITY, -INFINITY, NAN};
-    for (size_t i = 5; i < a.size(); i += 331) a[i] = specials[i % 3];
-    for (size_t i = 7; i < b.size(); i += 313) b[i] = specials[i % 3];
+    for (size_t i = 5; i < o.a.size(); i += 331) o.a[i] = specials[i % 3];
+    for (size_t i = 7; i < o.b.size(); i += 313) o.b[i] = specials[i % 3];
   }
-  std::vector<float> cf = random_vector(size_c * g.batch, 7), cs = cf;
-  const std::vector<bf16> a16 = rounded_to_bf16(a), b16 = rounded_to_bf16(b);
-  for (const HostTable* table : {&F, &S}) {
-    float* c = (table == &F ? cf : cs).data();
-    if (g.bf16)
-      table->gemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a16.data(), lda, size_a, b16.data(), ldb,
-                       stride_b, g.beta, c, ldc, size_c, g.batch);
-    else
-      table->gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a.data(), lda, size_a, b.data(), ldb, stride_b,
-                  g.beta, c, ldc, size_c, g.batch);
+  o.c = random_vector(o.size_c * g.batch, 7);
+  if (g.bf16) {
+    o.a16 = rounded_to_bf16(o.a);
+    o.b16 = rounded_to_bf16(o.b);
   }
-  // Float32 sums of up to k products of magnitude <= 4: the bound grows with k.
-  check_same(cf, cs, 1e-4f, 1e-4f * std::max(1.0f, std::sqrt(g.k / 64.0f)));
+  return o;
+}
+
+// C after the product through `table`.
+std::vector<float> gemm_result(const HostTable& table, const GemmCheck& g, const GemmOperands& o) {
+  std::vector<float> c = o.c;
+  if (g.bf16)
+    table.gemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, o.a16.data(), o.lda, o.size_a, o.b16.data(),
+                    o.ldb, o.stride_b, g.beta, c.data(), o.ldc, o.size_c, g.batch);
+  else
+    table.gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, o.a.data(), o.lda, o.size_a, o.b.data(), o.ldb,
+               o.stride_b, g.beta, c.data(), o.ldc, o.size_c, g.batch);
+  return c;
+}
+
+// Float32 sums of up to k products of magnitude <= 4: the bound grows with k.
+float gemm_atol(int64_t k) { return 1e-4f * std::max(1.0f, std::sqrt(k / 64.0f)); }
+
+// For a failure's report.
+std::string gemm_shape(const GemmCheck& g) {
+  return "m " + std::to_string(g.m) + ", n " + std::to_string(g.n) + ", k " + std::to_string(g.k) + ", trans_a " +
+         std::to_string(g.trans_a) + ", trans_b " + std::to_string(g.trans_b) + ", batch " + std::to_string(g.batch);
+}
+
+void check_gemm(const GemmCheck& g) {
+  INFO(gemm_shape(g));
+  const GemmOperands o = gemm_operands(g);
+  check_same(gemm_result(F, g, o), gemm_result(S, g, o), 1e-4f, gemm_atol(g.k));
 }
 
 }  // namespace
@@ -314,6 +342,13 @@ TEST_CASE("kernels: gemm with beta 0 ignores NaN in C") {
   for (float v : c) REQUIRE(std::isfinite(v));
 }
 
+// Two operands of [rows, cols] as binary ops broadcast them: full and full,
+// full and a row (a bias), a column and full, full and a scalar.
+std::vector<Rows> broadcast_views(int64_t rows, int64_t cols) {
+  return {rows_view({rows, cols}, {{cols, 1}, {cols, 1}}), rows_view({rows, cols}, {{cols, 1}, {0, 1}}),
+          rows_view({rows, cols}, {{1, 0}, {cols, 1}}), rows_view({rows, cols}, {{cols, 1}, {0, 0}})};
+}
+
 // binary ops and fill_where with broadcasting.
 void check_broadcasting() {
   with_threads([] {
@@ -323,11 +358,7 @@ void check_broadcasting() {
         CAPTURE(cols);
         std::vector<float> a = random_vector(rows * cols, 1), b = random_vector(rows * cols, 2, 0.5f, 2);
         const std::vector<float> ea = edge_rows(rows, cols, 1), eb = with_edges(rows * cols, 2);
-        // full-full, full-row (bias), column-full, full-scalar
-        std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
-            {{cols, 1}, {cols, 1}}, {{cols, 1}, {0, 1}}, {{1, 0}, {cols, 1}}, {{cols, 1}, {0, 0}}};
-        for (auto& [sa, sb] : cases) {
-          const Rows view = rows_view({rows, cols}, {sa, sb});
+        for (const Rows& view : broadcast_views(rows, cols)) {
           for (Binary op : {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div})
             for (bool edges : {false, true}) {
               CAPTURE(edges);
@@ -369,6 +400,8 @@ void check_broadcasting() {
 // The unary ops the fast table vectorises (the others: the next test case).
 const Unary kVectorUnary[] = {Unary::Neg,       Unary::Exp,       Unary::Relu,       Unary::Sigmoid,
                               Unary::AddScalar, Unary::MulScalar, Unary::RSubScalar, Unary::RDivScalar};
+// The others: the reference's loop, in parallel pieces in the fast table.
+const Unary kLibraryUnary[] = {Unary::Log, Unary::Sqrt, Unary::Tanh, Unary::PowScalar};
 
 // unary ops.
 void check_unary() {
@@ -814,6 +847,368 @@ void check_bf16_conversions() {
     table->float_to_bf16(in, out, 7);
     for (int i = 0; i < 7; ++i) CHECK(out[i].bits == expect[i]);
   }
+}
+
+// --- the same results at 1, 2 and 3 threads --------------------------------------------
+//
+// The checks above run most sizes below the grain at which a fast kernel
+// splits its work, and none asks whether it was split. These run each entry
+// at 1, 2 and 3 threads on shapes of a few grains (fast.cpp's 2^14 elements,
+// or rows holding as many; gemm.cpp's 2^18 multiply-adds), and ask the pool
+// whether the work really was cut into as many chunks as threads: a grain
+// grown past a shape fails here instead of leaving the split untested.
+// docs/adding-an-op.md asks a fast kernel to compute each element the same way
+// whatever the number of threads, so results must be bit-identical (the
+// exceptions are named below, with the reason), and at 1 thread they must
+// match the reference.
+namespace {
+
+const int kThreadCounts[] = {1, 2, 3};
+
+// Three grains and a bit, cut at 2 and 3 threads after elements 24595 and
+// 16397: in the middle of a vector at every width but 1.
+constexpr int64_t kSplitElements = 3 * (1 << 14) + 37;
+// A grain is 127 rows of 129 floats; 600 rows are also three of the blocks of
+// 256 rows that column sums are added in (column_sums, layer_norm_backward).
+constexpr int64_t kSplitRows = 600, kSplitCols = 129;
+
+// Runs `kernel`, which returns its outputs, at each of kThreadCounts and
+// returns what it returned at each. From 2 threads on, at least `passes` of
+// its parallel_for calls must have been cut up, into as many chunks as
+// threads each.
+template <class Kernel>
+auto outputs_at_thread_counts(Kernel kernel, int64_t passes = 1) {
+  std::vector<decltype(kernel())> outputs;
+  for (int threads : kThreadCounts) {
+    CAPTURE(threads);
+    set_num_threads(threads);
+    const ThreadPool::SplitCount before = pool().split_count();
+    outputs.push_back(kernel());
+    const ThreadPool::SplitCount after = pool().split_count();
+    if (threads > 1) {
+      CHECK(after.calls - before.calls >= passes);
+      CHECK(after.chunks - before.chunks >= threads * passes);
+    }
+  }
+  set_num_threads(0);
+  return outputs;
+}
+
+// The outputs at every thread count bit for bit those at 1 thread, NaN
+// payloads and signed zeros included; reports the first element that differs.
+template <class T>
+void check_bit_identical(const std::vector<std::vector<T>>& outputs) {
+  for (size_t t = 1; t < outputs.size(); ++t) {
+    const std::vector<T>& got = outputs[t];
+    const std::vector<T>& want = outputs[0];
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
+        FAIL_CHECK("element ", i, " at ", kThreadCounts[t], " threads differs from the one at 1 thread");
+        break;
+      }
+  }
+}
+
+// n floats as `write` leaves them.
+template <class Write>
+std::vector<float> written(int64_t n, Write write) {
+  std::vector<float> out(n);
+  write(out.data());
+  return out;
+}
+
+// `fast()` returns the fast table's outputs: bit-identical at every thread
+// count, and at 1 thread `want` within check_same's tolerance.
+template <class Fast>
+void check_split_against(Fast fast, const std::vector<float>& want, float rtol, float atol, int64_t passes = 1) {
+  const std::vector<std::vector<float>> outputs = outputs_at_thread_counts(fast, passes);
+  check_bit_identical(outputs);
+  check_same(outputs[0], want, rtol, atol);
+}
+
+// `run(table)` returns the outputs of a kernel through `table`: the fast
+// table's as check_split_against wants, the reference's the yardstick.
+template <class Run>
+void check_split(Run run, float rtol, float atol, int64_t passes = 1) {
+  check_split_against([&] { return run(F); }, run(S), rtol, atol, passes);
+}
+
+// The common case: one output of n floats, which write(table, out) fills.
+template <class Write>
+void check_split_output(int64_t n, Write write, float rtol, float atol) {
+  check_split([&](const HostTable& t) { return written(n, [&](float* out) { write(t, out); }); }, rtol, atol);
+}
+
+// For the kernels whose results may change with the thread count: each
+// count's outputs against the reference's.
+template <class Run>
+void check_split_close(Run run, float rtol, float atol) {
+  const std::vector<float> want = run(S);
+  const std::vector<std::vector<float>> outputs = outputs_at_thread_counts([&] { return run(F); });
+  for (size_t t = 0; t < outputs.size(); ++t) {
+    CAPTURE(kThreadCounts[t]);
+    check_same(outputs[t], want, rtol, atol);
+  }
+}
+
+// Several outputs as one, compared together.
+std::vector<float> joined(std::initializer_list<std::vector<float>> parts) {
+  std::vector<float> all;
+  for (const std::vector<float>& part : parts) all.insert(all.end(), part.begin(), part.end());
+  return all;
+}
+
+// The products of gemm's and gemm_bf16's checks, k past their K blocking (gemm
+// 512, gemm_bf16 1024), so that the second K block must add into C. A tall
+// product is cut across its rows, so that one thread packs B (m > 128,
+// gemm.cpp's kPackBRows) where each of 2 or 3 reads it in place; a wide one
+// across its columns; one of 3 rows (gemm_few_rows) into blocks of 2^19 / 3k
+// columns rounded down to a multiple of 64 (320 at k 521, 128 at 1031), of
+// which `few_rows_n` makes five or more: at 3 threads the pool cuts four tasks
+// into two chunks. An entry of batch 1 is cut into parts, of batch
+// 3 too at 2 threads (at 3, each thread takes a whole entry). Each product is
+// four times kParallelWork or more.
+void check_gemm_products(bool bf16, int64_t k, int64_t few_rows_n) {
+  for (const auto& [m, n] : {std::pair<int64_t, int64_t>{136, 17}, {17, 136}, {3, few_rows_n}})
+    for (int64_t batch : {1, 3})
+      for (int layout = 0; layout < 4; ++layout) {
+        GemmCheck g{m, n, k, bool(layout & 1), bool(layout & 2), 0.5f, layout == 3 ? 0.0f : 1.5f, batch, /*pad=*/1};
+        g.bf16 = bf16;
+        INFO(gemm_shape(g));
+        const GemmOperands o = gemm_operands(g);
+        const std::vector<float> want = gemm_result(S, g, o);
+        auto check = [&] { check_split_against([&] { return gemm_result(F, g, o); }, want, 1e-4f, gemm_atol(k)); };
+        if (bf16)
+          at_each_bf16_gemm(check);
+        else
+          check();
+      }
+}
+
+void check_gemm_split() { check_gemm_products(/*bf16=*/false, 521, /*few_rows_n=*/1700); }
+void check_gemm_bf16_split() { check_gemm_products(/*bf16=*/true, 1031, /*few_rows_n=*/700); }
+
+// Neg, Exp and Sigmoid are not the same at every thread count: a chunk that
+// ends mid-vector leaves its last elements to the reference's loop, whose
+// std::exp rounds differently from simd::exp, and whose -x is -0 at 0 where the
+// vectors' 0 - x is +0 (and keeps a NaN's sign bit). They are checked against
+// the reference within its tolerance instead.
+bool same_at_every_thread_count(Unary op) { return op != Unary::Neg && op != Unary::Exp && op != Unary::Sigmoid; }
+
+void check_unary_split() {
+  const std::vector<float> x = with_edges(kSplitElements, 3);
+  for (const auto& ops : {std::span<const Unary>(kVectorUnary), std::span<const Unary>(kLibraryUnary)})
+    for (Unary op : ops) {
+      CAPTURE(static_cast<int>(op));
+      auto run = [&](const HostTable& t) {
+        return written(kSplitElements, [&](float* y) { t.unary(op, x.data(), y, kSplitElements, 1.5f); });
+      };
+      if (same_at_every_thread_count(op))
+        check_split(run, 2e-6f, FLT_MIN);
+      else
+        check_split_close(run, 2e-6f, FLT_MIN);
+    }
+}
+
+void check_broadcasting_split() {
+  const int64_t size = kSplitRows * kSplitCols;
+  const std::vector<float> a = edge_rows(kSplitRows, kSplitCols, 1), b = with_edges(size, 2);
+  for (const Rows& view : broadcast_views(kSplitRows, kSplitCols))
+    for (Binary op : {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div}) {
+      CAPTURE(static_cast<int>(op));
+      check_split_output(
+          size, [&](const HostTable& t, float* out) { t.binary(op, a.data(), b.data(), out, view); }, 0, 0);
+    }
+  std::vector<int32_t> mask(kSplitCols);
+  for (int64_t c = 0; c < kSplitCols; ++c) mask[c] = c % 3 == 0;
+  const Rows view = rows_view({kSplitRows, kSplitCols}, {{kSplitCols, 1}, {0, 1}});
+  check_split_output(
+      size, [&](const HostTable& t, float* out) { t.fill_where(a.data(), mask.data(), -1e9f, out, view); }, 0, 0);
+}
+
+// Sums of each row, of each column (three blocks of rows), over a middle axis
+// ([48, 33, 31]: a grain is 16 of the outer); the maximum of each row.
+void check_reductions_split() {
+  const int64_t rows = kSplitRows, cols = kSplitCols;
+  const std::vector<float> x = random_vector(rows * cols, 4);
+  for (const auto& [view, out_size] :
+       {std::pair{rows_view({rows, cols}, {{cols, 1}, {1, 0}}), rows},
+        std::pair{rows_view({rows, cols}, {{cols, 1}, {0, 1}}), cols},
+        std::pair{rows_view({48, 33, 31}, {{33 * 31, 31, 1}, {31, 0, 1}}), int64_t{48 * 31}}}) {
+    CAPTURE(out_size);
+    check_split_output(
+        out_size, [&](const HostTable& t, float* out) { t.sum_to(x.data(), out, view); }, 1e-5f, 1e-5f);
+  }
+  check_split_output(
+      rows, [&](const HostTable& t, float* out) { t.max_axis(x.data(), rows, cols, 1, out, nullptr); }, 0, 0);
+}
+
+void check_rows_split() {
+  const int64_t rows = kSplitRows, cols = kSplitCols, size = rows * cols;
+  const std::vector<float> x = random_vector(size, 6, -8, 8), dy = random_vector(size, 7);
+  const Rows plain = rows_view({rows, cols}, {{0, 0}}, true);
+  // Scores [2, rows / 2, cols] with a key-padding mask [2, 1, cols].
+  const Rows scores = rows_view({2, rows / 2, cols}, {{cols, 0, 1}}, true);
+  std::vector<int32_t> mask(2 * cols), targets(rows);
+  for (int64_t i = 0; i < 2 * cols; ++i) mask[i] = i % 5 != 2;
+  for (int64_t r = 0; r < rows; ++r) targets[r] = r % 4 == 1 ? 1 : static_cast<int32_t>((r * 7) % cols);
+  const std::vector<float> probs =
+      written(size, [&](float* y) { S.masked_softmax(x.data(), mask.data(), scores, 0.3f, y); });
+  const std::vector<float> log_probs = written(size, [&](float* y) { S.log_softmax(x.data(), y, rows, cols); });
+  const float scale = 0.25f;
+
+  check_split_output(
+      size, [&](const HostTable& t, float* y) { t.masked_softmax(x.data(), nullptr, plain, 1.0f, y); }, 1e-5f, 1e-7f);
+  check_split_output(
+      size, [&](const HostTable& t, float* y) { t.masked_softmax(x.data(), mask.data(), scores, 0.3f, y); }, 1e-5f,
+      1e-7f);
+  check_split_output(
+      size,
+      [&](const HostTable& t, float* dx) {
+        t.masked_softmax_backward(probs.data(), dy.data(), mask.data(), scores, 0.3f, dx);
+      },
+      1e-4f, 1e-6f);
+  check_split_output(
+      size, [&](const HostTable& t, float* y) { t.log_softmax(x.data(), y, rows, cols); }, 1e-5f, 1e-5f);
+  check_split_output(
+      size, [&](const HostTable& t, float* dx) { t.log_softmax_backward(log_probs.data(), dy.data(), dx, rows, cols); },
+      1e-4f, 1e-5f);
+  check_split(
+      [&](const HostTable& t) {
+        std::vector<float> loss(rows), counted(rows), lp(size);
+        t.cross_entropy(x.data(), targets.data(), rows, cols, 1, 0.1f, loss.data(), counted.data(), lp.data());
+        return joined({loss, counted, lp});
+      },
+      1e-5f, 1e-5f);
+  check_split_output(
+      size,
+      [&](const HostTable& t, float* d) {
+        t.cross_entropy_backward(log_probs.data(), targets.data(), rows, cols, 1, 0.1f, &scale, d);
+      },
+      1e-5f, 1e-7f);
+}
+
+// layer_norm_backward makes two passes, dx by rows and then dalpha and dbias
+// by blocks of rows: both must split.
+void check_layer_norm_relu_dropout_split() {
+  const int64_t rows = kSplitRows, cols = kSplitCols, size = rows * cols;
+  const std::vector<float> x = random_vector(size, 10, -3, 3), dy = random_vector(size, 11);
+  const std::vector<float> alpha = random_vector(cols, 12, 0.5f, 1.5f), bias = random_vector(cols, 13);
+  std::vector<float> y(size), mean(rows), stdev(rows);
+  S.layer_norm(x.data(), alpha.data(), bias.data(), rows, cols, 1e-6f, y.data(), mean.data(), stdev.data());
+
+  check_split(
+      [&](const HostTable& t) {
+        std::vector<float> out(size), mu(rows), sigma(rows);
+        t.layer_norm(x.data(), alpha.data(), bias.data(), rows, cols, 1e-6f, out.data(), mu.data(), sigma.data());
+        return joined({out, mu, sigma});
+      },
+      1e-5f, 1e-5f);
+  check_split(
+      [&](const HostTable& t) {
+        std::vector<float> dx(size), dalpha(cols), dbias(cols);
+        t.layer_norm_backward(x.data(), alpha.data(), mean.data(), stdev.data(), dy.data(), rows, cols, 1e-6f,
+                              dx.data(), dalpha.data(), dbias.data());
+        return joined({dx, dalpha, dbias});
+      },
+      1e-4f, 1e-4f, /*passes=*/2);
+  check_split_output(
+      size, [&](const HostTable& t, float* out) { t.bias_relu(x.data(), bias.data(), rows, cols, out); }, 0, 0);
+  check_split_output(
+      size, [&](const HostTable& t, float* dx) { t.relu_backward(x.data(), dy.data(), dx, size); }, 0, 0);
+  check_split_output(
+      size, [&](const HostTable& t, float* out) { t.dropout(x.data(), out, size, 1.25f, 99, 858993459u); }, 0, 0);
+  check_split_output(
+      size,
+      [&](const HostTable& t, float* out) { t.dropout_add(dy.data(), x.data(), out, size, 1.25f, 99, 858993459u); }, 0,
+      0);
+}
+
+// adam_step is not the same at every thread count: a chunk that ends
+// mid-vector leaves its last elements to the reference's loop, which rounds
+// differently (the vectors fuse l2 * p + g into one rounding, and multiply by
+// 1 / sqrt_bc2 where the reference divides).
+void check_dot_and_optimizers_split() {
+  const int64_t n = kSplitElements;
+  const std::vector<float> a = random_vector(n, 16), b = random_vector(n, 17), g = with_edges(n, 18);
+  check_split_output(
+      1, [&](const HostTable& t, float* out) { t.dot(a.data(), b.data(), n, out); }, 1e-5f, 0);
+  check_split_close(
+      [&](const HostTable& t) {
+        std::vector<float> p = b, m(n, 0.1f), v(n, 0.2f);
+        t.adam_step(p.data(), g.data(), m.data(), v.data(), n, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, 0.01f, 0.001f);
+        return joined({p, m, v});
+      },
+      1e-5f, 1e-7f);
+  check_split(
+      [&](const HostTable& t) {
+        std::vector<float> p = b, buf(n, 0.3f);
+        t.sgd_step(p.data(), g.data(), buf.data(), n, 0.1f, 0.9f, 0.01f, /*nesterov=*/true, /*first=*/false);
+        return joined({p, buf});
+      },
+      0, 0);
+}
+
+// copy_rows from a wider matrix, copy_strided as attention's head split
+// ([2, 100, 3, 129] -> [2, 3, 100, 129]), and gather_rows.
+void check_copies_split() {
+  const int64_t rows = kSplitRows, cols = kSplitCols, wide = cols + 7;
+  const std::vector<float> x = random_vector(rows * wide, 14);
+  const int64_t row_bytes = cols * sizeof(float);
+  check_split_output(
+      rows * cols,
+      [&](const HostTable& t, float* y) { t.copy_rows(x.data(), wide * sizeof(float), y, row_bytes, rows, row_bytes); },
+      0, 0);
+  const Rows heads = rows_view({2, 3, 100, cols}, {{100 * 3 * cols, cols, 3 * cols, 1}});
+  check_split_output(
+      rows * cols, [&](const HostTable& t, float* y) { t.copy_strided(x.data(), y, heads); }, 0, 0);
+  std::vector<int32_t> ids(rows);
+  for (int64_t i = 0; i < rows; ++i) ids[i] = static_cast<int32_t>(i * 7 % 50);
+  check_split_output(
+      rows * cols, [&](const HostTable& t, float* y) { t.gather_rows(x.data(), ids.data(), rows, cols, y); }, 0, 0);
+}
+
+void check_bf16_conversions_split() {
+  const int64_t n = kSplitElements;
+  const std::vector<float> x = with_edges(n, 11, -1e3f, 1e3f);
+  auto to_bf16 = [&](const HostTable& t) {
+    std::vector<bf16> y(n);
+    t.float_to_bf16(x.data(), y.data(), n);
+    return y;
+  };
+  const std::vector<std::vector<bf16>> rounded = outputs_at_thread_counts([&] { return to_bf16(F); });
+  check_bit_identical(rounded);
+  CHECK(std::memcmp(rounded[0].data(), to_bf16(S).data(), n * sizeof(bf16)) == 0);
+  check_split_output(
+      n, [&](const HostTable& t, float* y) { t.bf16_to_float(rounded[0].data(), y, n); }, 0, 0);
+}
+
+// predicate, predicate_int, topk and scatter_add_rows run on one thread in the
+// fast table (the reference's code; scatter_add_rows because two ids may name
+// the same row), so the thread count cannot change them. Checked on shapes the
+// others split: a version that splits fails here until it has a check above.
+void check_serial_kernels() {
+  const int64_t rows = kSplitRows, cols = kSplitCols, size = rows * cols;
+  const std::vector<float> x = random_vector(size, 20), y = random_vector(size, 21);
+  const Rows view = rows_view({rows, cols}, {{cols, 1}, {cols, 1}});
+  std::vector<int32_t> ints(size), out(size), ids(rows);
+  std::vector<float> values(rows * 5), table(50 * cols);
+  for (int64_t i = 0; i < rows; ++i) ids[i] = static_cast<int32_t>(i * 7 % 50);
+  set_num_threads(2);
+  const ThreadPool::SplitCount before = pool().split_count();
+  F.predicate(Predicate::Lt, x.data(), y.data(), out.data(), view);
+  F.predicate_int(Predicate::Eq, ints.data(), ints.data(), out.data(), view);
+  F.topk(x.data(), rows, cols, 5, values.data(), out.data());
+  F.scatter_add_rows(x.data(), ids.data(), rows, cols, table.data());
+  CHECK(pool().split_count().calls == before.calls);
+  set_num_threads(0);
+}
+
+}  // namespace
+
+TEST_CASE("kernels: every entry at 1 to 3 threads on shapes its fast version splits") {
+  sf::testing::run_kernel_checks(SF_KERNEL_SPLIT_CHECK_TABLE);
 }
 
 TEST_CASE("kernels: every entry of the fast table against the scalar reference") {

@@ -140,6 +140,10 @@ void ThreadPool::run(int64_t begin, int64_t end, int64_t grain, ChunkFn call, co
   end_ = end;
   chunk_ = (n + chunks - 1) / chunks;
   num_chunks_ = (n + chunk_ - 1) / chunk_;
+  if (num_chunks_ > 1) {
+    split_calls_.fetch_add(1, std::memory_order_relaxed);
+    split_chunks_.fetch_add(num_chunks_, std::memory_order_relaxed);
+  }
   next_chunk_.store(0);
   unfinished_.store(num_chunks_);
   job_.store(job + 1);  // even: published

@@ -39,6 +39,15 @@ class ThreadPool {
   void set_num_threads(int n);
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
+  // The parallel_for calls cut into more than one chunk since the pool was
+  // made, and their chunks: a test reads them to know that its shapes really
+  // were split, so that a grain grown past them fails it instead of leaving
+  // the split untested.
+  struct SplitCount {
+    int64_t calls = 0, chunks = 0;
+  };
+  SplitCount split_count() const { return {split_calls_.load(), split_chunks_.load()}; }
+
   // Calls fn(chunk_begin, chunk_end) over disjoint chunks covering [begin, end),
   // each at least `grain` long (except when the range itself is shorter).
   // `fn` runs concurrently on several threads, so it is called as const and
@@ -88,6 +97,7 @@ class ThreadPool {
   std::mutex sleep_mutex_;
   std::condition_variable wake_;        // sleeping workers wait here for a new job
   std::atomic<bool> stop_{false};
+  std::atomic<int64_t> split_calls_{0}, split_chunks_{0};
 };
 
 // The process-wide pool used by the kernels.
