@@ -940,18 +940,6 @@ void check_split_output(int64_t n, Write write, float rtol, float atol) {
   check_split([&](const HostTable& t) { return written(n, [&](float* out) { write(t, out); }); }, rtol, atol);
 }
 
-// For the kernels whose results may change with the thread count: each
-// count's outputs against the reference's.
-template <class Run>
-void check_split_close(Run run, float rtol, float atol) {
-  const std::vector<float> want = run(S);
-  const std::vector<std::vector<float>> outputs = outputs_at_thread_counts([&] { return run(F); });
-  for (size_t t = 0; t < outputs.size(); ++t) {
-    CAPTURE(kThreadCounts[t]);
-    check_same(outputs[t], want, rtol, atol);
-  }
-}
-
 // Several outputs as one, compared together.
 std::vector<float> joined(std::initializer_list<std::vector<float>> parts) {
   std::vector<float> all;
@@ -989,13 +977,6 @@ void check_gemm_products(bool bf16, int64_t k, int64_t few_rows_n) {
 void check_gemm_split() { check_gemm_products(/*bf16=*/false, 521, /*few_rows_n=*/1700); }
 void check_gemm_bf16_split() { check_gemm_products(/*bf16=*/true, 1031, /*few_rows_n=*/700); }
 
-// Neg, Exp and Sigmoid are not the same at every thread count: a chunk that
-// ends mid-vector leaves its last elements to the reference's loop, whose
-// std::exp rounds differently from simd::exp, and whose -x is -0 at 0 where the
-// vectors' 0 - x is +0 (and keeps a NaN's sign bit). They are checked against
-// the reference within its tolerance instead.
-bool same_at_every_thread_count(Unary op) { return op != Unary::Neg && op != Unary::Exp && op != Unary::Sigmoid; }
-
 void check_unary_split() {
   const std::vector<float> x = with_edges(kSplitElements, 3);
   for (const auto& ops : {std::span<const Unary>(kVectorUnary), std::span<const Unary>(kLibraryUnary)})
@@ -1004,10 +985,7 @@ void check_unary_split() {
       auto run = [&](const HostTable& t) {
         return written(kSplitElements, [&](float* y) { t.unary(op, x.data(), y, kSplitElements, 1.5f); });
       };
-      if (same_at_every_thread_count(op))
-        check_split(run, 2e-6f, FLT_MIN);
-      else
-        check_split_close(run, 2e-6f, FLT_MIN);
+      check_split(run, 2e-6f, FLT_MIN);
     }
 }
 
@@ -1134,7 +1112,7 @@ void check_dot_and_optimizers_split() {
   const std::vector<float> a = random_vector(n, 16), b = random_vector(n, 17), g = with_edges(n, 18);
   check_split_output(
       1, [&](const HostTable& t, float* out) { t.dot(a.data(), b.data(), n, out); }, 1e-5f, 0);
-  check_split_close(
+  check_split(
       [&](const HostTable& t) {
         std::vector<float> p = b, m(n, 0.1f), v(n, 0.2f);
         t.adam_step(p.data(), g.data(), m.data(), v.data(), n, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, 0.01f, 0.001f);
@@ -1230,6 +1208,10 @@ TEST_CASE("kernels: edge values, hand-computed") {
                    NAN, inf, 0, inf, 0, e95, 1, std::exp(1.0f)}, 1e-6f, 1e-44f);
     t->unary(Unary::Relu, x.data(), y.data(), 17, 0.0f);
     check_same(y, {NAN, inf, 0, 89, 0, 0, 0, 1, 0, NAN, inf, 0, 89, 0, 0, 0, 1}, 0, 0);
+    // -0 at 0, as -x and PyTorch give (0 - x would be +0).
+    t->unary(Unary::Neg, x.data(), y.data(), 17, 0.0f);
+    CHECK(std::signbit(y[6]));
+    CHECK(std::signbit(y[15]));
     t->unary(Unary::Sigmoid, x.data(), y.data(), 17, 0.0f);
     CHECK(std::isnan(y[0]));
     CHECK(y[1] == 1.0f);

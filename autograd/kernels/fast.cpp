@@ -23,6 +23,15 @@ constexpr int64_t kGrainElements = 1 << 14;
 
 int64_t grain_rows(int64_t cols) { return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(cols, 1)); }
 
+// parallel_for over [0, n) in chunks of whole vectors: only the range's last
+// elements are left to a scalar tail, so each element is computed the same way
+// whatever the number of threads.
+template <class F>
+void parallel_for_vectors(int64_t n, const F& f) {
+  parallel_for(0, (n + W - 1) / W, kGrainElements / W,
+               [&](int64_t b, int64_t e) { f(b * W, std::min(e * W, n)); });
+}
+
 // --- elementwise with broadcasting -------------------------------------------------
 
 // Runs f(offset_a, offset_b, n, step_a, step_b, offset_out) over the rows of
@@ -85,7 +94,7 @@ void fill_where(const float* x, const int32_t* where, float value, float* out, c
 
 void unary(Unary op, const float* x, float* y, int64_t n, float s) {
   auto vec_map = [&](auto f) {
-    parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) {
+    parallel_for_vectors(n, [&](int64_t b, int64_t e) {
       int64_t i = b;
       for (; i + W <= e; i += W) f(Vec::load(x + i)).store(y + i);
       if (i < e) scalar_table().unary(op, x + i, y + i, e - i, s);
@@ -93,7 +102,8 @@ void unary(Unary op, const float* x, float* y, int64_t n, float s) {
   };
   Vec vs = Vec::set1(s), zero = Vec::set1(0.0f), one = Vec::set1(1.0f);
   switch (op) {
-    case Unary::Neg: return vec_map([&](Vec v) { return zero - v; });
+    // -0 - x, not 0 - x: negating +0 gives -0, as -x does (and PyTorch).
+    case Unary::Neg: return vec_map([&](Vec v) { return Vec::set1(-0.0f) - v; });
     case Unary::Exp: return vec_map([&](Vec v) { return simd::exp(v); });
     case Unary::Relu: return vec_map([&](Vec v) { return max(v, zero); });
     case Unary::Sigmoid: return vec_map([&](Vec v) { return one / (one + simd::exp(zero - v)); });
@@ -472,7 +482,7 @@ void dot(const float* a, const float* b, int64_t n, float* out) {
 
 void adam_step(float* p, const float* g, float* m, float* v, int64_t n, float step_size, float b1,
                float b2, float eps, float sqrt_bc2, float l2, float decay) {
-  parallel_for(0, n, kGrainElements, [=](int64_t b, int64_t e) {
+  parallel_for_vectors(n, [=](int64_t b, int64_t e) {
     Vec vb1 = Vec::set1(b1), vb2 = Vec::set1(b2), c1 = Vec::set1(1.0f - b1),
         c2 = Vec::set1(1.0f - b2), keep = Vec::set1(1.0f - decay), vl2 = Vec::set1(l2),
         veps = Vec::set1(eps), vbc = Vec::set1(1.0f / sqrt_bc2), vstep = Vec::set1(step_size);
