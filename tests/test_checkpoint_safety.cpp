@@ -368,6 +368,8 @@ struct FileStep {
   int64_t number = 0;
   std::string what, path;
   std::string name() const { return fs::path(path).filename().string(); }
+  // The file the step is for: a temporary file's real name.
+  std::string file() const { return path.ends_with(".tmp") ? path.substr(0, path.size() - 4) : path; }
 };
 
 // The file-system steps of a run, as SCRATCHFORMER_FILE_STEPS=list prints them.
@@ -395,11 +397,11 @@ std::vector<FileStep> steps_of_save(const std::vector<FileStep>& steps, const st
   return first < last ? std::vector<FileStep>(first, last) : std::vector<FileStep>{};
 }
 
-// The first step that writes the file `name` ("X.tmp" for X written through
-// a temporary file).
+// The first step that writes the file `name` (or its temporary file).
 const FileStep& first_write(const std::vector<FileStep>& steps, const std::string& name) {
-  auto it = std::find_if(steps.begin(), steps.end(),
-                         [&](const FileStep& s) { return s.what == "write" && s.name() == name; });
+  auto it = std::find_if(steps.begin(), steps.end(), [&](const FileStep& s) {
+    return s.what == "write" && (s.name() == name || s.name() == name + ".tmp");
+  });
   REQUIRE_MESSAGE(it != steps.end(), "no step writes ", name);
   return *it;
 }
@@ -435,7 +437,8 @@ Outcomes kill_after_each_step_of_save(const fs::path& base, const std::string& t
   for (const FileStep& step : save) {
     CAPTURE(step.number);
     CAPTURE(step.what);
-    CAPTURE(step.path);
+    std::string file = step.name();
+    CAPTURE(file);
     TempDir trial;
     std::string config = runs.copy_run(base, trial.path);
     REQUIRE(run(resume_args(config), trial.path / "log", std::nullopt,
@@ -465,8 +468,9 @@ TEST_CASE("checkpoints: a kill after each file-system step of saving a new epoch
 
 TEST_CASE("checkpoints: a kill after each file-system step of replacing a checkpoint leaves the old or the new one") {
   const TinyRuns& runs = tiny_runs();
-  // Ctrl-C as epoch 01 logs its first step: tag 01 then holds a mid-epoch
-  // checkpoint, which the save at the end of the epoch replaces.
+  // Ctrl-C as the resumed run starts (it rewrites metrics.jsonl): it stops
+  // after its first step, saving tag 01 mid-epoch, a checkpoint that the save
+  // at the end of the epoch replaces.
   TempDir listing, base;
   std::vector<FileStep> steps =
       file_steps_of(resume_args(runs.copy_run(runs.first_epoch.path, listing.path)), listing.path / "log");
@@ -547,7 +551,7 @@ class FillingDisk {
 // one error line naming the file, no temporary or half-saved file anywhere,
 // every line of metrics.jsonl a record.
 void check_stopped_cleanly(int code, const fs::path& log, const fs::path& run_folder, const FileStep& step) {
-  std::string file = step.path.ends_with(".tmp") ? step.path.substr(0, step.path.size() - 4) : step.path;
+  std::string file = step.file();
   CAPTURE(file);
   CHECK(code == 2);
   std::vector<std::string> errors;
@@ -577,13 +581,12 @@ TEST_CASE("checkpoints: a disk that fills up at any file of a run: one clear err
     TempDir empty;
     std::vector<std::string> args = {"train", "--config", fresh_copy(empty.path), "--set", "num_epochs=1"};
     std::vector<FileStep> steps = file_steps_of(args, logs.path / "list");
-    for (const char* name : {"tokenizer_a.json.tmp", "tokenizer_b.json.tmp", "metrics.jsonl"}) {
+    for (const char* name : {"tokenizer_a.json", "tokenizer_b.json", "metrics.jsonl"}) {
       const FileStep& write = first_write(steps, name);
       fresh_copy(empty.path);
       check_stopped_cleanly(disk.run_full_after(args, logs.path / name, write.number - 1), logs.path / name, folder,
                             write);
-      if (write.path.ends_with(".tmp"))
-        CHECK_FALSE(fs::exists(write.path.substr(0, write.path.size() - 4)));
+      if (std::string(name) != "metrics.jsonl") CHECK_FALSE(fs::exists(write.file()));
       CHECK_FALSE(fs::exists(folder / "weights/tmodel_00.safetensors"));
     }
   }
@@ -593,15 +596,15 @@ TEST_CASE("checkpoints: a disk that fills up at any file of a run: one clear err
                                      new_files = contents(store_of(runs.straight.path).files("01"));
     std::vector<std::string> args = resume_args(fresh_copy(runs.first_epoch.path));
     std::vector<FileStep> steps = file_steps_of(args, logs.path / "list");
-    for (const char* name : {"metrics.jsonl.tmp", "tmodel_01.new.safetensors.tmp", "tmodel_01.new.optim.safetensors.tmp",
-                             "tmodel_01.new.state.json.tmp", "report.html.tmp"}) {
+    for (const char* name : {"metrics.jsonl", "tmodel_01.new.safetensors", "tmodel_01.new.optim.safetensors",
+                             "tmodel_01.new.state.json", "report.html"}) {
       const FileStep& write = first_write(steps, name);
       fresh_copy(runs.first_epoch.path);
       std::string metrics = read_file(folder / "run/metrics.jsonl");
       check_stopped_cleanly(disk.run_full_after(args, logs.path / name, write.number - 1), logs.path / name, folder,
                             write);
       CHECK(contents(store_of(folder).files("00")) == old_files);
-      bool saved = std::string(name) == "report.html.tmp";  // the checkpoint is saved before the report
+      bool saved = std::string(name) == "report.html";  // the checkpoint is saved before the report
       CHECK(store_of(folder).latest_epoch() == (saved ? 1 : 0));
       if (!saved) {
         CHECK_FALSE(fs::exists(store_of(folder).files("01").weights));
