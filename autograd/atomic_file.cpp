@@ -4,28 +4,46 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "error.h"
+#include "file_steps.h"
 
 namespace sf {
 
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)), temporary_(path_ + ".tmp") {
-  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = file_steps::create(temporary_);
   if (fd_ < 0) fail(path_, ": cannot write (", std::strerror(errno), ")");
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(temporary_.c_str());
+  if (!committed_) file_steps::unlink(temporary_);
+}
+
+namespace {
+constexpr size_t kBufferBytes = size_t{1} << 20;
 }
 
 void AtomicFileWriter::write(const void* data, size_t bytes) {
   const char* p = static_cast<const char*>(data);
+  if (buffer_.size() + bytes > kBufferBytes) flush();
+  if (bytes >= kBufferBytes) {
+    write_through(p, bytes);
+  } else {
+    buffer_.append(p, bytes);
+  }
+}
+
+void AtomicFileWriter::flush() {
+  write_through(buffer_.data(), buffer_.size());
+  buffer_.clear();
+}
+
+void AtomicFileWriter::write_through(const char* p, size_t bytes) {
   while (bytes > 0) {
-    ssize_t n = ::write(fd_, p, bytes);
+    ssize_t n = file_steps::write(fd_, p, bytes, temporary_);
     if (n < 0 && errno == EINTR) continue;
     // A full disk shows as ENOSPC, a file-size limit as EFBIG (SIGXFSZ is
     // ignored by the command line so that the limit is an error, not a kill).
@@ -36,11 +54,12 @@ void AtomicFileWriter::write(const void* data, size_t bytes) {
 }
 
 void AtomicFileWriter::commit() {
-  if (::fsync(fd_) != 0) fail(path_, ": cannot write (", std::strerror(errno), ")");
+  flush();
+  if (file_steps::fsync(fd_, temporary_) != 0) fail(path_, ": cannot write (", std::strerror(errno), ")");
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail(path_, ": cannot write (", std::strerror(errno), ")");
-  if (std::rename(temporary_.c_str(), path_.c_str()) != 0)
+  if (file_steps::rename(temporary_, path_) != 0)
     fail(path_, ": cannot rename ", temporary_, " into place (", std::strerror(errno), ")");
   committed_ = true;
   sync_folder_of(path_);
@@ -56,7 +75,7 @@ void sync_folder_of(const std::string& path) {
   std::string folder = std::filesystem::path(path).parent_path().string();
   int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
-  ::fsync(fd);
+  file_steps::fsync(fd, folder.empty() ? "." : folder);
   ::close(fd);
 }
 

@@ -25,7 +25,13 @@ class AtomicFileWriter {
   void commit();
 
  private:
+  void write_through(const char* data, size_t bytes);
+  void flush();
+
   std::string path_, temporary_;
+  // Small pieces (a checkpoint's many small tensors) are gathered into large
+  // writes: fewer system calls.
+  std::string buffer_;
   int fd_ = -1;
   bool committed_ = false;
 };

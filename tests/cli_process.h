@@ -25,11 +25,12 @@ inline std::string scratchformer_binary() {
 
 // Starts the command with `args` in the background, stdout and stderr to
 // `log`. With `file_size_limit` (bytes) no file it writes may grow past it,
-// as on a full disk.
+// as on a full disk. `env` holds NAME=VALUE settings added to its environment.
 inline pid_t spawn(const std::vector<std::string>& args, const fs::path& log,
-                   std::optional<rlim_t> file_size_limit = std::nullopt) {
+                   std::optional<rlim_t> file_size_limit = std::nullopt, const std::vector<std::string>& env = {}) {
   pid_t pid = fork();
   if (pid == 0) {
+    for (const std::string& setting : env) putenv(const_cast<char*>(setting.c_str()));
     FILE* out = std::fopen(log.c_str(), "w");
     dup2(fileno(out), STDOUT_FILENO);
     dup2(fileno(out), STDERR_FILENO);
@@ -50,15 +51,17 @@ inline pid_t spawn(const std::vector<std::string>& args, const fs::path& log,
 
 // The exit code of a process that exited, or minus the signal that ended it
 // (a shell's 128 + signal would not tell SIGINT from exit code 130).
+inline int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status); }
+
 inline int wait_exit(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  return exit_code(status);
 }
 
 inline int run(const std::vector<std::string>& args, const fs::path& log,
-               std::optional<rlim_t> file_size_limit = std::nullopt) {
-  return wait_exit(spawn(args, log, file_size_limit));
+               std::optional<rlim_t> file_size_limit = std::nullopt, const std::vector<std::string>& env = {}) {
+  return wait_exit(spawn(args, log, file_size_limit, env));
 }
 
 // Waits until `path` has at least `lines` lines (or the process ended).

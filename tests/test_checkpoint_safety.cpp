@@ -3,6 +3,11 @@
 // user keeps is damaged.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+
+#include <array>
 #include <chrono>
 #include <thread>
 
@@ -39,18 +44,26 @@ std::vector<std::string> leftovers(const fs::path& folder) {
   return found;
 }
 
-// Two epochs straight, the reference every interrupted run must reproduce.
+// A copy of the run in `from` (a run's folder) in `to`, its config (`body`)
+// pointing at `to`; returns the config's path.
+std::string copy_run(const fs::path& from, const fs::path& to, const std::string& body) {
+  fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  return write_config(to, body);
+}
+
+// Two epochs straight, the reference every interrupted run must reproduce;
+// trained once, for all the test cases that need it.
 struct WideRuns {
   TempDir straight;
   std::string body = std::string(kWide) + R"(, "num_epochs": 2)";
   WideRuns() { REQUIRE(run({"train", "--config", write_config(straight.path, body)}, straight.path / "log") == 0); }
-
-  // A copy of `from` (a run's folder) in `to`, its config pointing at `to`.
-  std::string copy_run(const fs::path& from, const fs::path& to) {
-    fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
-    return write_config(to, body);
-  }
+  std::string copy_run(const fs::path& from, const fs::path& to) const { return ::copy_run(from, to, body); }
 };
+
+const WideRuns& wide_runs() {
+  static const WideRuns runs;
+  return runs;
+}
 
 // Kills `args`'s run at `delay` after its save of `tag` began (its first
 // ".new" file appeared); returns false if the run ended before that.
@@ -84,7 +97,7 @@ std::chrono::microseconds save_duration(const std::vector<std::string>& args, co
 // Kills the resumed run `trials` times at moments spread over its save of
 // tag 01; each time the latest checkpoint must be one of `valid` (weights
 // bytes) and resuming from it must end with the straight run's weights.
-void kill_trials(WideRuns& runs, const fs::path& base, int trials, const std::vector<std::string>& valid) {
+void kill_trials(const WideRuns& runs, const fs::path& base, int trials, const std::vector<std::string>& valid) {
   TempDir calibration;
   std::string config = runs.copy_run(base, calibration.path);
   std::vector<std::string> resume = {"train", "--config", config, "--set", "preload=latest"};
@@ -117,7 +130,7 @@ void kill_trials(WideRuns& runs, const fs::path& base, int trials, const std::ve
 }  // namespace
 
 TEST_CASE("checkpoints: SIGKILL at any moment of saving a new epoch leaves a checkpoint that resumes exactly") {
-  WideRuns runs;
+  const WideRuns& runs = wide_runs();
   TempDir base;  // epoch 00 complete: the straight run's first epoch
   REQUIRE(run({"train", "--config", write_config(base.path, runs.body), "--set", "num_epochs=1"}, base.path / "log") == 0);
   REQUIRE(weights_of(base.path, "00") == weights_of(runs.straight.path, "00"));
@@ -125,7 +138,7 @@ TEST_CASE("checkpoints: SIGKILL at any moment of saving a new epoch leaves a che
 }
 
 TEST_CASE("checkpoints: SIGKILL while a stopped epoch's checkpoint is replaced keeps the old one loadable") {
-  WideRuns runs;
+  const WideRuns& runs = wide_runs();
   TempDir base;  // stopped by SIGINT inside epoch 01: tag 01 holds a mid-epoch checkpoint
   std::string config = write_config(base.path, runs.body);
   REQUIRE(run({"train", "--config", config, "--set", "num_epochs=1"}, base.path / "log") == 0);
@@ -140,7 +153,7 @@ TEST_CASE("checkpoints: SIGKILL while a stopped epoch's checkpoint is replaced k
 }
 
 TEST_CASE("checkpoints: a full disk while saving leaves the previous checkpoint intact, with one clear error") {
-  WideRuns runs;
+  const WideRuns& runs = wide_runs();
   TempDir dir;
   std::string config = write_config(dir.path, runs.body);
   REQUIRE(run({"train", "--config", config, "--set", "num_epochs=1"}, dir.path / "log") == 0);
@@ -318,4 +331,317 @@ TEST_CASE("checkpoints: a tag caught between renames loads its .prev copy, never
   store.save("01", *model, adam.state_dict(), state);
   CHECK(store.latest_epoch() == 1);
   CHECK(leftovers(dir.path).empty());
+}
+
+// Kills, stops and full disks at chosen file-system steps of a run
+// (SCRATCHFORMER_FILE_STEPS, autograd/file_steps.h), on the tiny model: each
+// run takes a fraction of a second, so a test can try every step of a save.
+namespace {
+
+// Two epochs straight (the reference) and the first epoch alone (the
+// checkpoint the runs below resume from), each trained once for all the test
+// cases that need them.
+struct TinyRuns {
+  std::string body = std::string(kTiny) + R"(, "data": {"task": "copy", "size": 300}, "lang_src": "a",
+    "lang_tgt": "b", "num_epochs": 2, "threads": 1)";
+  TempDir straight, first_epoch;
+  TinyRuns() {
+    REQUIRE(run({"train", "--config", write_config(straight.path, body)}, straight.path / "log") == 0);
+    REQUIRE(run({"train", "--config", write_config(first_epoch.path, body), "--set", "num_epochs=1"},
+                first_epoch.path / "log") == 0);
+  }
+  std::string copy_run(const fs::path& from, const fs::path& to) const { return ::copy_run(from, to, body); }
+};
+
+const TinyRuns& tiny_runs() {
+  static const TinyRuns runs;
+  return runs;
+}
+
+std::vector<std::string> resume_args(const std::string& config) {
+  return {"train", "--config", config, "--set", "preload=latest"};
+}
+
+std::string file_steps_setting(const std::string& value) { return "SCRATCHFORMER_FILE_STEPS=" + value; }
+
+struct FileStep {
+  int64_t number = 0;
+  std::string what, path;
+  std::string name() const { return fs::path(path).filename().string(); }
+  // The file the step is for: a temporary file's real name.
+  std::string file() const { return path.ends_with(".tmp") ? path.substr(0, path.size() - 4) : path; }
+};
+
+// The file-system steps of a run, as SCRATCHFORMER_FILE_STEPS=list prints them.
+std::vector<FileStep> file_steps_of(const std::vector<std::string>& args, const fs::path& log) {
+  REQUIRE(run(args, log, std::nullopt, {file_steps_setting("list")}) == 0);
+  std::vector<FileStep> steps;
+  std::ifstream in(log);
+  const std::string prefix = "file step ";
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with(prefix)) continue;
+    size_t colon = line.find(": "), space = line.find(' ', colon + 2);
+    REQUIRE(space != std::string::npos);
+    steps.push_back({std::stoll(line.substr(prefix.size(), colon - prefix.size())),
+                     line.substr(colon + 2, space - colon - 2), line.substr(space + 1)});
+  }
+  return steps;
+}
+
+// The steps of the save of checkpoint `tag`: from the first on one of its
+// files to the last (the folder's fsyncs between them included).
+std::vector<FileStep> steps_of_save(const std::vector<FileStep>& steps, const std::string& tag) {
+  auto of_tag = [&](const FileStep& s) { return s.name().starts_with("tmodel_" + tag + "."); };
+  auto first = std::find_if(steps.begin(), steps.end(), of_tag);
+  auto last = std::find_if(steps.rbegin(), steps.rend(), of_tag).base();
+  return first < last ? std::vector<FileStep>(first, last) : std::vector<FileStep>{};
+}
+
+// The first step that writes the file `name` (or its temporary file).
+const FileStep& first_write(const std::vector<FileStep>& steps, const std::string& name) {
+  auto it = std::find_if(steps.begin(), steps.end(), [&](const FileStep& s) {
+    return s.what == "write" && (s.name() == name || s.name() == name + ".tmp");
+  });
+  REQUIRE_MESSAGE(it != steps.end(), "no step writes ", name);
+  return *it;
+}
+
+// The bytes of a checkpoint's three files.
+std::array<std::string, 3> contents(const CheckpointFiles& f) {
+  return {read_file(f.weights), read_file(f.optimizer), read_file(f.state)};
+}
+
+CheckpointStore store_of(const fs::path& run_folder) { return {(run_folder / "weights").string(), "tmodel_", 0}; }
+
+struct Outcomes {
+  int old_checkpoint = 0, new_checkpoint = 0;
+};
+
+// Kills a run resuming from a copy of `base` right after each file-system
+// step of its save of `tag`, one run per step. Each time the folder must hold
+// exactly the old checkpoint (the latest of `base`) or the new one (the
+// straight run's `tag`), and resuming must end with the straight run's
+// checkpoint, leaving nothing behind.
+Outcomes kill_after_each_step_of_save(const fs::path& base, const std::string& tag) {
+  const TinyRuns& runs = tiny_runs();
+  REQUIRE(store_of(base).latest().has_value());
+  const std::array<std::string, 3> old_files = contents(*store_of(base).latest()),
+                                   new_files = contents(store_of(runs.straight.path).files(tag)),
+                                   final_files = contents(*store_of(runs.straight.path).latest());
+  TempDir listing;
+  std::vector<FileStep> save =
+      steps_of_save(file_steps_of(resume_args(runs.copy_run(base, listing.path)), listing.path / "log"), tag);
+  REQUIRE_FALSE(save.empty());
+  MESSAGE("the save of tag ", tag, ": ", save.size(), " file-system steps");
+  Outcomes outcomes;
+  for (const FileStep& step : save) {
+    CAPTURE(step.number);
+    CAPTURE(step.what);
+    std::string file = step.name();
+    CAPTURE(file);
+    TempDir trial;
+    std::string config = runs.copy_run(base, trial.path);
+    REQUIRE(run(resume_args(config), trial.path / "log", std::nullopt,
+                {file_steps_setting("KILL:" + std::to_string(step.number))}) == -SIGKILL);
+    std::optional<CheckpointFiles> latest = store_of(trial.path).latest();
+    REQUIRE(latest.has_value());
+    std::array<std::string, 3> found = contents(*latest);
+    CHECK_MESSAGE((found == old_files || found == new_files), "the latest checkpoint, ", latest->weights,
+                  ", is neither the old nor the new one");
+    if (found == old_files) ++outcomes.old_checkpoint;
+    if (found == new_files) ++outcomes.new_checkpoint;
+    CHECK(run(resume_args(config), trial.path / "log2") == 0);
+    CHECK(contents(*store_of(trial.path).latest()) == final_files);
+    CHECK(leftovers(trial.path).empty());
+  }
+  MESSAGE("kills that left the old checkpoint: ", outcomes.old_checkpoint, ", the new one: ", outcomes.new_checkpoint);
+  return outcomes;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoints: a kill after each file-system step of saving a new epoch leaves the old or the new checkpoint") {
+  Outcomes outcomes = kill_after_each_step_of_save(tiny_runs().first_epoch.path, "01");
+  CHECK(outcomes.old_checkpoint > 0);
+  CHECK(outcomes.new_checkpoint > 0);
+}
+
+TEST_CASE("checkpoints: a kill after each file-system step of replacing a checkpoint leaves the old or the new one") {
+  const TinyRuns& runs = tiny_runs();
+  // Ctrl-C as the resumed run starts (it rewrites metrics.jsonl): it stops
+  // after its first step, saving tag 01 mid-epoch, a checkpoint that the save
+  // at the end of the epoch replaces.
+  TempDir listing, base;
+  std::vector<FileStep> steps =
+      file_steps_of(resume_args(runs.copy_run(runs.first_epoch.path, listing.path)), listing.path / "log");
+  std::string config = runs.copy_run(runs.first_epoch.path, base.path);
+  REQUIRE(run(resume_args(config), base.path / "log", std::nullopt,
+              {file_steps_setting("INT:" + std::to_string(first_write(steps, "metrics.jsonl").number))}) == 130);
+  REQUIRE(store_of(base.path).latest_epoch() == 1);
+  REQUIRE_FALSE(store_of(base.path).load_state("01").epoch_complete());
+  Outcomes outcomes = kill_after_each_step_of_save(base.path, "01");
+  CHECK(outcomes.old_checkpoint > 0);
+  CHECK(outcomes.new_checkpoint > 0);
+}
+
+namespace {
+
+// A folder on a file system that fills up at a chosen file-system step of a
+// run. Where this process may mount one, it is a small tmpfs, filled to the
+// last byte while the run is stopped at that step, so that the run meets the
+// kernel's own ENOSPC; the tmpfs lives in a mount namespace of this
+// process's own, so that it goes away with the process whatever ends it.
+// Elsewhere (a container that refuses mounts) the write shim
+// SCRATCHFORMER_FILE_STEPS=ENOSPC:N fails the writes instead.
+class FillingDisk {
+ public:
+  FillingDisk() {
+    mounted_ = private_mount_namespace() && ::mount("tmpfs", folder_.path.c_str(), "tmpfs", 0, "size=8m") == 0;
+    MESSAGE(std::string(mounted_ ? "full disk: a real one, an 8 MB tmpfs filled up"
+                                 : "full disk: the write shim (no file system can be mounted here)"));
+  }
+  ~FillingDisk() {
+    if (mounted_) ::umount2(folder_.path.c_str(), MNT_DETACH);
+  }
+  FillingDisk(const FillingDisk&) = delete;
+  FillingDisk& operator=(const FillingDisk&) = delete;
+
+  const fs::path& path() const { return folder_.path; }
+  void clear() const {
+    for (const auto& entry : fs::directory_iterator(folder_.path)) fs::remove_all(entry.path());
+  }
+
+  // Runs `args` with no room left from right after file-system step `step`;
+  // returns its exit code. The room comes back once it has ended.
+  int run_full_after(const std::vector<std::string>& args, const fs::path& log, int64_t step) const {
+    std::string at = std::to_string(step);
+    if (!mounted_) return run(args, log, std::nullopt, {file_steps_setting("ENOSPC:" + at)});
+    pid_t pid = spawn(args, log, std::nullopt, {file_steps_setting("STOP:" + at)});
+    int status = 0;
+    waitpid(pid, &status, WUNTRACED);
+    if (!WIFSTOPPED(status)) return exit_code(status);
+    fill();
+    kill(pid, SIGCONT);
+    int code = wait_exit(pid);
+    fs::remove(filler());
+    return code;
+  }
+
+ private:
+  static bool private_mount_namespace() {
+    static const bool done =
+        ::unshare(CLONE_NEWNS) == 0 && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
+    return done;
+  }
+  fs::path filler() const { return folder_.path / "filler"; }
+  void fill() const {
+    int fd = ::open(filler().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    std::vector<char> block(1 << 16);
+    while (::write(fd, block.data(), block.size()) > 0) {
+    }
+    ::close(fd);
+  }
+
+  TempDir folder_;
+  bool mounted_ = false;
+};
+
+// A run that found the disk full while writing `step`'s file: exit code 2,
+// one error line naming the file, no temporary or half-saved file anywhere,
+// every line of metrics.jsonl a record.
+void check_stopped_cleanly(int code, const fs::path& log, const fs::path& run_folder, const FileStep& step) {
+  std::string file = step.file();
+  CAPTURE(file);
+  CHECK(code == 2);
+  std::vector<std::string> errors;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("error") != std::string::npos) errors.push_back(line);
+  CHECK(errors == std::vector<std::string>{"scratchformer: error: " + file + ": cannot write (No space left on device)"});
+  CHECK(leftovers(run_folder).empty());
+  std::ifstream metrics(run_folder / "run/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);)
+    CHECK_MESSAGE(nlohmann::json::parse(line, nullptr, false).is_object(), "metrics.jsonl: ", line);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoints: a disk that fills up at any file of a run: one clear error, nothing half-written, the checkpoint intact") {
+  const TinyRuns& runs = tiny_runs();
+  FillingDisk disk;
+  TempDir logs;
+  const fs::path folder = disk.path() / "run-folder";
+  auto fresh_copy = [&](const fs::path& from) {
+    disk.clear();
+    return runs.copy_run(from, folder);
+  };
+
+  SUBCASE("a fresh run: the tokenizers and the first metrics line") {
+    TempDir empty;
+    std::vector<std::string> args = {"train", "--config", fresh_copy(empty.path), "--set", "num_epochs=1"};
+    std::vector<FileStep> steps = file_steps_of(args, logs.path / "list");
+    for (const char* name : {"tokenizer_a.json", "tokenizer_b.json", "metrics.jsonl"}) {
+      const FileStep& write = first_write(steps, name);
+      fresh_copy(empty.path);
+      check_stopped_cleanly(disk.run_full_after(args, logs.path / name, write.number - 1), logs.path / name, folder,
+                            write);
+      if (std::string(name) != "metrics.jsonl") CHECK_FALSE(fs::exists(write.file()));
+      CHECK_FALSE(fs::exists(folder / "weights/tmodel_00.safetensors"));
+    }
+  }
+
+  SUBCASE("a resumed run: metrics.jsonl, each file of the save (before and after the weights are complete), the report") {
+    const std::array<std::string, 3> old_files = contents(store_of(runs.first_epoch.path).files("00")),
+                                     new_files = contents(store_of(runs.straight.path).files("01"));
+    std::vector<std::string> args = resume_args(fresh_copy(runs.first_epoch.path));
+    std::vector<FileStep> steps = file_steps_of(args, logs.path / "list");
+    for (const char* name : {"metrics.jsonl", "tmodel_01.new.safetensors", "tmodel_01.new.optim.safetensors",
+                             "tmodel_01.new.state.json", "report.html"}) {
+      const FileStep& write = first_write(steps, name);
+      fresh_copy(runs.first_epoch.path);
+      std::string metrics = read_file(folder / "run/metrics.jsonl");
+      check_stopped_cleanly(disk.run_full_after(args, logs.path / name, write.number - 1), logs.path / name, folder,
+                            write);
+      CHECK(contents(store_of(folder).files("00")) == old_files);
+      bool saved = std::string(name) == "report.html";  // the checkpoint is saved before the report
+      CHECK(store_of(folder).latest_epoch() == (saved ? 1 : 0));
+      if (!saved) {
+        CHECK_FALSE(fs::exists(store_of(folder).files("01").weights));
+        if (write.number < steps_of_save(steps, "01").front().number)
+          CHECK(read_file(folder / "run/metrics.jsonl") == metrics);
+      }
+      // With room again, the run resumes as if nothing had happened.
+      CHECK(run(args, logs.path / "again") == 0);
+      CHECK(contents(store_of(folder).files("01")) == new_files);
+    }
+  }
+}
+
+TEST_CASE("metrics: a resumed run drops the line a killed run left cut short in metrics.jsonl, and says so") {
+  const TinyRuns& runs = tiny_runs();
+  TempDir dir;
+  std::string config = runs.copy_run(runs.first_epoch.path, dir.path);
+  // A run killed as it appended its 4th line of epoch 01: the straight run's
+  // lines to there, then half of that line.
+  std::vector<std::string> straight;
+  std::ifstream in(runs.straight.path / "run/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) straight.push_back(line);
+  size_t first_epoch_lines = step_losses(dir.path / "run/metrics.jsonl").size() + 1;  // its steps and validation
+  REQUIRE(straight.size() > first_epoch_lines + 4);
+  std::string cut;
+  for (size_t i = 0; i < first_epoch_lines + 3; ++i) cut += straight[i] + "\n";
+  cut += straight[first_epoch_lines + 3].substr(0, straight[first_epoch_lines + 3].size() / 2);
+  std::ofstream(dir.path / "run/metrics.jsonl", std::ios::binary) << cut;
+
+  REQUIRE(run(resume_args(config), dir.path / "log2") == 0);
+  CHECK(read_file(dir.path / "log2").find("metrics.jsonl: dropped 1 line that is no complete record (a run killed "
+                                          "while writing a line leaves it cut short)\n") != std::string::npos);
+  std::string metrics = read_file(dir.path / "run/metrics.jsonl");
+  CHECK(metrics.ends_with("\n"));
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) CHECK(nlohmann::json::parse(line, nullptr, false).is_object());
+  CHECK(step_losses(dir.path / "run/metrics.jsonl") == step_losses(runs.straight.path / "run/metrics.jsonl"));
+  CHECK(step_losses(dir.path / "run/metrics.jsonl", "valid") ==
+        step_losses(runs.straight.path / "run/metrics.jsonl", "valid"));
 }

@@ -1,6 +1,5 @@
 #include "checkpoints.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +12,7 @@
 
 #include "autograd/atomic_file.h"
 #include "autograd/error.h"
+#include "autograd/file_steps.h"
 #include "nn/checkpoint.h"
 
 namespace sf::train {
@@ -164,8 +164,7 @@ CheckpointFiles CheckpointStore::files(const std::string& tag, const std::string
 }
 
 static void remove_files(const CheckpointFiles& f) {
-  std::error_code ec;
-  for (const std::string& path : {f.state, f.weights, f.optimizer}) fs::remove(path, ec);
+  for (const std::string& path : {f.state, f.weights, f.optimizer}) file_steps::unlink(path);
 }
 
 void CheckpointStore::save(const std::string& tag, const nn::Transformer& model,
@@ -187,11 +186,11 @@ void CheckpointStore::save(const std::string& tag, const nn::Transformer& model,
   if (live.complete()) {
     remove_files(prev);
     for (auto member : state_file_last)
-      if (::link((live.*member).c_str(), (prev.*member).c_str()) != 0)
+      if (file_steps::link(live.*member, prev.*member) != 0)
         fail(prev.*member, ": cannot keep a copy of the checkpoint being replaced (", std::strerror(errno), ")");
   }
   for (auto member : state_file_last)
-    if (std::rename((next.*member).c_str(), (live.*member).c_str()) != 0)
+    if (file_steps::rename(next.*member, live.*member) != 0)
       fail(live.*member, ": cannot rename ", next.*member, " into place (", std::strerror(errno), ")");
   sync_folder_of(live.state);
   remove_files(prev);

@@ -1,34 +1,64 @@
 #include "metrics_log.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "autograd/atomic_file.h"
 #include "autograd/error.h"
+#include "autograd/file_steps.h"
 
 namespace sf::train {
 
 using nlohmann::json;
 
-void restart_metrics(const std::string& path, bool resumed, int64_t global_step) {
+int64_t restart_metrics(const std::string& path, bool resumed, int64_t global_step) {
   std::string kept;
+  int64_t unreadable = 0;
   if (resumed) {
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);) {
       json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (r.is_object() && r.value("step", INT64_MAX) <= global_step) kept += line + "\n";
+      if (!r.is_object())
+        ++unreadable;
+      else if (r.value("step", INT64_MAX) <= global_step)
+        kept += line + "\n";
     }
   }
   write_file_atomically(path, kept);
+  return unreadable;
 }
 
+// The line goes at the end in one write, so a kill leaves at most the last
+// line cut short. A write the disk has no room for is cut back off: a full
+// disk leaves no half line.
 static void append_line(const std::string& path, const nlohmann::ordered_json& record) {
-  std::ofstream out(path, std::ios::app);
-  out << record.dump() << "\n";
-  out.flush();
-  if (!out) fail(path, ": cannot write (disk full?)");
+  const std::string line = record.dump() + "\n";
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, ": cannot write (", std::strerror(errno), ")");
+  struct stat before {};
+  if (::fstat(fd, &before) != 0) {
+    int error = errno;
+    ::close(fd);
+    fail(path, ": cannot write (", std::strerror(error), ")");
+  }
+  ssize_t written = file_steps::write(fd, line.data(), line.size(), path);
+  // A short write means the disk filled up part way.
+  int error = written < 0 ? errno : ENOSPC;
+  bool whole = written == static_cast<ssize_t>(line.size());
+  if (!whole && written > 0 && ::ftruncate(fd, before.st_size) != 0) error = errno;
+  if (::close(fd) != 0 && whole) {
+    whole = false;
+    error = errno;
+  }
+  if (!whole) fail(path, ": cannot write (", std::strerror(error), ")");
 }
 
 void append_metrics(const std::string& path, const StepRecord& r) {

@@ -24,10 +24,13 @@ struct ValidRecord {
 };
 
 // Starts the file: a fresh run empties it; a resumed run keeps the records up
-// to `global_step` (a killed run's later ones are written again).
-void restart_metrics(const std::string& path, bool resumed, int64_t global_step);
+// to `global_step` (a killed run's later ones are written again) and drops
+// the lines that are no JSON object, returning how many: a run killed while
+// appending leaves its last line cut short.
+int64_t restart_metrics(const std::string& path, bool resumed, int64_t global_step);
 // One line at the end, written with one call: a killed run leaves at most a
-// last line cut short, which read_metrics skips (as any line that is no record).
+// last line cut short, which read_metrics skips (as any line that is no
+// record). A write that fails (a full disk) leaves the file as it was.
 void append_metrics(const std::string& path, const StepRecord& record);
 void append_metrics(const std::string& path, const ValidRecord& record);
 void read_metrics(const std::string& path, std::vector<StepRecord>& steps, std::vector<ValidRecord>& valid);

@@ -189,7 +189,10 @@ int Trainer::run() {
   if (comm.rank() == 0) {
     metrics_path = (fs::path(config.experiment_name) / "metrics.jsonl").string();
     fs::create_directories(config.experiment_name);
-    restart_metrics(metrics_path, resumed_, state.global_step);
+    if (int64_t dropped = restart_metrics(metrics_path, resumed_, state.global_step))
+      say(comm, "%s: dropped %lld line%s that %s no complete record (a run killed while writing a line leaves it cut "
+          "short)\n", metrics_path.c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",
+          dropped == 1 ? "is" : "are");
   }
   TrainingStep step(*this);
   const TrainingStep::Status& status = step.status();
