@@ -116,8 +116,15 @@ TEST_SUITE("opencl") {
     SF_NEED_OPENCL();
     Device& device = *opencl_device();
     Runtime& runtime = Runtime::get();
-    // n values uploaded, and their exp on the CPU. Each n takes a size class
-    // of its own, so exp's output on the device is a buffer created anew.
+    // Whatever happens below, the tests after this one allocate as usual.
+    struct NoFailuresLeft {
+      Runtime& runtime;
+      ~NoFailuresLeft() { runtime.fail_next_buffer_creations(0, CL_SUCCESS); }
+    } no_failures_left{runtime};
+
+    // n values uploaded, and their exp on the CPU. Each n is a size class of
+    // its own, larger than any other test's buffers, so exp's output on the
+    // device is a buffer created anew, not one from the cache.
     struct Input {
       Tensor on_device;
       std::vector<float> exp;
@@ -126,23 +133,25 @@ TEST_SUITE("opencl") {
       Tensor x = random_tensor({n}, static_cast<uint64_t>(n));
       return Input{x.to(device), exp(x).to_vector()};
     };
-    const Shape cached_shape = {50000};  // far from every n below
-    int64_t n = 1237;
+    const Shape cached_shape = {50000};
+    int64_t n = 2000017;
     for (cl_int status : {CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES}) {
       CAPTURE(status);
-      Input in = input(n += 1000);
+      Input in = input(n += 1000000);
       Tensor::zeros(cached_shape, DType::F32, device);  // freed at once, into the cache
       runtime.fail_next_buffer_creations(1, status);
+      int64_t created = runtime.buffers_created();
       check_close(exp(in.on_device).to_vector(), in.exp);
+      CHECK(runtime.buffers_created() == created + 1);  // the output, at the second try
       // The cached buffer went back to the device: the next one of its size is new.
-      const int64_t created = runtime.buffers_created();
+      created = runtime.buffers_created();
       Tensor::zeros(cached_shape, DType::F32, device);
       CHECK(runtime.buffers_created() == created + 1);
     }
 
     // Still out of memory after the retry: an error that says so, and the
     // device works on.
-    Input in = input(n += 1000);
+    Input in = input(n += 1000000);
     runtime.fail_next_buffer_creations(2, CL_MEM_OBJECT_ALLOCATION_FAILURE);
     CHECK_THROWS_WITH_AS(exp(in.on_device), doctest::Contains("opencl: the device is out of memory: a buffer of"),
                          Error);
