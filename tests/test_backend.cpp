@@ -143,6 +143,19 @@ void check_equal(const std::vector<T>& got, const std::vector<T>& want) {
 
 const int64_t kSizes[] = {1, 7, 17, 63, 65, 129};
 
+// Rows wider than what one work item takes of a row in the elementwise
+// kernels (launch.h: kPiece, 256 columns) and than a row kernel's group in GPU
+// shapes (128 items), so that every row loop goes round more than once, and
+// multiples of neither (nor of 16, a CPU-shaped item's vector).
+const int64_t kWideCols[] = {257, 1000, 4099};
+
+// `narrow` then kWideCols: the widths a row or column kernel is checked on.
+std::vector<int64_t> and_wide(std::initializer_list<int64_t> narrow) {
+  std::vector<int64_t> widths(narrow);
+  widths.insert(widths.end(), std::begin(kWideCols), std::end(kWideCols));
+  return widths;
+}
+
 }  // namespace
 
 TEST_SUITE("opencl") {
@@ -248,6 +261,8 @@ void check_broadcasting() {
       {{2, 3, 4, 5}, {3, 1, 5}, {2, 3, 4, 5}},
       {{3, 1, 5}, {2, 3, 4, 5}, {2, 3, 4, 5}},
       {{65, 129}, {}, {65, 129}},          // a scalar operand
+      {{5, 4099}, {4099}, {5, 4099}},      // rows of several pieces (kWideCols)
+      {{2, 3, 1, 257}, {3, 5, 1}, {2, 3, 5, 257}},
       {{}, {63}, {63}},
       {{1}, {1}, {1}},
       {{0, 5}, {5}, {0, 5}},               // empty
@@ -325,8 +340,16 @@ void check_unary() {
 void check_reductions() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
-  const Shape x_shape = {2, 3, 4, 5};
-  for (const Shape& out_shape : {Shape{3, 1, 5}, Shape{}, Shape{2, 1, 4, 1}, Shape{2, 3, 4, 5}, Shape{5}}) {
+  struct SumCase {
+    Shape x, out;
+  };
+  const SumCase sums[] = {
+      {{2, 3, 4, 5}, {3, 1, 5}}, {{2, 3, 4, 5}, {}}, {{2, 3, 4, 5}, {2, 1, 4, 1}}, {{2, 3, 4, 5}, {2, 3, 4, 5}},
+      {{2, 3, 4, 5}, {5}},
+      // Wide rows (kWideCols), summed down their columns and along them.
+      {{3, 4099}, {4099}}, {{7, 1000}, {7, 1}}, {{2, 5, 257}, {2, 1, 257}}};
+  for (const auto& [x_shape, out_shape] : sums) {
+    CAPTURE(x_shape.back());
     CAPTURE(out_shape.size());
     // sum_to overwrites its output (kernels.h): each side starts from different values.
     std::vector<float> x = random_floats(numel(x_shape), 31), out(numel(out_shape), NAN);
@@ -336,7 +359,7 @@ void check_reductions() {
     check_close(dout.read(), out);
   }
   for (int64_t outer : {1, 7})
-    for (int64_t n : {1, 17, 129})
+    for (int64_t n : and_wide({1, 17, 129}))
       for (int64_t inner : {1, 65}) {
         CAPTURE(outer);
         CAPTURE(n);
@@ -363,7 +386,7 @@ void check_softmax() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
-    for (int64_t cols : {1, 17, 129, 1000}) {
+    for (int64_t cols : and_wide({1, 17, 129})) {
       CAPTURE(rows);
       CAPTURE(cols);
       int64_t n = rows * cols;
@@ -390,28 +413,32 @@ void check_softmax() {
 void check_masked_softmax() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
-  const Shape shape = {2, 3, 5, 7};  // batch, heads, queries, keys
-  // An empty mask shape: no mask.
-  for (const Shape& mask_shape :
-       {Shape{2, 1, 1, 7}, Shape{2, 1, 5, 7}, Shape{1, 1, 5, 7}, Shape{2, 3, 5, 7}, Shape{2, 1, 5, 1}, Shape{}}) {
-    CAPTURE(mask_shape.size());
-    int64_t n = numel(shape);
-    bool has_mask = !mask_shape.empty();
-    Shape ms = has_mask ? broadcast_strides(mask_shape, shape) : Shape(4, 0);
-    std::vector<int32_t> mask = random_ints(has_mask ? numel(mask_shape) : 1, 51, 0, 1);
-    if (has_mask) std::fill(mask.begin(), mask.begin() + 7, 0);  // a fully hidden row
-    std::vector<float> x = random_floats(n, 52, -5, 5), dy = random_floats(n, 53), y(n), dx(n);
-    DeviceArray<float> dxin(x), ddy(dy), dout(y), dgrad(dx);
-    DeviceArray<int32_t> dmask(mask);
-    Rows rows = rows_view(shape, {ms}, true);
-    const int32_t* host_mask = has_mask ? mask.data() : nullptr;
-    Mem<const int32_t> device_mask = has_mask ? Mem<const int32_t>(dmask.mem()) : Mem<const int32_t>();
-    S.masked_softmax(x.data(), host_mask, rows, 0.35f, y.data());
-    K.masked_softmax(dxin.mem(), device_mask, rows, 0.35f, dout.mem());
-    check_close(dout.read(), y);
-    S.masked_softmax_backward(y.data(), dy.data(), host_mask, rows, 0.35f, dx.data());
-    K.masked_softmax_backward(dout.mem(), ddy.mem(), device_mask, rows, 0.35f, dgrad.mem());
-    check_close(dgrad.read(), dx);
+  for (int64_t keys : and_wide({7})) {
+    const Shape shape = {2, 3, 5, keys};  // batch, heads, queries, keys
+    // An empty mask shape: no mask.
+    for (const Shape& mask_shape : {Shape{2, 1, 1, keys}, Shape{2, 1, 5, keys}, Shape{1, 1, 5, keys},
+                                    Shape{2, 3, 5, keys}, Shape{2, 1, 5, 1}, Shape{}}) {
+      CAPTURE(keys);
+      CAPTURE(mask_shape.size());
+      int64_t n = numel(shape);
+      bool has_mask = !mask_shape.empty();
+      Shape ms = has_mask ? broadcast_strides(mask_shape, shape) : Shape(4, 0);
+      std::vector<int32_t> mask = random_ints(has_mask ? numel(mask_shape) : 1, 51, 0, 1);
+      // A fully hidden row.
+      if (has_mask) std::fill(mask.begin(), mask.begin() + std::min(keys, numel(mask_shape)), 0);
+      std::vector<float> x = random_floats(n, 52, -5, 5), dy = random_floats(n, 53), y(n), dx(n);
+      DeviceArray<float> dxin(x), ddy(dy), dout(y), dgrad(dx);
+      DeviceArray<int32_t> dmask(mask);
+      Rows rows = rows_view(shape, {ms}, true);
+      const int32_t* host_mask = has_mask ? mask.data() : nullptr;
+      Mem<const int32_t> device_mask = has_mask ? Mem<const int32_t>(dmask.mem()) : Mem<const int32_t>();
+      S.masked_softmax(x.data(), host_mask, rows, 0.35f, y.data());
+      K.masked_softmax(dxin.mem(), device_mask, rows, 0.35f, dout.mem());
+      check_close(dout.read(), y);
+      S.masked_softmax_backward(y.data(), dy.data(), host_mask, rows, 0.35f, dx.data());
+      K.masked_softmax_backward(dout.mem(), ddy.mem(), device_mask, rows, 0.35f, dgrad.mem());
+      check_close(dgrad.read(), dx);
+    }
   }
 }
 
@@ -420,12 +447,15 @@ void check_layer_norm() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
-    for (int64_t cols : {2, 17, 129}) {
+    for (int64_t cols : and_wide({2, 17, 129})) {
       CAPTURE(rows);
       CAPTURE(cols);
       int64_t n = rows * cols;
       std::vector<float> x = random_floats(n, 61), alpha = random_floats(cols, 62), bias = random_floats(cols, 63);
-      std::fill(x.begin(), x.begin() + cols, 0.75f);  // a constant row: std 0
+      // A constant row: std 0. Its dx is (g - mean(g)) / eps, which magnifies
+      // the rounding of mean(g) a million times: over a wide row's sum (in
+      // another order than the reference's) that exceeds the tolerance.
+      if (cols < kWideCols[0]) std::fill(x.begin(), x.begin() + cols, 0.75f);
       std::vector<float> dy = random_floats(n, 64), y(n), mean(rows), std(rows), dx(n), dalpha(cols), dbias(cols);
       DeviceArray<float> dxin(x), dal(alpha), dbi(bias), ddy(dy), dout(y), dmean(mean), dstd(std), dgrad(dx),
           dga(dalpha), dgb(dbias);
@@ -449,7 +479,9 @@ void check_relu_and_dropout() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
-    for (int64_t cols : {1, 17, 129}) {
+    for (int64_t cols : and_wide({1, 17, 129})) {
+      CAPTURE(rows);
+      CAPTURE(cols);
       int64_t n = rows * cols;
       std::vector<float> x = with_edge_values(random_floats(n, 71)), bias = random_floats(cols, 72),
                          dy = random_floats(n, 73), y(n),
@@ -530,7 +562,7 @@ void check_topk() {
   Device* dev = opencl_device();
   const Table& K = dev->kernels();
   for (int64_t rows : {1, 7, 65})
-    for (int64_t cols : {1, 7, 129})
+    for (int64_t cols : and_wide({1, 7, 129}))
       for (int64_t k : {1, 4})
         if (k <= cols) {
           CAPTURE(rows);
@@ -592,7 +624,7 @@ void check_embedding_rows() {
   const Table& K = dev->kernels();
   for (int64_t vocab : {1, 17, 129})
     for (int64_t n : {1, 7, 65})
-      for (int64_t dim : {1, 17, 64}) {
+      for (int64_t dim : and_wide({1, 17, 64})) {
         CAPTURE(vocab);
         CAPTURE(n);
         CAPTURE(dim);
@@ -626,7 +658,7 @@ void check_cross_entropy() {
   const Table& K = dev->kernels();
   const int32_t ignore = 0;
   for (int64_t rows : {1, 7, 65})
-    for (int64_t cols : {2, 17, 1000})
+    for (int64_t cols : and_wide({2, 17}))
       for (float eps : {0.0f, 0.1f}) {
         CAPTURE(rows);
         CAPTURE(cols);

@@ -150,7 +150,7 @@ TEST_SUITE("opencl") {
 
   TEST_CASE("opencl ops: softmax, log_softmax, masked_softmax") {
     SF_NEED_OPENCL();
-    for (int64_t cols : {1, 7, 65, 129}) {
+    for (int64_t cols : {1, 7, 65, 129, 4099}) {  // 4099: rows of many pieces (launch.h: kPiece)
       Tensor x = random_tensor({3, 5, cols}, 16, -4.0f, 4.0f);
       check_matches_cpu([](const V& v) { return softmax(v[0]); }, {x});
       check_matches_cpu([](const V& v) { return log_softmax(v[0]); }, {x});
@@ -170,7 +170,7 @@ TEST_SUITE("opencl") {
 
   TEST_CASE("opencl ops: layer_norm and bias_relu") {
     SF_NEED_OPENCL();
-    for (int64_t cols : {2, 7, 64, 129}) {
+    for (int64_t cols : {2, 7, 64, 129, 1000}) {
       check_matches_cpu([](const V& v) { return layer_norm(v[0], v[1], v[2], 1e-6f); },
                         {random_tensor({3, 17, cols}, 18, -2.0f, 2.0f), random_tensor({cols}, 19),
                          random_tensor({cols}, 20)});

@@ -1,6 +1,8 @@
 // The OpenCL `Device`: buffers are cl_mem objects, cached for reuse by a
 // BlockCache, and every copy is a command on the runtime's in-order queue.
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "../block_cache.h"
 #include "../error.h"
@@ -25,24 +27,24 @@ class OpenCLDevice final : public Device {
   explicit OpenCLDevice(Runtime& runtime)
       : runtime_(runtime),
         cache_(kAlignment, cache_limit(runtime), release_buffer),
-        description_("opencl: " + runtime.description()) {}
+        description_("opencl: " + runtime.description()) {
+    // Out of device memory, the buffers kept for reuse go back first.
+    runtime.set_out_of_memory_handler([this] { cache_.clear(); });
+  }
 
   const char* name() const override { return "opencl"; }
   std::string description() const override { return description_; }
   bool host_addressable() const override { return false; }
 
+  // Refuses a tensor beyond the kernels' int32 indexing (kernels/common.cl)
+  // here, before any kernel could be launched on it.
   void* allocate(size_t bytes) override {
+    if (bytes > kMaxBytes)
+      fail("opencl: a tensor of ", bytes, " bytes is beyond the kernels' int32 indexing (at most ",
+           std::numeric_limits<int32_t>::max(), " elements of 4 bytes)");
     size_t size = cache_.size_class(bytes);
     if (void* buffer = cache_.take(size)) return buffer;
-    cl_int status = CL_SUCCESS;
-    cl_mem buffer = clCreateBuffer(runtime_.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
-    if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES) {
-      // Out of device memory: give the cached buffers back and try once more.
-      cache_.clear();
-      buffer = clCreateBuffer(runtime_.context(), CL_MEM_READ_WRITE, size, nullptr, &status);
-    }
-    check(status, "clCreateBuffer");
-    return buffer;
+    return runtime_.create_buffer(size);
   }
 
   void release(void* buffer, size_t bytes) override {
@@ -85,6 +87,7 @@ class OpenCLDevice final : public Device {
  private:
   // The smallest size class; sizes are multiples of it.
   static constexpr size_t kAlignment = 256;
+  static constexpr size_t kMaxBytes = size_t{std::numeric_limits<int32_t>::max()} * 4;
 
   // A quarter of the device's memory may sit in the cache of freed buffers.
   static size_t cache_limit(Runtime& runtime) {

@@ -46,28 +46,6 @@ cl_device_type type_of(cl_device_id device) {
   return type;
 }
 
-// SCRATCHFORMER_OPENCL_DEVICE=N, else a GPU, else any device: the first, or
-// for the data-parallel ranks of one machine, the local_rank()-th modulo
-// their number (autograd/device.h).
-Candidate choose(const std::vector<Candidate>& devices) {
-  if (const char* env = std::getenv("SCRATCHFORMER_OPENCL_DEVICE"); env && *env) {
-    char* end = nullptr;
-    errno = 0;
-    long n = std::strtol(env, &end, 10);
-    if (*end != '\0' || errno || n < 0)
-      fail("opencl: SCRATCHFORMER_OPENCL_DEVICE=", env, " is not a device number (0, 1, ...)");
-    if (static_cast<size_t>(n) >= devices.size())
-      fail("opencl: SCRATCHFORMER_OPENCL_DEVICE=", env, " but only ", devices.size(),
-           " OpenCL device", devices.size() == 1 ? "" : "s", " exist", devices.size() == 1 ? "s" : "");
-    return devices[n];
-  }
-  std::vector<Candidate> gpus;
-  for (const Candidate& c : devices)
-    if (type_of(c.device) & CL_DEVICE_TYPE_GPU) gpus.push_back(c);
-  const std::vector<Candidate>& pool = gpus.empty() ? devices : gpus;
-  return pool[static_cast<size_t>(local_rank()) % pool.size()];
-}
-
 // SCRATCHFORMER_OPENCL_SHAPES=cpu or =gpu, else CPU shapes on a CPU device and
 // GPU shapes on any other (a GPU, an accelerator).
 const Shapes& choose_shapes(cl_device_id device) {
@@ -80,6 +58,15 @@ const Shapes& choose_shapes(cl_device_id device) {
   return type_of(device) & CL_DEVICE_TYPE_CPU ? kCpuShapes : kGpuShapes;
 }
 
+// "0 = <name> (<platform>, gpu); 1 = ...": what SCRATCHFORMER_OPENCL_DEVICE may pick.
+std::string device_list(const std::vector<DeviceInfo>& devices) {
+  std::string list;
+  for (size_t i = 0; i < devices.size(); ++i)
+    list += (i ? "; " : "") + std::to_string(i) + " = " + devices[i].name + " (" + devices[i].platform +
+            (devices[i].gpu ? ", gpu)" : ")");
+  return list;
+}
+
 template <class Info, class Object>
 std::string info_string(Info info, Object object, cl_uint param, const char* call) {
   size_t size = 0;
@@ -88,6 +75,15 @@ std::string info_string(Info info, Object object, cl_uint param, const char* cal
   check(info(object, param, size, text.data(), nullptr), call);
   while (!text.empty() && text.back() == '\0') text.pop_back();
   return text;
+}
+
+std::vector<DeviceInfo> describe(const std::vector<Candidate>& candidates) {
+  std::vector<DeviceInfo> infos;
+  for (const Candidate& c : candidates)
+    infos.push_back({info_string(clGetDeviceInfo, c.device, CL_DEVICE_NAME, "clGetDeviceInfo"),
+                     info_string(clGetPlatformInfo, c.platform, CL_PLATFORM_NAME, "clGetPlatformInfo"),
+                     (type_of(c.device) & CL_DEVICE_TYPE_GPU) != 0});
+  return infos;
 }
 
 // The first lines of a build log: enough to name the error on one line.
@@ -100,18 +96,38 @@ std::string first_lines(const std::string& log, int lines) {
 
 }  // namespace
 
+std::vector<DeviceInfo> list_devices() { return describe(all_devices()); }
+
+size_t choose_device(const std::vector<DeviceInfo>& devices, const char* requested, int local_rank) {
+  if (requested && *requested) {
+    char* end = nullptr;
+    errno = 0;
+    long n = std::strtol(requested, &end, 10);
+    if (*end != '\0' || errno || n < 0 || static_cast<size_t>(n) >= devices.size())
+      fail("opencl: SCRATCHFORMER_OPENCL_DEVICE=", requested, " is not the number of an OpenCL device: ",
+           device_list(devices));
+    return static_cast<size_t>(n);
+  }
+  std::vector<size_t> pool;  // the GPUs, else every device
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (devices[i].gpu) pool.push_back(i);
+  if (pool.empty())
+    for (size_t i = 0; i < devices.size(); ++i) pool.push_back(i);
+  return pool[static_cast<size_t>(local_rank) % pool.size()];
+}
+
 Runtime& Runtime::get() {
   static Runtime* runtime = new Runtime;  // intentionally leaked, see runtime.h
   return *runtime;
 }
 
 Runtime::Runtime() {
-  Candidate chosen = choose(all_devices());
-  device_ = chosen.device;
+  std::vector<Candidate> candidates = all_devices();
+  std::vector<DeviceInfo> infos = describe(candidates);
+  size_t chosen = choose_device(infos, std::getenv("SCRATCHFORMER_OPENCL_DEVICE"), local_rank());
+  device_ = candidates[chosen].device;
   shapes_ = &choose_shapes(device_);
-  description_ = info_string(clGetDeviceInfo, device_, CL_DEVICE_NAME, "clGetDeviceInfo") + " (" +
-                 info_string(clGetPlatformInfo, chosen.platform, CL_PLATFORM_NAME, "clGetPlatformInfo") + "), " +
-                 shapes_->name + " shapes";
+  description_ = infos[chosen].name + " (" + infos[chosen].platform + "), " + shapes_->name + " shapes";
   cl_int status = CL_SUCCESS;
   context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &status);
   check(status, "clCreateContext");
@@ -135,7 +151,7 @@ cl_program Runtime::build(const Source& source) {
         },
         program, CL_PROGRAM_BUILD_LOG, "clGetProgramBuildInfo");
     clReleaseProgram(program);
-    fail("opencl: clBuildProgram failed: ", first_lines(log, 4));
+    fail("opencl: the program \"", source.name, "\" does not build: ", first_lines(log, 4));
   }
   check(status, "clBuildProgram");
   return program;
@@ -157,12 +173,68 @@ cl_mem Runtime::scratch(size_t bytes) {
   std::lock_guard lock(mutex_);
   if (bytes > scratch_bytes_) {
     if (scratch_) check(clReleaseMemObject(scratch_), "clReleaseMemObject");
-    cl_int status = CL_SUCCESS;
-    scratch_ = clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &status);
-    check(status, "clCreateBuffer");
+    // Forgotten first, so that a failed creation leaves no released buffer in use.
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    scratch_ = create_buffer(bytes);
     scratch_bytes_ = bytes;
   }
   return scratch_;
+}
+
+cl_mem Runtime::try_create_buffer(size_t bytes, cl_int* status) {
+  {
+    std::lock_guard lock(buffers_mutex_);
+    if (failures_to_inject_ > 0) {
+      --failures_to_inject_;
+      *status = injected_status_;
+      return nullptr;
+    }
+  }
+  cl_mem buffer = clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, status);
+  if (*status == CL_SUCCESS) {
+    std::lock_guard lock(buffers_mutex_);
+    ++buffers_created_;
+  }
+  return buffer;
+}
+
+cl_mem Runtime::create_buffer(size_t bytes) {
+  auto out_of_memory = [](cl_int status) {
+    return status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES;
+  };
+  cl_int status = CL_SUCCESS;
+  cl_mem buffer = try_create_buffer(bytes, &status);
+  if (out_of_memory(status)) {
+    std::function<void()> handler;
+    {
+      std::lock_guard lock(buffers_mutex_);
+      handler = out_of_memory_handler_;
+    }
+    if (handler) handler();
+    buffer = try_create_buffer(bytes, &status);
+    if (out_of_memory(status))
+      fail("opencl: the device is out of memory: a buffer of ", bytes, " bytes does not fit even after the ",
+           "freed buffers kept for reuse were given back (", error_name(status), ")");
+  }
+  check(status, "clCreateBuffer");
+  return buffer;
+}
+
+void Runtime::set_out_of_memory_handler(std::function<void()> handler) {
+  std::lock_guard lock(buffers_mutex_);
+  out_of_memory_handler_ = std::move(handler);
+}
+
+void Runtime::fail_next_buffer_creations(int count, cl_int status) {
+  std::lock_guard lock(buffers_mutex_);
+  failures_to_inject_ = count;
+  injected_status_ = status;
+}
+
+int64_t Runtime::buffers_created() {
+  std::lock_guard lock(buffers_mutex_);
+  return buffers_created_;
 }
 
 }  // namespace sf::opencl_backend

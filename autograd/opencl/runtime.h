@@ -2,6 +2,8 @@
 // programs built from the kernel sources (each built once per process, its
 // kernels created once and looked up by name).
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -13,11 +15,31 @@
 namespace sf::opencl_backend {
 
 // A program's OpenCL C source, the concatenation of `texts` (sources.cpp),
-// and the options it is built with.
+// and the options it is built with; `name` says which program a build error
+// is about.
 struct Source {
+  std::string name;
   std::vector<const char*> texts;
   std::string options;
 };
+
+// An OpenCL device as the choice of device sees it.
+struct DeviceInfo {
+  std::string name, platform;
+  bool gpu;
+};
+
+// Every OpenCL device of the machine, in the order choose_device numbers
+// them. Throws sf::Error when there is none.
+std::vector<DeviceInfo> list_devices();
+
+// The index in `devices` (every device of every platform: platforms in
+// order, then their devices) of the one a process uses. `requested` is
+// SCRATCHFORMER_OPENCL_DEVICE (null or empty when unset): a number N picks
+// the N-th device, and anything else is an sf::Error naming the variable and
+// listing the devices. Unset, a GPU, else any device: for the data-parallel
+// ranks sharing a machine, the local_rank-th modulo their number.
+size_t choose_device(const std::vector<DeviceInfo>& devices, const char* requested, int local_rank);
 
 // How the row and column kernels and the GEMM cut their work (kernels/common.cl
 // and kernels/gemm_*.cl describe both ways). CPU shapes suit a CPU device
@@ -60,9 +82,23 @@ class Runtime {
   // (e.g. dot's partial sums); valid until the next call.
   cl_mem scratch(size_t bytes);
 
+  // A new buffer of `bytes` bytes. When the device is out of memory the
+  // out-of-memory handler runs (the device gives back the freed buffers it
+  // keeps) and the creation is tried once more; failing again is an
+  // sf::Error that says the device is out of memory.
+  cl_mem create_buffer(size_t bytes);
+  void set_out_of_memory_handler(std::function<void()> handler);
+
+  // For tests: the next `count` buffer creations fail with `status`, as on a
+  // device whose memory is full (CL_MEM_OBJECT_ALLOCATION_FAILURE or
+  // CL_OUT_OF_RESOURCES); and the number of buffers created so far.
+  void fail_next_buffer_creations(int count, cl_int status);
+  int64_t buffers_created();
+
  private:
   Runtime();
   cl_program build(const Source& source);
+  cl_mem try_create_buffer(size_t bytes, cl_int* status);
 
   cl_device_id device_ = nullptr;
   cl_context context_ = nullptr;
@@ -75,6 +111,14 @@ class Runtime {
   std::map<std::pair<const Source*, std::string>, cl_kernel> kernels_;
   cl_mem scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+
+  // Buffer creation has a lock of its own: the out-of-memory handler may run
+  // while scratch() holds mutex_.
+  std::mutex buffers_mutex_;
+  std::function<void()> out_of_memory_handler_;
+  int failures_to_inject_ = 0;
+  cl_int injected_status_ = CL_SUCCESS;
+  int64_t buffers_created_ = 0;
 };
 
 }  // namespace sf::opencl_backend

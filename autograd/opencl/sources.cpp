@@ -45,17 +45,20 @@ const char gemm_blocked_cl[] =
 std::string define(const char* name, int value) { return " -D" + std::string(name) + "=" + std::to_string(value); }
 
 Source blocked_program(const Blocked& blocking) {
-  return {{gemm_blocked_cl}, define("VW", Blocked::VW) + define("NV", blocking.nv) + define("RM", blocking.rm)};
+  return {"gemm_blocked " + std::to_string(blocking.rm) + "x" + std::to_string(blocking.nv),
+          {gemm_blocked_cl},
+          define("VW", Blocked::VW) + define("NV", blocking.nv) + define("RM", blocking.rm)};
 }
 
 }  // namespace
 
-const Source kernels_source{
-    {shared_h, common_cl, elementwise_cl, reductions_cl, rows_cl, indexing_cl, optimizer_cl}, define("PIECE", kPiece)};
+const Source kernels_source{"kernels",
+                            {shared_h, common_cl, elementwise_cl, reductions_cl, rows_cl, indexing_cl, optimizer_cl},
+                            define("PIECE", kPiece)};
 
-const Source gemm_tiled_source{{gemm_tiled_cl}, define("LX", Tiled::LX) + define("LY", Tiled::LY) +
-                                                    define("WM", Tiled::WM) + define("WN", Tiled::WN) +
-                                                    define("TK", Tiled::TK)};
+const Source gemm_tiled_source{"gemm_tiled", {gemm_tiled_cl},
+                               define("LX", Tiled::LX) + define("LY", Tiled::LY) + define("WM", Tiled::WM) +
+                                   define("WN", Tiled::WN) + define("TK", Tiled::TK)};
 
 const Source& blocked_source(BlockingIndex index) {
   static const Source sources[] = {blocked_program(kBlockings[kWide]), blocked_program(kBlockings[kMedium]),

@@ -211,12 +211,7 @@ void bf16_to_float(Mem<const kernels::bf16> x, Mem<float> y, int64_t n) {
 // keeps a released buffer until then).
 class Temporary {
  public:
-  explicit Temporary(size_t bytes) {
-    cl_int status = CL_SUCCESS;
-    buffer_ = clCreateBuffer(Runtime::get().context(), CL_MEM_READ_WRITE, std::max<size_t>(bytes, 1), nullptr,
-                             &status);
-    check(status, "clCreateBuffer");
-  }
+  explicit Temporary(size_t bytes) : buffer_(Runtime::get().create_buffer(std::max<size_t>(bytes, 1))) {}
   ~Temporary() { clReleaseMemObject(buffer_); }
   Temporary(const Temporary&) = delete;
   Temporary& operator=(const Temporary&) = delete;

@@ -1,0 +1,192 @@
+// The OpenCL runtime's paths that a healthy run on one device never takes:
+// which device a process picks, a device out of memory, a kernel source that
+// does not compile, and a tensor too large for the kernels' int32 indexing.
+// Built only with OPENCL=1 (suite "opencl"). The choice of device is tested
+// on made-up device lists (the runtime's choice is a function of one), then
+// end to end on whatever device the machine has.
+#ifdef SF_OPENCL
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "autograd/opencl/runtime.h"
+#include "autograd/random.h"
+#include "cli_process.h"
+#include "opencl_helpers.h"
+
+using namespace sf;
+using namespace sf::testing;
+using sf::opencl_backend::choose_device;
+using sf::opencl_backend::DeviceInfo;
+using sf::opencl_backend::Runtime;
+
+namespace {
+
+std::string message_of(const std::vector<DeviceInfo>& devices, const char* requested) {
+  try {
+    choose_device(devices, requested, 0);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+Tensor random_tensor(const Shape& shape, uint64_t seed) {
+  Rng rng(seed);
+  return uniform(shape, -1.0f, 1.0f, rng);
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 1e-5f * std::max(1.0f, std::fabs(want[i])))) {
+      FAIL_CHECK("element ", i, ": opencl ", got[i], " vs cpu ", want[i]);
+      return;
+    }
+}
+
+}  // namespace
+
+TEST_SUITE("opencl") {
+  TEST_CASE("opencl runtime: the device choice takes a GPU first, or SCRATCHFORMER_OPENCL_DEVICE's number") {
+    const DeviceInfo cpu{"pthread-cpu", "Portable Computing Language", false},
+        nvidia{"RTX 4090", "NVIDIA CUDA", true}, amd{"gfx1100", "AMD Accelerated Parallel Processing", true};
+    const std::vector<DeviceInfo> mixed = {cpu, nvidia, amd}, cpus_only = {cpu, cpu};
+
+    // Unset (or empty): the GPUs, a data-parallel rank each, round robin; no GPU, every device.
+    CHECK(choose_device(mixed, nullptr, 0) == 1);
+    CHECK(choose_device(mixed, "", 0) == 1);
+    CHECK(choose_device(mixed, nullptr, 1) == 2);
+    CHECK(choose_device(mixed, nullptr, 2) == 1);
+    CHECK(choose_device(cpus_only, nullptr, 0) == 0);
+    CHECK(choose_device(cpus_only, nullptr, 1) == 1);
+    CHECK(choose_device({cpu}, nullptr, 5) == 0);
+
+    // A number picks that device, a CPU too, whatever the rank.
+    CHECK(choose_device(mixed, "0", 0) == 0);
+    CHECK(choose_device(mixed, "2", 1) == 2);
+
+    // Anything else is one line naming the variable and every device it could pick.
+    const std::string devices = "0 = pthread-cpu (Portable Computing Language); 1 = RTX 4090 (NVIDIA CUDA, gpu); "
+                                "2 = gfx1100 (AMD Accelerated Parallel Processing, gpu)";
+    for (const char* bad : {"3", "-1", "gpu", "1x", "99999999999999999999"}) {
+      CAPTURE(bad);
+      CHECK(message_of(mixed, bad) == "opencl: SCRATCHFORMER_OPENCL_DEVICE=" + std::string(bad) +
+                                          " is not the number of an OpenCL device: " + devices);
+    }
+  }
+
+  TEST_CASE("opencl runtime: SCRATCHFORMER_OPENCL_DEVICE picks the device of a run; a bad number exits 2 naming it") {
+    SF_NEED_OPENCL();
+    const std::vector<DeviceInfo> devices = opencl_backend::list_devices();
+    TempDir dir;
+    std::string config = write_config(dir.path, std::string(R"("data": {"task": "copy", "size": 64}, "lang_src": "a",
+      "lang_tgt": "b", "num_epochs": 1, )") + kTiny);
+    auto train_with = [&](const std::string& device) {
+      std::string command = "SCRATCHFORMER_OPENCL_DEVICE=" + device + " " + scratchformer_binary() +
+                            " train --config " + config + " --set device=opencl >" + (dir.path / "log").string() +
+                            " 2>&1";
+      int status = std::system(command.c_str());
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    };
+    // The last device: the one a default choice takes least often.
+    const size_t last = devices.size() - 1;
+    CHECK(train_with(std::to_string(last)) == 0);
+    std::string log = read_file(dir.path / "log");
+    CHECK_MESSAGE(log.find("on opencl: " + devices[last].name + " (" + devices[last].platform + ")") !=
+                      std::string::npos,
+                  log);
+
+    CHECK(train_with(std::to_string(devices.size())) == 2);
+    log = read_file(dir.path / "log");
+    CHECK_MESSAGE(log.rfind("scratchformer: error: " + config + ": key 'device': opencl: SCRATCHFORMER_OPENCL_DEVICE=" +
+                                std::to_string(devices.size()) + " is not the number of an OpenCL device: 0 = " +
+                                devices[0].name + " (" + devices[0].platform,
+                            0) == 0,
+                  log);
+    CHECK_MESSAGE(std::count(log.begin(), log.end(), '\n') == 1, log);
+  }
+
+  TEST_CASE("opencl runtime: out of device memory, the cached buffers go back and the allocation is retried") {
+    SF_NEED_OPENCL();
+    Device& device = *opencl_device();
+    Runtime& runtime = Runtime::get();
+    // Whatever happens below, the tests after this one allocate as usual.
+    struct NoFailuresLeft {
+      Runtime& runtime;
+      ~NoFailuresLeft() { runtime.fail_next_buffer_creations(0, CL_SUCCESS); }
+    } no_failures_left{runtime};
+
+    // n values uploaded, and their exp on the CPU. Each n is a size class of
+    // its own, larger than any other test's buffers, so exp's output on the
+    // device is a buffer created anew, not one from the cache.
+    struct Input {
+      Tensor on_device;
+      std::vector<float> exp;
+    };
+    auto input = [&](int64_t n) {
+      Tensor x = random_tensor({n}, static_cast<uint64_t>(n));
+      return Input{x.to(device), exp(x).to_vector()};
+    };
+    const Shape cached_shape = {50000};
+    int64_t n = 2000017;
+    for (cl_int status : {CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES}) {
+      CAPTURE(status);
+      Input in = input(n += 1000000);
+      Tensor::zeros(cached_shape, DType::F32, device);  // freed at once, into the cache
+      runtime.fail_next_buffer_creations(1, status);
+      int64_t created = runtime.buffers_created();
+      check_close(exp(in.on_device).to_vector(), in.exp);
+      CHECK(runtime.buffers_created() == created + 1);  // the output, at the second try
+      // The cached buffer went back to the device: the next one of its size is new.
+      created = runtime.buffers_created();
+      Tensor::zeros(cached_shape, DType::F32, device);
+      CHECK(runtime.buffers_created() == created + 1);
+    }
+
+    // Still out of memory after the retry: an error that says so, and the
+    // device works on.
+    Input in = input(n += 1000000);
+    runtime.fail_next_buffer_creations(2, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    CHECK_THROWS_WITH_AS(exp(in.on_device), doctest::Contains("opencl: the device is out of memory: a buffer of"),
+                         Error);
+    check_close(exp(in.on_device).to_vector(), in.exp);
+  }
+
+  TEST_CASE("opencl runtime: a kernel source that does not build is an error naming the program, with the log") {
+    SF_NEED_OPENCL();
+    static const opencl_backend::Source broken{
+        "broken for the test", {"#line 1 \"broken.cl\"\n__kernel void broken(__global float* x) { x[0] = nowhere; }\n"},
+        ""};
+    std::string message;
+    try {
+      Runtime::get().kernel(broken, "broken");
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    CHECK_MESSAGE(message.rfind("opencl: the program \"broken for the test\" does not build: ", 0) == 0, message);
+    // The compiler's log: where and what (the words are the compiler's own).
+    CHECK_MESSAGE(message.find("broken.cl:1:") != std::string::npos, message);
+    CHECK_MESSAGE(message.find("nowhere") != std::string::npos, message);
+  }
+
+  TEST_CASE("opencl runtime: a tensor beyond the kernels' int32 indexing is refused before it is allocated") {
+    SF_NEED_OPENCL();
+    Device& device = *opencl_device();
+    Runtime& runtime = Runtime::get();
+    const int64_t created = runtime.buffers_created();
+    const char* refused = "is beyond the kernels' int32 indexing (at most 2147483647 elements of 4 bytes)";
+    // 2^31 + 2^16 elements, one more column than the limit allows.
+    CHECK_THROWS_WITH_AS(Tensor::empty({65536, 32769}, DType::F32, device), doctest::Contains(refused), Error);
+    // An op whose result would be that large fails before its kernel runs.
+    Tensor column = Tensor::zeros({65536, 1}, DType::F32, device), row = Tensor::zeros({1, 32769}, DType::F32, device);
+    CHECK_THROWS_WITH_AS(column + row, doctest::Contains(refused), Error);
+    CHECK(runtime.buffers_created() <= created + 2);  // the two operands at most
+  }
+}
+#endif  // SF_OPENCL
