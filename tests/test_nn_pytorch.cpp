@@ -12,40 +12,15 @@
 #include "cli_process.h"
 #include "data/toy_tasks.h"
 #include "nn/checkpoint.h"
-#include "skip.h"
 #include "test_nn_helpers.h"
+#include "torch_python.h"
 
 using namespace sf;
-
-// The first interpreter that imports torch: python3 on the PATH, then the
-// system's (Debian's python3-torch installs there, which a pyenv or venv
-// python3 on the PATH does not see).
-static std::string python_with_torch() {
-  for (const char* python : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(python) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0)
-      return python;
-  return "";
-}
-
-// Declares `python`, an interpreter that imports torch, or skips the test.
-#define SF_NEED_TORCH(python)                   \
-  const std::string python = python_with_torch(); \
-  if (python.empty()) SF_SKIP("no python3 imports torch: python3-torch could not be installed (make test installs it)")
 
 // Runs tests/pytorch_parity.py on `dir` (model.safetensors, batch.safetensors),
 // which must exit 0.
 static void check_parity(const std::string& python, const std::filesystem::path& dir) {
-  std::filesystem::path script = std::filesystem::path(__FILE__).parent_path() / "pytorch_parity.py";
-  REQUIRE_MESSAGE(std::filesystem::exists(script), "missing ", script.string());
-  std::string command = python + " " + script.string() + " " + dir.string() + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string output;
-  char buffer[512];
-  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
-  int status = pclose(pipe);
-  std::printf("%s", output.c_str());
-  CHECK_MESSAGE(status == 0, output);
+  testing::check_script_passes(python, "pytorch_parity.py", dir.string());
 }
 
 // The same for `model`'s weights and the tensors of `batch`, saved to a fresh folder.

@@ -19,13 +19,16 @@ using namespace sf::testing;
 namespace fs = std::filesystem;
 
 TEST_CASE("train: the reverse task reaches 90% exact match with a tiny model") {
-  CHECK(train_toy_task(R"("data": {"task": "reverse", "size": 6000}, "lang_src": "words",
-    "lang_tgt": "reversed", "num_epochs": 7)") >= 0.90);
+  CHECK(reaches_bar("reverse task: exact match", train_toy_task(kReverseTask), kReverseExactMatchBar));
 }
 
+// Reached (validation exact match, 401 sentences, after 3 epochs): 0.968 in
+// the release build, 0.975 with SANITIZE=1 (after 2 epochs: 0.940, 0.968).
+// The bar sits 0.07 below the lowest.
 TEST_CASE("train: the dates task reaches 90% exact match with a tiny model") {
-  CHECK(train_toy_task(R"("data": {"task": "dates", "size": 4000}, "lang_src": "en", "lang_tgt": "iso",
-    "num_epochs": 3)") >= 0.90);
+  double reached = train_toy_task(R"("data": {"task": "dates", "size": 4000}, "lang_src": "en", "lang_tgt": "iso",
+    "num_epochs": 3)");
+  CHECK(reaches_bar("dates task: exact match", reached, 0.90));
 }
 
 namespace {
@@ -373,6 +376,6 @@ TEST_CASE("train: keep_checkpoints prunes old epochs; the best by BLEU is kept a
 
 // Mixed precision (docs/13-bf16.md): the same toy task and bar as in float32.
 TEST_CASE("train: in bf16 the reverse task reaches the same 90% exact match as in float32") {
-  CHECK(train_toy_task(R"("data": {"task": "reverse", "size": 6000}, "lang_src": "words",
-    "lang_tgt": "reversed", "num_epochs": 7)", {"precision=bf16"}) >= 0.90);
+  CHECK(reaches_bar("reverse task in bf16: exact match", train_toy_task(kReverseTask, {"precision=bf16"}),
+                    kReverseExactMatchBar));
 }

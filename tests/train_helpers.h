@@ -3,6 +3,7 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -66,9 +67,27 @@ inline double train_toy_task(const std::string& data_and_languages,
   TempDir dir;
   std::string config = write_config(dir.path, data_and_languages + ", " + kSmall);
   CHECK(train::Trainer(train::load_config(config, sets)).run() == 0);
-  double exact = exact_match(config, sets);
-  MESSAGE("exact match: ", 100 * exact, "%");
-  return exact;
+  return exact_match(config, sets);
 }
+
+// Whether a training test's outcome reached its bar, printed on one line
+// ("reverse task: exact match 0.947 (bar 0.900)") so that every run shows
+// the margin, passing or not.
+inline bool reaches_bar(const std::string& outcome, double reached, double bar) {
+  char line[160];
+  std::snprintf(line, sizeof line, "%s %.3f (bar %.3f)", outcome.c_str(), reached, bar);
+  MESSAGE(line);
+  return reached >= bar;
+}
+
+// The reverse task (3 to 12 of 50 syllables, reversed) as the accuracy tests
+// train it, and the bar of its validation exact match (601 sentences).
+// Reached after 7 epochs: 0.947 in float32 and 0.953 in bf16 in the release
+// build, 0.950 and 0.943 with SANITIZE=1 (-O1, other float rounding, another
+// trajectory). The bar sits 0.04 below the lowest, where the curve stands
+// after 5 of the 7 epochs (0.903 to 0.918).
+inline const char* kReverseTask = R"("data": {"task": "reverse", "size": 6000}, "lang_src": "words",
+  "lang_tgt": "reversed", "num_epochs": 7)";
+inline constexpr double kReverseExactMatchBar = 0.90;
 
 }  // namespace sf::testing
