@@ -52,24 +52,34 @@ void add_ngrams(const Sequence& hyp, const Sequence& ref, std::vector<NgramTotal
 
 }  // namespace
 
-double corpus_bleu(const std::vector<Words>& hypotheses, const std::vector<Words>& references) {
+BleuStatistics bleu_statistics(const std::vector<Words>& hypotheses, const std::vector<Words>& references) {
   require_same_size(hypotheses.size(), references.size(), "bleu");
-  constexpr int kOrder = 4;
-  std::vector<NgramTotals> orders(kOrder);
-  int64_t hyp_length = 0, ref_length = 0;
+  std::vector<NgramTotals> orders(BleuStatistics::kOrder);
+  BleuStatistics stats;
   for (size_t s = 0; s < hypotheses.size(); ++s) {
-    hyp_length += static_cast<int64_t>(hypotheses[s].size());
-    ref_length += static_cast<int64_t>(references[s].size());
+    stats.hyp_length += static_cast<int64_t>(hypotheses[s].size());
+    stats.ref_length += static_cast<int64_t>(references[s].size());
     add_ngrams(hypotheses[s], references[s], orders);
   }
+  for (int n = 0; n < BleuStatistics::kOrder; ++n) {
+    stats.matched[n] = orders[n].matched;
+    stats.hyp_ngrams[n] = orders[n].hyp;
+  }
+  return stats;
+}
+
+double corpus_bleu(const std::vector<Words>& hypotheses, const std::vector<Words>& references) {
+  BleuStatistics stats = bleu_statistics(hypotheses, references);
   // Without smoothing, an order with no match makes the geometric mean 0.
   double log_precision = 0.0;
-  for (const NgramTotals& t : orders) {
-    if (t.matched == 0) return 0.0;
-    log_precision += std::log(double(t.matched) / double(t.hyp)) / kOrder;
+  for (int n = 0; n < BleuStatistics::kOrder; ++n) {
+    if (stats.matched[n] == 0) return 0.0;
+    log_precision += std::log(double(stats.matched[n]) / double(stats.hyp_ngrams[n])) / BleuStatistics::kOrder;
   }
   // Brevity penalty: exp(1 - r/c) when the hypotheses are shorter.
-  double bp = hyp_length > ref_length ? 1.0 : std::exp(1.0 - double(ref_length) / double(hyp_length));
+  double bp = stats.hyp_length > stats.ref_length
+                  ? 1.0
+                  : std::exp(1.0 - double(stats.ref_length) / double(stats.hyp_length));
   return 100.0 * bp * std::exp(log_precision);
 }
 

@@ -7,6 +7,7 @@
 // tokenizer's pre-tokenisation: as words, or for the character metrics those
 // words joined by single spaces, as code points.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,16 @@
 namespace sf::train {
 
 using Words = std::vector<std::string>;
+
+// BLEU-4's sufficient statistics over a corpus (Papineni et al. 2002): for each
+// order n = 1..4 (entry n - 1) the hypotheses' n-grams and their matches clipped
+// by the reference counts, and the total hypothesis and reference lengths.
+struct BleuStatistics {
+  static constexpr int kOrder = 4;
+  int64_t matched[kOrder] = {}, hyp_ngrams[kOrder] = {};
+  int64_t hyp_length = 0, ref_length = 0;
+};
+BleuStatistics bleu_statistics(const std::vector<Words>& hypotheses, const std::vector<Words>& references);
 
 // Corpus BLEU-4 (uniform weights, brevity penalty, no smoothing) x 100, equal to
 // NLTK's corpus_bleu: clipped n-gram matches and hypothesis n-gram counts are
