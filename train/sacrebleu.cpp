@@ -9,9 +9,9 @@ namespace sf::train {
 namespace {
 
 // The version of sacreBLEU whose code this file follows and whose output the
-// tests were generated with (tests/sacrebleu_fixture.py). Its 13a tokenizer and
-// BLEU defaults have not changed in behaviour since 2.0.0, but the signature
-// names the one release actually checked against.
+// tests were generated with (tests/sacrebleu_fixture.py). Other 2.x releases
+// probably agree (the 13a rules are older than 2.0), but the signature names
+// only the release actually checked against.
 constexpr const char* kSacrebleuVersion = "2.6.0";
 
 void replace_all(std::string& text, std::string_view from, std::string_view to) {
