@@ -15,10 +15,10 @@ bool is_closing(char32_t cp) {
 }
 
 // Punctuation written against the word after it. Spanish opens questions and
-// exclamations with ¿ and ¡; German opens quotations with „ and closes them
-// with “ (handled with the other quotes below).
+// exclamations with ¿ and ¡. (German „ … “ is paired with the other quotes
+// below.)
 bool is_opening(char32_t cp) {
-  static constexpr std::u32string_view kOpening = U"([{¿¡„«‘";
+  static constexpr std::u32string_view kOpening = U"([{¿¡«‘";
   return kOpening.find(cp) != std::u32string_view::npos;
 }
 
