@@ -517,6 +517,8 @@ TEST_CASE("bad input: export") {
           "nope/m.safetensors: cannot write (No such file or directory)"},
       Row{"--dtype to translate", nullptr, {"translate", "--config", "config.json", "--dtype", "bf16", "x"},
           "translate: unknown option --dtype"},
+      Row{"--tokens to eval", nullptr, {"eval", "--config", "config.json", "--tokens", "--data", "x.tsv"},
+          "eval: unknown option --tokens"},
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include "test_nn_helpers.h"
 #include "train_helpers.h"
+#include "data/detokenizer.h"
 #include "data/toy_tasks.h"
 #include "train/attention_maps.h"
 #include "train/inference.h"
@@ -129,11 +130,13 @@ TEST_CASE("attention maps: every layer's and head's weights, rows summing to 1, 
   CHECK(svg.find(">[SOS]</text>") != std::string::npos);
 }
 
-TEST_CASE("eval: equals the metrics recomputed from translate's printed lines") {
+TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens prints; translate detokenizes them") {
   testing::TempDir dir;
   std::string d = dir.path.string();
-  std::string config = testing::write_config(dir.path, R"("data": {"task": "dates", "size": 600}, "lang_src": "en",
-    "lang_tgt": "iso", "num_epochs": 1, "batch_size": 32, "lr": 0.003, "seq_len": 20, "d_model": 32, "N": 1,
+  // One epoch of 3000 pairs: enough for dates with their hyphens, which
+  // detokenizing rewrites (smaller runs print empty lines).
+  std::string config = testing::write_config(dir.path, R"("data": {"task": "dates", "size": 3000}, "lang_src": "en",
+    "lang_tgt": "iso", "num_epochs": 1, "batch_size": 32, "lr": 0.005, "seq_len": 20, "d_model": 32, "N": 1,
     "h": 2, "d_ff": 64, "min_frequency": 1)");
   REQUIRE(Trainer(load_config(config)).run() == 0);
   {
@@ -180,11 +183,21 @@ TEST_CASE("eval: equals the metrics recomputed from translate's printed lines") 
   std::string bin = fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string();
   std::string prefix = "cd '" + d + "' && '" + bin + "' ";
   auto result = nlohmann::ordered_json::parse(capture(prefix + "eval --config config.json --data valid.tsv --beam 2"));
-  std::istringstream lines(capture(prefix + "translate --config config.json --beam 2 < sources.txt"));
+  std::istringstream lines(capture(prefix + "translate --config config.json --beam 2 --tokens < sources.txt")),
+      detokenized(capture(prefix + "translate --config config.json --beam 2 < sources.txt"));
   std::vector<std::string> hypotheses, refs;
   for (std::string line; std::getline(lines, line);) hypotheses.push_back(line);
   for (const data::Pair& p : pairs) refs.push_back(p.tgt);
   REQUIRE(hypotheses.size() == pairs.size());
+  // Without --tokens the same lines, as written: "1992 - 07 - 04" is "1992-07-04".
+  int rewritten = 0;
+  for (const std::string& tokens : hypotheses) {
+    std::string line;
+    REQUIRE(std::getline(detokenized, line));
+    CHECK(line == data::detokenize(tokens));
+    rewritten += line != tokens;
+  }
+  CHECK(rewritten > 0);
   Scores s = score_translations(hypotheses, refs);
   // Every metric of the table, in its order, then the sentences and the time.
   std::vector<std::string> keys;

@@ -17,6 +17,7 @@
 #include "autograd/kernels/thread_pool.h"
 #include "autograd/parse_int.h"
 #include "data/corpus.h"
+#include "data/detokenizer.h"
 #include "data/unicode.h"
 #include "nn/checkpoint.h"
 #include "train/attention_maps.h"
@@ -61,10 +62,12 @@ with "preload": "latest" to continue exactly from there.
 )";
 
 const char* kTranslateHelp = R"(usage: scratchformer translate --config FILE [--set key=value ...] [--checkpoint PATH]
-                               [--beam N] [--attention OUT.svg] [TEXT ...]
+                               [--beam N] [--attention OUT.svg] [--tokens] [TEXT ...]
 
 Translates each TEXT argument, or without TEXT each line of standard input, and
-prints one line per sentence: the target tokens joined by spaces. Uses the
+prints one line per sentence, detokenized as the language writes it (no space
+before closing punctuation, "T-Shirt", "¿Qué?"); --tokens prints the target
+tokens joined by single spaces instead, the words the metrics compare. Uses the
 latest checkpoint in model_folder unless --checkpoint names one. --beam N uses
 beam search of width N (default: the config's beam). --set overrides config
 keys as for train (e.g. model_folder). --attention OUT.svg writes the attention
@@ -110,6 +113,7 @@ struct Arguments {
   std::optional<std::string> checkpoint, data, attention, out;
   std::optional<int64_t> beam;
   DType dtype = DType::BF16;  // export --dtype
+  bool tokens = false;  // translate --tokens: the spaced tokens, not detokenized text
   bool help = false;
 };
 
@@ -127,6 +131,10 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
     if (arg.rfind("--", 0) == 0) {
       if (std::find(allowed.begin(), allowed.end(), arg) == allowed.end())
         throw UsageError(command + ": unknown option " + arg);
+      if (arg == "--tokens") {  // the one option without a value
+        a.tokens = true;
+        continue;
+      }
       if (i + 1 >= argc) throw UsageError(command + ": " + arg + " needs a value");
       std::string value = argv[++i];
       if (arg != "--set" && !given.insert(arg).second) throw UsageError(command + ": " + arg + " is given twice");
@@ -172,7 +180,8 @@ Session open_session(const Arguments& a) {
 }
 
 int translate_command(int argc, char** argv) {
-  Arguments a = parse("translate", argc, argv, {"--config", "--set", "--checkpoint", "--beam", "--attention"}, true);
+  Arguments a = parse("translate", argc, argv, {"--config", "--set", "--checkpoint", "--beam", "--attention", "--tokens"},
+                      true);
   if (a.help) return std::fputs(kTranslateHelp, stdout), 0;
   Session session = open_session(a);
   AutocastGuard autocast(session.config.precision_dtype());  // the config's precision (docs/13-bf16.md)
@@ -189,7 +198,7 @@ int translate_command(int argc, char** argv) {
   std::vector<AttentionRecord> attention;
   std::vector<std::string> lines =
       translate_lines(session, sentences, DecodeOptions::from_config(session.config, a.beam), a.attention ? &attention : nullptr);
-  for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+  for (const std::string& line : lines) std::printf("%s\n", (a.tokens ? line : data::detokenize(line)).c_str());
   if (a.attention) {
     std::vector<AttentionMap> maps = attention_maps(attention[0], session.src_tokenizer, session.tgt_tokenizer);
     write_file_atomically(*a.attention, attention_svg(maps, session.model->config().h));

@@ -5,6 +5,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "data/detokenizer.h"
 #include "train/loss.h"
 #include "train/report.h"
 #include "train/trainer.h"
@@ -59,7 +60,7 @@ void print_validation(const Run& run, int64_t epoch, const ValidationResult& v) 
       v.predictions.size(), v.loss, format_scores(v.scores).c_str());
   for (int64_t i = 0; i < std::min<int64_t>(run.config.val_examples, v.predictions.size()); ++i)
     say(run.comm, "    SOURCE: %s\n    TARGET: %s\n PREDICTED: %s\n", v.sources[i].c_str(), v.references[i].c_str(),
-        v.predictions[i].c_str());
+        data::detokenize(v.predictions[i]).c_str());
 }
 
 void write_validation_report(const Run& run, const ValidationResult& v) {
@@ -69,7 +70,7 @@ void write_validation_report(const Run& run, const ValidationResult& v) {
   content.metrics_path = run.metrics_path;
   content.heads = run.config.h;
   for (size_t i = 0; i < std::min(kSamples, v.predictions.size()); ++i)
-    content.samples.push_back({v.sources[i], v.references[i], v.predictions[i]});
+    content.samples.push_back({v.sources[i], v.references[i], data::detokenize(v.predictions[i])});
   for (const AttentionRecord& record : v.attention)
     content.attention.push_back(attention_maps(record, *run.src_tokenizer, *run.tgt_tokenizer));
   write_report((std::filesystem::path(run.config.experiment_name) / "report.html").string(), content);
