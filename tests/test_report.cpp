@@ -13,6 +13,7 @@
 #include "train/inference.h"
 #include "train/metrics.h"
 #include "train/report.h"
+#include "train/sacrebleu.h"
 #include "train/trainer.h"
 
 using namespace sf;
@@ -75,7 +76,9 @@ TEST_CASE("report: a self-contained page with the curves, metrics table, samples
   for (const std::string& title : metric_charts) CHECK(html.find(">" + title + "</text>") != std::string::npos);
   // The table: a column per metric, its last row the epoch-1 values.
   CHECK(count(html, "<th>") == 3 + metrics().size() + 3);  // + the samples table's 3
-  CHECK(html.find("<th>BLEU ↑</th>") != std::string::npos);
+  CHECK(html.find("<th>token BLEU ↑</th>") != std::string::npos);
+  CHECK(html.find("<th>sacreBLEU ↑</th>") != std::string::npos);
+  CHECK(html.find(sacrebleu_signature()) != std::string::npos);
   CHECK(html.find("<th>CER ↓</th>") != std::string::npos);
   std::string last_row = "<tr><td>1</td><td>60</td><td>0.5</td>";
   for (size_t i = 0; i < metrics().size(); ++i) last_row += "<td>" + std::to_string(10 + i) + ".25</td>";
@@ -199,16 +202,22 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
   }
   CHECK(rewritten > 0);
   Scores s = score_translations(hypotheses, refs);
-  // Every metric of the table, in its order, then the sentences and the time.
+  // Every metric of the table, in its order, then sacreBLEU's signature, the
+  // sentences and the time.
   std::vector<std::string> keys;
   for (const auto& [key, value] : result.items()) keys.push_back(key);
-  REQUIRE(keys.size() == metrics().size() + 2);
+  REQUIRE(keys.size() == metrics().size() + 3);
   for (size_t i = 0; i < metrics().size(); ++i) {
     CAPTURE(keys[i]);
     CHECK(keys[i] == metrics()[i].name);
     CHECK(result[keys[i]].get<double>() == doctest::Approx(s.values[i]));
   }
-  for (const char* key : {"bleu", "chrf", "cer", "wer"}) CHECK(result.contains(key));
+  for (const char* key : {"bleu", "sacrebleu", "chrf", "cer", "wer"}) CHECK(result.contains(key));
+  CHECK(result["signature"] == sacrebleu_signature());
+  // sacreBLEU scores the lines translate prints against the raw references.
+  std::vector<std::string> printed;
+  for (const std::string& tokens : hypotheses) printed.push_back(data::detokenize(tokens));
+  CHECK(result["sacrebleu"].get<double>() == doctest::Approx(corpus_sacrebleu(printed, refs)));
   CHECK(result["sentences"] == 20);
   CHECK(result["seconds"].get<double>() > 0);
   // --attention writes one sentence's heatmaps.

@@ -26,6 +26,7 @@
 #include "train/inference.h"
 #include "train/metrics.h"
 #include "train/resources.h"
+#include "train/sacrebleu.h"
 #include "train/trainer.h"
 #ifdef SF_MPI
 #include "train/mpi/communicator.h"
@@ -79,8 +80,11 @@ const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=va
                           --data FILE.tsv [--beam N]
 
 Translates the sources of FILE.tsv (source<TAB>target lines) as translate does
-and prints one JSON object: a key per metric ("bleu", "chrf", "cer", "wer", ...,
-as validation logs them), then "sentences" and "seconds".
+and prints one JSON object: a key per metric ("bleu", "sacrebleu", "chrf",
+"cer", "wer", ..., as validation logs them), then "signature" (sacreBLEU's, of
+the "sacrebleu" score), "sentences" and "seconds". "bleu" is BLEU on our own
+word tokens; "sacrebleu" is BLEU as sacreBLEU computes it on the detokenized
+output, the figure comparable with published ones.
 )";
 
 const char* kScoreHelp = R"(usage: scratchformer score --config FILE [--set key=value ...] [--checkpoint PATH]
@@ -225,6 +229,7 @@ int eval_command(int argc, char** argv) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::ordered_json out;
   add_scores(out, scores);
+  out["signature"] = sacrebleu_signature();  // of "sacrebleu", as sacreBLEU prints it beside the score
   out["sentences"] = sources.size();
   out["seconds"] = seconds;
   std::printf("%s\n", out.dump().c_str());

@@ -9,8 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/error.h"
+#include "data/detokenizer.h"
 #include "data/pretokenizer.h"
 #include "data/unicode.h"
+#include "train/sacrebleu.h"
 
 namespace sf::train {
 
@@ -172,8 +174,10 @@ static double length_ratio(const PreTokenizedPairs& p) {
 
 // The table: a metric is a function above and a row here.
 static const std::vector<Metric> kMetrics = {
-    {"bleu", "BLEU", Better::higher, "BLEU and chrF", "%.2f",
+    {"bleu", "token BLEU", Better::higher, "BLEU and chrF", "%.2f",
      [](const PreTokenizedPairs& p) { return corpus_bleu(p.hyp_words, p.ref_words); }},
+    {"sacrebleu", "sacreBLEU", Better::higher, "BLEU and chrF", "%.2f",
+     [](const PreTokenizedPairs& p) { return corpus_sacrebleu(p.hyp_text, p.ref_text); }},
     {"chrf", "chrF", Better::higher, "BLEU and chrF", "%.2f",
      [](const PreTokenizedPairs& p) { return corpus_chrf(p.hyp_chars, p.ref_chars); }},
     {"cer", "CER", Better::lower, "error and exact-match rates", "%.4f",
@@ -204,6 +208,8 @@ Scores score_translations(const std::vector<std::string>& hypotheses, const std:
   for (size_t s = 0; s < hypotheses.size(); ++s) {
     add(hypotheses[s], pairs.hyp_words, pairs.hyp_chars);
     add(references[s], pairs.ref_words, pairs.ref_chars);
+    pairs.hyp_text.push_back(data::detokenize(hypotheses[s]));
+    pairs.ref_text.push_back(references[s]);
   }
   Scores scores;
   for (const Metric& m : kMetrics) scores.values.push_back(m.compute(pairs));

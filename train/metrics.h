@@ -3,9 +3,11 @@
 // the report all read. Adding a metric: its function and its row of kMetrics
 // in metrics.cpp, and its test in tests/test_metrics.cpp.
 //
-// Every metric compares each hypothesis with its raw reference after the
-// tokenizer's pre-tokenisation: as words, or for the character metrics those
-// words joined by single spaces, as code points.
+// Every metric but sacreBLEU compares each hypothesis with its raw reference
+// after the tokenizer's pre-tokenisation: as words, or for the character
+// metrics those words joined by single spaces, as code points. sacreBLEU
+// (sacrebleu.h) scores the detokenized hypothesis against the raw reference,
+// as the field reports BLEU.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -47,10 +49,13 @@ double corpus_wer(const std::vector<Words>& hypotheses, const std::vector<Words>
 template <class Sequence>
 int64_t edit_distance(const Sequence& a, const Sequence& b);
 
-// Hypotheses and their references, pre-tokenised in both forms metrics use.
+// Hypotheses and their references, pre-tokenised in both forms metrics use,
+// and as text: the hypothesis detokenized, the reference raw (what sacreBLEU
+// scores, with its own tokenizer).
 struct PreTokenizedPairs {
   std::vector<Words> hyp_words, ref_words;
   std::vector<std::u32string> hyp_chars, ref_chars;  // the words joined by single spaces
+  std::vector<std::string> hyp_text, ref_text;
 };
 
 // Which way a metric improves: up, down, or towards an ideal value (a ratio
@@ -75,8 +80,8 @@ struct Scores {
   double at(std::string_view name) const;  // the value of the metric `name`
 };
 
-// Every metric of the hypotheses (lines as `translate` prints them) against
-// their raw references.
+// Every metric of the hypotheses (lines as `translate --tokens` prints them)
+// against their raw references.
 Scores score_translations(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references);
 
 // Adds "name": value for every metric to `record` (eval's output, a validation

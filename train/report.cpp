@@ -7,6 +7,7 @@
 
 #include "autograd/atomic_file.h"
 #include "train/metrics_log.h"
+#include "train/sacrebleu.h"
 
 namespace sf::train {
 
@@ -136,7 +137,9 @@ void write_report(const std::string& path, const ReportContent& c) {
     for (double value : r.scores.values) html << "<td>" << number(value) << "</td>";
     html << "</tr>\n";
   }
-  html << "</table>\n<h2>Sample translations</h2>\n<table><tr><th>source</th><th>reference</th><th>prediction</th></tr>\n";
+  html << "</table>\n<p>token BLEU scores our own word tokens; sacreBLEU scores the detokenized output as sacreBLEU "
+          "does, comparable with published figures: "
+       << escape_xml(sacrebleu_signature()) << "</p>\n<h2>Sample translations</h2>\n<table><tr><th>source</th><th>reference</th><th>prediction</th></tr>\n";
   for (const ReportSample& s : c.samples)
     html << "<tr><td>" << escape_xml(s.source) << "</td><td>" << escape_xml(s.reference) << "</td><td>"
          << escape_xml(s.prediction) << "</td></tr>\n";
