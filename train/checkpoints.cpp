@@ -1,6 +1,5 @@
 #include "checkpoints.h"
 
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
