@@ -157,7 +157,7 @@ torch-deps: | deps
 # How many test cases each part has: a part that reports fewer (a -tc filter
 # that matches nothing, a test file left out of the build) fails the run, as
 # does a skip whose reason does not hold on this machine (tools/run-tests).
-MIN_TESTS := 261
+MIN_TESTS := 264
 MIN_TSAN_TESTS := 80
 MIN_KERNEL_LEVEL_TESTS := 13
 MIN_OPENCL_TESTS := 24

@@ -122,17 +122,13 @@ void Tokenizer::save(const std::string& path) const {
   write_file_atomically(path, to_json().dump(2) + "\n");
 }
 
-void Tokenizer::append_words(std::string_view text, std::vector<int32_t>& ids) const {
-  for (std::string_view word : pre_tokenize(text)) {
-    int32_t id = token_to_id(word);
-    ids.push_back(id < 0 ? kUnkId : id);
-  }
-}
-
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+std::vector<std::string_view> split_words(std::string_view text) {
   // HF splits the raw text on the added (special) tokens first, taking the
   // leftmost match, then pre-tokenises the pieces between them.
-  std::vector<int32_t> ids;
+  std::vector<std::string_view> words;
+  auto append_pre_tokenized = [&](std::string_view piece) {
+    for (std::string_view word : pre_tokenize(piece)) words.push_back(word);
+  };
   size_t done = 0;
   for (size_t pos = text.find('['); pos != std::string_view::npos; pos = text.find('[', pos)) {
     auto special = std::find_if(kSpecialTokens.begin(), kSpecialTokens.end(),
@@ -141,12 +137,21 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
       ++pos;
       continue;
     }
-    append_words(text.substr(done, pos - done), ids);
-    ids.push_back(static_cast<int32_t>(special - kSpecialTokens.begin()));
+    append_pre_tokenized(text.substr(done, pos - done));
+    words.push_back(text.substr(pos, special->size()));
     pos += special->size();
     done = pos;
   }
-  append_words(text.substr(done), ids);
+  append_pre_tokenized(text.substr(done));
+  return words;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> ids;
+  for (std::string_view word : split_words(text)) {
+    int32_t id = token_to_id(word);  // the special tokens have theirs
+    ids.push_back(id < 0 ? kUnkId : id);
+  }
   return ids;
 }
 

@@ -19,6 +19,11 @@
 
 namespace sf::data {
 
+// The words a tokenizer encodes `text` into, one per id, as views into it: the
+// special tokens written in the text ("[UNK]", ...), and the pre-tokenised
+// words between them (see pretokenizer.h).
+std::vector<std::string_view> split_words(std::string_view text);
+
 class Tokenizer {
  public:
   // Counts the pre-tokenised words of `texts` (one side of the training pairs).
@@ -44,7 +49,6 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::vector<std::string> tokens);
-  void append_words(std::string_view text, std::vector<int32_t>& ids) const;
 
   std::vector<std::string> tokens_;  // by id
   // Transparent hash and equality, so lookups take a string_view.

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +22,25 @@ namespace sf::testing {
 
 inline std::string scratchformer_binary() {
   return fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string();
+}
+
+// Runs a shell command that must succeed; returns what it printed on stdout.
+inline std::string capture(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  char buffer[512];
+  while (fgets(buffer, sizeof buffer, pipe)) out += buffer;
+  CHECK(pclose(pipe) == 0);
+  return out;
+}
+
+// The same, as lines without their '\n'.
+inline std::vector<std::string> capture_lines(const std::string& command) {
+  std::vector<std::string> lines;
+  std::istringstream out(capture(command));
+  for (std::string line; std::getline(out, line);) lines.push_back(line);
+  return lines;
 }
 
 // Starts the command with `args` in the background, stdout and stderr to

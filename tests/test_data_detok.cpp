@@ -8,17 +8,16 @@
 
 #include "data/detokenizer.h"
 #include "data/pretokenizer.h"
+#include "real_corpora.h"
 #include "skip.h"
 
 using namespace sf::data;
 namespace fs = std::filesystem;
+using sf::testing::shared_data;
 
 namespace {
 
 std::string round_trip(std::string_view text) { return detokenize(pre_tokenize(text)); }
-
-// __FILE__ is tests/test_data_detok.cpp, relative to the repository root.
-fs::path shared_data() { return fs::absolute(__FILE__).parent_path().parent_path().parent_path() / "shared" / "data"; }
 
 // True when the pre-tokenizer keeps everything but the places of single
 // spaces: no tabs, no leading, trailing or repeated spaces.

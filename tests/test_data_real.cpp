@@ -8,15 +8,14 @@
 #include <unistd.h>
 
 #include "data/pipeline.h"
+#include "real_corpora.h"
 #include "skip.h"
 
 using namespace sf::data;
 namespace fs = std::filesystem;
+using sf::testing::shared_data;
 
 namespace {
-
-// __FILE__ is tests/test_data_real.cpp, relative to the repository root.
-fs::path shared_data() { return fs::absolute(__FILE__).parent_path().parent_path().parent_path() / "shared" / "data"; }
 
 // The first `lines` lines of `path`, as a temporary file.
 std::string head_copy(const fs::path& path, int lines) {

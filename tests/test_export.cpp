@@ -16,21 +16,10 @@ using namespace sf::testing;
 
 namespace {
 
-// The lines `command` prints on stdout (it must succeed).
-std::vector<std::string> output_lines(const std::string& command) {
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe);
-  std::vector<std::string> lines;
-  char buffer[1024];
-  while (fgets(buffer, sizeof buffer, pipe)) lines.push_back(buffer);
-  CHECK(pclose(pipe) == 0);
-  return lines;
-}
-
 // Runs scratchformer in `dir` with `arguments` (shell words) and `input` on stdin.
 std::vector<std::string> run_in(const fs::path& dir, const std::string& arguments, const std::string& input) {
   std::ofstream(dir / "input.txt") << input;
-  return output_lines("cd '" + dir.string() + "' && '" + scratchformer_binary() + "' " + arguments + " < input.txt");
+  return capture_lines("cd '" + dir.string() + "' && '" + scratchformer_binary() + "' " + arguments + " < input.txt");
 }
 
 }  // namespace
@@ -49,7 +38,7 @@ TEST_CASE("export: a trained model in bf16 is half the file, same names, order a
   REQUIRE(fs::exists(bf16));
   REQUIRE(said.size() == 1);
   CHECK(said[0] == "export: wrote model.bf16.safetensors (bf16, " + std::to_string(fs::file_size(bf16)) +
-                       " bytes) from " + fp32 + "\n");
+                       " bytes) from " + fp32);
   MESSAGE("float32 checkpoint ", fs::file_size(fp32), " bytes, bf16 export ", fs::file_size(bf16), " bytes");
   CHECK(fs::file_size(bf16) < fs::file_size(fp32) * 0.51);
 

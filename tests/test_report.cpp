@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli_process.h"
 #include "test_nn_helpers.h"
 #include "train_helpers.h"
 #include "data/detokenizer.h"
@@ -18,6 +19,7 @@
 
 using namespace sf;
 using namespace sf::train;
+using sf::testing::capture;
 namespace fs = std::filesystem;
 
 namespace {
@@ -33,17 +35,6 @@ size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
-}
-
-// Runs a shell command; returns what it printed on stdout.
-std::string capture(const std::string& command) {
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  char buffer[512];
-  while (fgets(buffer, sizeof buffer, pipe)) out += buffer;
-  CHECK(pclose(pipe) == 0);
-  return out;
 }
 
 }  // namespace

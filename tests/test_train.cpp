@@ -319,12 +319,7 @@ TEST_CASE("score: prints the unsmoothed teacher-forced NLL and the target length
   }
   std::ofstream(dir.path / "pairs.tsv") << "ka lo\tka lo\nmi\tlo ka mi\n";
   std::string command = "cd '" + dir.path.string() + "' && '" + scratchformer_binary() + "' score --config config.json < pairs.tsv";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe);
-  char buffer[256];
-  std::vector<std::string> lines;
-  while (fgets(buffer, sizeof buffer, pipe)) lines.push_back(buffer);
-  CHECK(pclose(pipe) == 0);
+  std::vector<std::string> lines = capture_lines(command);
   REQUIRE(lines.size() == 2);
   for (size_t i = 0; i < 2; ++i) {
     double nll = 0;

@@ -9,6 +9,7 @@
 #include "nn/checkpoint.h"
 #include "train/checkpoints.h"
 #include "train/resources.h"
+#include "train/unknown_words.h"
 
 namespace sf::train {
 
@@ -103,27 +104,46 @@ std::vector<TokenIds> translate_ids(nn::Transformer& model, const std::vector<st
   return out;
 }
 
-// Encodes `text` with the source tokenizer, checking it fits seq_len
-// (`where` names it in the error).
-static std::vector<int32_t> encode_source(const Session& session, const std::string& text, const std::string& where) {
-  if (size_t bad = data::find_invalid_utf8(text); bad != std::string::npos)
-    fail(where, ": invalid UTF-8 at byte ", bad + 1);
-  std::vector<int32_t> ids = session.src_tokenizer.encode(text);
-  int64_t limit = data::longest_source(session.config.seq_len);
-  if (static_cast<int64_t>(ids.size()) > limit)
-    fail(where, ": the sentence has ", ids.size(), " tokens, more than seq_len - 2 = ", limit);
-  return ids;
+std::vector<std::string> translate_sentences(nn::Transformer& model, const data::Tokenizer& target_tokenizer,
+                                             const std::vector<SourceSentence>& sources, const DecodeOptions& options,
+                                             std::vector<AttentionRecord>* attention) {
+  // Replacing unknown words reads every sentence's cross-attention; unless the
+  // caller keeps the records, they are held for a few batches at a time.
+  bool record = attention || options.replace_unknown_words;
+  size_t chunk = attention ? sources.size() : 8 * static_cast<size_t>(options.batch_size);
+  std::vector<std::string> lines;
+  if (attention) attention->clear();
+  for (size_t begin = 0; begin < sources.size(); begin += chunk) {
+    size_t end = std::min(sources.size(), begin + chunk);
+    std::vector<std::vector<int32_t>> ids;
+    for (size_t i = begin; i < end; ++i) ids.push_back(sources[i].ids);
+    std::vector<AttentionRecord> records;
+    std::vector<TokenIds> outputs = translate_ids(model, ids, options, record ? &records : nullptr);
+    for (size_t i = begin; i < end; ++i) {
+      const TokenIds& output = outputs[i - begin];
+      lines.push_back(options.replace_unknown_words
+                          ? replace_unknown_words(output, records[i - begin], sources[i].words, target_tokenizer)
+                          : target_tokenizer.decode(output));
+    }
+    if (attention) *attention = std::move(records);
+  }
+  return lines;
 }
 
 std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
                                          const DecodeOptions& options, std::vector<AttentionRecord>* attention) {
-  std::vector<std::vector<int32_t>> sources;
-  for (size_t i = 0; i < sentences.size(); ++i)
-    sources.push_back(encode_source(session, sentences[i], "input sentence " + std::to_string(i + 1)));
-  std::vector<std::string> lines;
-  for (const TokenIds& ids : translate_ids(*session.model, sources, options, attention))
-    lines.push_back(session.tgt_tokenizer.decode(ids));
-  return lines;
+  std::vector<SourceSentence> sources;
+  int64_t limit = data::longest_source(session.config.seq_len);
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    std::string where = "input sentence " + std::to_string(i + 1);
+    if (size_t bad = data::find_invalid_utf8(sentences[i]); bad != std::string::npos)
+      fail(where, ": invalid UTF-8 at byte ", bad + 1);
+    std::vector<int32_t> ids = session.src_tokenizer.encode(sentences[i]);
+    if (static_cast<int64_t>(ids.size()) > limit)
+      fail(where, ": the sentence has ", ids.size(), " tokens, more than seq_len - 2 = ", limit);
+    sources.push_back({std::move(ids), data::split_words(sentences[i])});
+  }
+  return translate_sentences(*session.model, session.tgt_tokenizer, sources, options, attention);
 }
 
 std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Example> examples, int64_t seq_len,

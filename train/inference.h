@@ -34,6 +34,9 @@ struct DecodeOptions {
   float length_penalty;
   int64_t max_len;  // decoder positions (seq_len)
   int64_t batch_size;
+  // Each [UNK] of a translation replaced by the source word it attends to most
+  // (train/unknown_words.h); off for the tokens as the model wrote them.
+  bool replace_unknown_words = true;
 
   // The config's beam (or `beam`, e.g. --beam), length_penalty and seq_len,
   // batches of inference_batch_size.
@@ -46,8 +49,22 @@ struct DecodeOptions {
 std::vector<TokenIds> translate_ids(nn::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
                                     const DecodeOptions& options, std::vector<AttentionRecord>* attention = nullptr);
 
+// A sentence to translate: its token ids, and the words they encode (one per
+// id, see data::split_words), views into its text.
+struct SourceSentence {
+  std::vector<int32_t> ids;
+  std::vector<std::string_view> words;
+};
+
+// The translations of `sources` as spaced target tokens (as Tokenizer::decode
+// writes them), unknown words replaced as `options` say; `attention` as
+// translate_ids.
+std::vector<std::string> translate_sentences(nn::Transformer& model, const data::Tokenizer& target_tokenizer,
+                                             const std::vector<SourceSentence>& sources, const DecodeOptions& options,
+                                             std::vector<AttentionRecord>* attention = nullptr);
+
 // The translate command's lines for `sentences` (each checked to be UTF-8 and
-// to fit seq_len); `attention` as translate_ids.
+// to fit seq_len), as translate_sentences gives them.
 std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
                                          const DecodeOptions& options,
                                          std::vector<AttentionRecord>* attention = nullptr);

@@ -63,12 +63,14 @@ with "preload": "latest" to continue exactly from there.
 )";
 
 const char* kTranslateHelp = R"(usage: scratchformer translate --config FILE [--set key=value ...] [--checkpoint PATH]
-                               [--beam N] [--attention OUT.svg] [--tokens] [TEXT ...]
+                               [--beam N] [--attention OUT.svg] [--keep-unk] [--tokens] [TEXT ...]
 
 Translates each TEXT argument, or without TEXT each line of standard input, and
 prints one line per sentence, detokenized as the language writes it (no space
-before closing punctuation, "T-Shirt", "¿Qué?"); --tokens prints the target
-tokens joined by single spaces instead, the words the metrics compare. Uses the
+before closing punctuation, "T-Shirt", "¿Qué?"), each [UNK] (a word outside the
+target vocabulary) replaced by the source word the model attends to most there;
+--keep-unk prints [UNK] instead. --tokens prints the target tokens as the model
+wrote them, joined by single spaces, [UNK] kept. Uses the
 latest checkpoint in model_folder unless --checkpoint names one. --beam N uses
 beam search of width N (default: the config's beam). --set overrides config
 keys as for train (e.g. model_folder). --attention OUT.svg writes the attention
@@ -77,10 +79,10 @@ sentence translated, recorded while decoding it.
 )";
 
 const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=value ...] [--checkpoint PATH]
-                          --data FILE.tsv [--beam N]
+                          --data FILE.tsv [--beam N] [--keep-unk]
 
 Translates the sources of FILE.tsv (source<TAB>target lines) as translate does
-and prints one JSON object: a key per metric ("bleu", "sacrebleu", "chrf",
+(--keep-unk: without replacing unknown words) and prints one JSON object: a key per metric ("bleu", "sacrebleu", "chrf",
 "cer", "wer", ..., as validation logs them), then "signature" (sacreBLEU's, of
 the "sacrebleu" score), "sentences" and "seconds". "bleu" is BLEU on our own
 word tokens; "sacrebleu" is BLEU as sacreBLEU computes it on the detokenized
@@ -117,7 +119,8 @@ struct Arguments {
   std::optional<std::string> checkpoint, data, attention, out;
   std::optional<int64_t> beam;
   DType dtype = DType::BF16;  // export --dtype
-  bool tokens = false;  // translate --tokens: the spaced tokens, not detokenized text
+  bool tokens = false;     // translate --tokens: the spaced tokens, not detokenized text
+  bool keep_unknown = false;  // --keep-unk: [UNK] printed, not replaced by a source word
   bool help = false;
 };
 
@@ -135,8 +138,8 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
     if (arg.rfind("--", 0) == 0) {
       if (std::find(allowed.begin(), allowed.end(), arg) == allowed.end())
         throw UsageError(command + ": unknown option " + arg);
-      if (arg == "--tokens") {  // the one option without a value
-        a.tokens = true;
+      if (arg == "--tokens" || arg == "--keep-unk") {  // the options without a value
+        (arg == "--tokens" ? a.tokens : a.keep_unknown) = true;
         continue;
       }
       if (i + 1 >= argc) throw UsageError(command + ": " + arg + " needs a value");
@@ -183,9 +186,17 @@ Session open_session(const Arguments& a) {
   return Session::open(config, a.checkpoint);
 }
 
+// The config's decoding, --beam, and unknown words replaced unless --keep-unk
+// or --tokens (the tokens as the model wrote them) says otherwise.
+DecodeOptions decode_options(const Session& session, const Arguments& a) {
+  DecodeOptions options = DecodeOptions::from_config(session.config, a.beam);
+  options.replace_unknown_words = !a.keep_unknown && !a.tokens;
+  return options;
+}
+
 int translate_command(int argc, char** argv) {
-  Arguments a = parse("translate", argc, argv, {"--config", "--set", "--checkpoint", "--beam", "--attention", "--tokens"},
-                      true);
+  Arguments a = parse("translate", argc, argv,
+                      {"--config", "--set", "--checkpoint", "--beam", "--attention", "--tokens", "--keep-unk"}, true);
   if (a.help) return std::fputs(kTranslateHelp, stdout), 0;
   Session session = open_session(a);
   AutocastGuard autocast(session.config.precision_dtype());  // the config's precision (docs/13-bf16.md)
@@ -201,7 +212,7 @@ int translate_command(int argc, char** argv) {
                      std::to_string(sentences.size()) + " sentences");
   std::vector<AttentionRecord> attention;
   std::vector<std::string> lines =
-      translate_lines(session, sentences, DecodeOptions::from_config(session.config, a.beam), a.attention ? &attention : nullptr);
+      translate_lines(session, sentences, decode_options(session, a), a.attention ? &attention : nullptr);
   for (const std::string& line : lines) std::printf("%s\n", (a.tokens ? line : data::detokenize(line)).c_str());
   if (a.attention) {
     std::vector<AttentionMap> maps = attention_maps(attention[0], session.src_tokenizer, session.tgt_tokenizer);
@@ -211,7 +222,7 @@ int translate_command(int argc, char** argv) {
 }
 
 int eval_command(int argc, char** argv) {
-  Arguments a = parse("eval", argc, argv, {"--config", "--set", "--checkpoint", "--data", "--beam"}, false);
+  Arguments a = parse("eval", argc, argv, {"--config", "--set", "--checkpoint", "--data", "--beam", "--keep-unk"}, false);
   if (a.help) return std::fputs(kEvalHelp, stdout), 0;
   if (!a.data) throw UsageError("eval: --data FILE.tsv is required");
   auto start = std::chrono::steady_clock::now();
@@ -225,7 +236,7 @@ int eval_command(int argc, char** argv) {
     references.push_back(p.tgt);
   }
   Scores scores = score_translations(
-      translate_lines(session, sources, DecodeOptions::from_config(session.config, a.beam)), references);
+      translate_lines(session, sources, decode_options(session, a)), references);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::ordered_json out;
   add_scores(out, scores);

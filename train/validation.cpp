@@ -34,17 +34,18 @@ ValidationResult validate(Run& run) {
       count += b.label_tokens;
     }
     result.loss = count > 0 ? total / count : 0.0;
-    // The first kHeatmapSentences are decoded on their own, recording their
-    // attention for the report; recording every sentence would keep every
-    // weight of the validation set.
+    // The first kHeatmapSentences keep the attention they were translated
+    // with, for the report; keeping every sentence's would hold every weight
+    // of the validation set.
+    std::vector<SourceSentence> sources;
+    for (const data::Example& e : examples) sources.push_back({e.src, data::split_words(e.text.src)});
     size_t heatmaps = std::min(kHeatmapSentences, examples.size());
-    std::vector<std::vector<int32_t>> recorded, rest;
-    for (size_t i = 0; i < examples.size(); ++i) (i < heatmaps ? recorded : rest).push_back(examples[i].src);
+    std::vector<SourceSentence> recorded(sources.begin(), sources.begin() + heatmaps),
+        rest(sources.begin() + heatmaps, sources.end());
     DecodeOptions options = DecodeOptions::from_config(run.config);
-    std::vector<TokenIds> outputs = translate_ids(model, recorded, options, &result.attention);
-    std::vector<TokenIds> rest_outputs = translate_ids(model, rest, options);
-    outputs.insert(outputs.end(), rest_outputs.begin(), rest_outputs.end());
-    for (const TokenIds& ids : outputs) result.predictions.push_back(run.tgt_tokenizer->decode(ids));
+    const data::Tokenizer& tgt = *run.tgt_tokenizer;
+    result.predictions = translate_sentences(model, tgt, recorded, options, &result.attention);
+    for (std::string& line : translate_sentences(model, tgt, rest, options)) result.predictions.push_back(std::move(line));
     for (const data::Example& e : examples) {
       result.sources.push_back(e.text.src);
       result.references.push_back(e.text.tgt);

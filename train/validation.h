@@ -15,8 +15,9 @@ struct Run;  // train/trainer.h
 struct ValidationResult {
   double loss = 0;
   Scores scores;
-  // The raw source and reference texts; the predictions as spaced tokens, what
-  // the metrics compare (printed and reported detokenized).
+  // The raw source and reference texts; the predictions as spaced tokens,
+  // unknown words replaced as translate does, what the metrics compare
+  // (printed and reported detokenized).
   std::vector<std::string> sources, references, predictions;
   // What the model attended to while translating the first few sentences
   // (the report's heatmaps), recorded during that same decoding.

@@ -1,0 +1,50 @@
+#include "unknown_words.h"
+
+#include "autograd/error.h"
+
+namespace sf::train {
+
+std::vector<int64_t> attended_source_words(const AttentionRecord& record, size_t generated) {
+  std::vector<int64_t> best(generated, -1);
+  // The framed source is [SOS] w_0 ... w_{n-1} [EOS]: word i sits at key i + 1.
+  int64_t words = static_cast<int64_t>(record.source.size()) - 2;
+  if (words <= 0 || record.cross.empty()) return best;
+  // Decoder position j (its input: [SOS] for j = 0, else generated token j - 1)
+  // is the one that predicts generated token j.
+  for (size_t j = 0; j < generated; ++j) {
+    if (static_cast<int64_t>(j) >= record.cross[0].queries) break;
+    std::vector<double> sum(words, 0.0);
+    for (const AttentionWeights& layer : record.cross) {
+      if (layer.keys != words + 2) internal_fail("cross-attention over ", layer.keys, " keys, expected ", words + 2);
+      for (int64_t h = 0; h < layer.heads; ++h) {
+        const float* row = layer.values.data() + (h * layer.queries + static_cast<int64_t>(j)) * layer.keys;
+        for (int64_t i = 0; i < words; ++i) sum[i] += row[i + 1];
+      }
+    }
+    int64_t argmax = 0;
+    for (int64_t i = 1; i < words; ++i)
+      if (sum[i] > sum[argmax]) argmax = i;
+    best[j] = argmax;
+  }
+  return best;
+}
+
+std::string replace_unknown_words(const TokenIds& output, const AttentionRecord& record,
+                                  const std::vector<std::string_view>& source_words,
+                                  const data::Tokenizer& target_tokenizer) {
+  if (record.source.size() != source_words.size() + 2)
+    internal_fail("a record of ", record.source.size(), " source positions for ", source_words.size(), " words");
+  std::vector<int64_t> attended = attended_source_words(record, output.size());
+  std::string out;
+  for (size_t j = 0; j < output.size(); ++j) {
+    // decode() of one token: its text, or nothing for [PAD], [SOS], [EOS].
+    std::string word = output[j] == data::kUnkId && attended[j] >= 0 ? std::string(source_words[attended[j]])
+                                                                      : target_tokenizer.decode({output[j]});
+    if (word.empty()) continue;
+    if (!out.empty()) out += ' ';
+    out += word;
+  }
+  return out;
+}
+
+}  // namespace sf::train
