@@ -64,6 +64,16 @@ $(BUILD)/gen/%.inc: %
 	{ printf 'R"CLC(#line 1 "%s"\n' $<; cat $<; printf ')CLC"\n'; } > $@
 $(BUILD)/obj/autograd/opencl/sources.o: $(OPENCL_TEXTS:%=$(BUILD)/gen/%.inc)
 
+# The attention explorer's script and style (train/attention_explorer.js and
+# .css) become raw string literals the same way, in $(GENERATED), shared by
+# every build; the page carries them, nothing is fetched.
+WEB_TEXTS := train/attention_explorer.js train/attention_explorer.css
+$(WEB_TEXTS:%=$(GENERATED)/%.inc): $(GENERATED)/%.inc: %
+	@mkdir -p $(dir $@)
+	@! grep -q ')WEB"' $< || { echo '$<: holds )WEB", which ends its embedding early' >&2; exit 1; }
+	{ printf 'R"WEB('; cat $<; printf ')WEB"\n'; } > $@
+$(BUILD)/obj/train/attention_explorer.o: $(WEB_TEXTS:%=$(GENERATED)/%.inc)
+
 # The suite replays the fuzz targets' regression inputs, so it holds the targets.
 TEST_SRC := $(wildcard tests/*.cpp) $(filter-out fuzz/libfuzzer_main.cpp,$(wildcard fuzz/*.cpp))
 LIB := $(BUILD)/libscratchformer.a
@@ -157,7 +167,7 @@ torch-deps: | deps
 # How many test cases each part has: a part that reports fewer (a -tc filter
 # that matches nothing, a test file left out of the build) fails the run, as
 # does a skip whose reason does not hold on this machine (tools/run-tests).
-MIN_TESTS := 264
+MIN_TESTS := 265
 MIN_TSAN_TESTS := 80
 MIN_KERNEL_LEVEL_TESTS := 13
 MIN_OPENCL_TESTS := 24
@@ -301,20 +311,28 @@ demo:
 	  "tuesday , march 3rd 2021" "3 mar 21" "03/03/2021" "the 3rd of march , 2021" \
 	  "july 14 , 1989" "25 december 1999") - | sed 's/\t/  ->  /'
 
-# Renders a freshly trained report in headless Chromium (Debian's chromium)
-# and checks the page shows its curves and heatmaps; the screenshot is
-# build/report-check/report.png.
+# Renders a freshly trained report, and the attention page `translate
+# --attention` writes, in Debian's headless Chromium driven by puppeteer-core
+# (tools/check-report): the charts' texts fit and do not overlap, and the
+# attention explorer highlights the keys its data says under mouse and
+# keyboard. Screenshots: build/report-check/report.png and translate.png.
+# Exit 77 (a skip, see tools/run-tests) only when Chromium, Node or
+# puppeteer-core cannot be installed.
 REPORT := build/report-check
-REPORT_TESTS := --command "report-check: a trained report renders in Chromium" \
-  "tools/need-packages chromium:/usr/bin/chromium || exit 77; $(MAKE) report-check"
+REPORT_TESTS := --command "report-check: a trained report and its attention explorer work in Chromium" \
+  "tools/check-report --install || exit 77; $(MAKE) report-check"
 report-check:
 	@$(MAKE) SANITIZE= build/scratchformer
-	@tools/need-packages chromium:/usr/bin/chromium
+	@tools/check-report --install
 	@rm -rf $(REPORT)
 	build/scratchformer train --config configs/dates.json --set data.size=6000 --set num_epochs=3 \
 	  --set model_folder=$(REPORT)/weights --set experiment_name=$(REPORT)/run \
 	  --set 'tokenizer_file=$(REPORT)/tokenizer_{0}.json' 2>/dev/null
 	tools/check-report $(REPORT)/run/report.html $(REPORT)/report.png
+	build/scratchformer translate --config configs/dates.json --set model_folder=$(REPORT)/weights \
+	  --set 'tokenizer_file=$(REPORT)/tokenizer_{0}.json' --attention $(REPORT)/translate.html \
+	  "july 14 , 1989" "3 mar 21"
+	tools/check-report $(REPORT)/translate.html $(REPORT)/translate.png --no-charts
 
 # Benchmarks: always optimised; OpenBLAS is the reference (the library never links it).
 # (Debian's reference BLAS also installs a cblas.h: look for OpenBLAS's own.)

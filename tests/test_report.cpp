@@ -1,4 +1,5 @@
-// The HTML report, attention heatmaps, and eval against translate's lines.
+// The HTML report, the attention heatmaps and explorer, and eval against
+// translate's lines.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "train_helpers.h"
 #include "data/detokenizer.h"
 #include "data/toy_tasks.h"
+#include "train/attention_explorer.h"
 #include "train/attention_maps.h"
 #include "train/inference.h"
 #include "train/metrics.h"
@@ -37,6 +39,53 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// A tokenizer of the words a..g (ids 4..10) after the special tokens.
+data::Tokenizer letters_tokenizer() {
+  std::vector<std::string> words = {"[UNK]", "[PAD]", "[SOS]", "[EOS]", "a", "b", "c", "d", "e", "f", "g"};
+  nlohmann::json vocab = nlohmann::json::object();
+  for (size_t i = 0; i < words.size(); ++i) vocab[words[i]] = i;
+  nlohmann::json file = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr},
+                         {"added_tokens", nlohmann::json::array()}, {"normalizer", nullptr},
+                         {"pre_tokenizer", {{"type", "Whitespace"}}}, {"post_processor", nullptr},
+                         {"decoder", nullptr},
+                         {"model", {{"type", "WordLevel"}, {"vocab", vocab}, {"unk_token", "[UNK]"}}}};
+  return data::Tokenizer::from_json(file, "test");
+}
+
+// What the tiny model (2 layers, 2 heads) attends to while greedily
+// translating "a b c", stopped after 3 decoder positions.
+AttentionRecord tiny_model_record() {
+  auto model = testing::tiny_model();
+  model->eval();
+  model->projection_layer.proj.bias.data()[data::kEosId] = -40.0f;  // no [EOS]: max_len ends it
+  std::vector<AttentionRecord> records;
+  greedy_decode(*model, data::frame_sources({{4, 5, 6}}), 4, &records);
+  return records.at(0);
+}
+
+// The inverse of quantised_base64: the bytes (RFC 4648 base64).
+std::vector<uint8_t> base64_bytes(const std::string& text) {
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::vector<uint8_t> out;
+  uint32_t bits = 0;
+  int count = 0;
+  for (char c : text) {
+    if (c == '=') break;
+    bits = bits << 6 | static_cast<uint32_t>(alphabet.find(c));
+    if ((count += 6) >= 8) out.push_back(static_cast<uint8_t>(bits >> (count -= 8)));
+  }
+  return out;
+}
+
+// The JSON the explorer keeps its data in.
+nlohmann::json explorer_data(const std::string& html) {
+  std::string open = "<script type=\"application/json\" id=\"attention-data\">";
+  size_t begin = html.find(open);
+  REQUIRE(begin != std::string::npos);
+  begin += open.size();
+  return nlohmann::json::parse(html.substr(begin, html.find("</script>", begin) - begin));
+}
+
 }  // namespace
 
 TEST_CASE("report: a self-contained page with the curves, metrics table, samples and heatmaps") {
@@ -55,14 +104,15 @@ TEST_CASE("report: a self-contained page with the curves, metrics table, samples
     }
     out << R"({"kind": "step", "ep)" << "\n";  // a line cut short by a kill is skipped
   }
-  AttentionMap map{"encoder layer 0 self-attention, head 0", {"a", "<b>"}, {"a", "<b>"}, {0.25f, 0.75f, 1.0f, 0.0f}};
-  ReportContent content{"run <1>", metrics_file.string(), {{"a < b", "ref & co", "pred"}}, {{map, map}}, 2};
+  data::Tokenizer letters = letters_tokenizer();
+  ReportContent content{"run <1>", metrics_file.string(), {{"a < b", "ref & co", "pred"}},
+                        attention_explorer({{"a b c", "b c", tiny_model_record()}}, letters, letters)};
   write_report((dir.path / "report.html").string(), content);
   std::string html = slurp(dir.path / "report.html");
   std::set<std::string> metric_charts;
   for (const Metric& m : metrics()) metric_charts.insert(m.chart);
-  // Training loss, learning rate, validation loss, the metrics' charts; one heatmap figure.
-  CHECK(count(html, "<svg") == 3 + metric_charts.size() + 1);
+  // Training loss, learning rate, validation loss, the metrics' charts.
+  CHECK(count(html, "<svg") == 3 + metric_charts.size());
   CHECK(count(html, "<polyline class=\"series\"") == 3 + metrics().size());  // a curve per metric
   for (const std::string& title : metric_charts) CHECK(html.find(">" + title + "</text>") != std::string::npos);
   // The table: a column per metric, its last row the epoch-1 values.
@@ -74,30 +124,18 @@ TEST_CASE("report: a self-contained page with the curves, metrics table, samples
   std::string last_row = "<tr><td>1</td><td>60</td><td>0.5</td>";
   for (size_t i = 0; i < metrics().size(); ++i) last_row += "<td>" + std::to_string(10 + i) + ".25</td>";
   CHECK(html.find(last_row + "</tr>") != std::string::npos);
-  CHECK(count(html, "<g class=\"heatmap\">") == 2);
-  CHECK(count(html, "<rect ") == 8);
-  CHECK(html.find("fill-opacity=\"0.750\"") != std::string::npos);
+  // The explorer, with its one sentence.
+  CHECK(count(html, "<section id=\"explorer\">") == 1);
+  CHECK(explorer_data(html)["sentences"].size() == 1);
   CHECK(html.find("a &lt; b") != std::string::npos);  // text is escaped
-  CHECK(html.find("&lt;b&gt;") != std::string::npos);
+  CHECK(html.find("run &lt;1&gt;") != std::string::npos);
   CHECK(html.find("src=") == std::string::npos);     // nothing loaded from elsewhere
   CHECK(html.find("href=") == std::string::npos);
 }
 
 TEST_CASE("attention maps: every layer's and head's weights, rows summing to 1, tokens on the axes") {
-  auto model = testing::tiny_model();
-  std::vector<std::string> words = {"[UNK]", "[PAD]", "[SOS]", "[EOS]", "a", "b", "c", "d", "e", "f", "g"};
-  nlohmann::json vocab = nlohmann::json::object();
-  for (size_t i = 0; i < words.size(); ++i) vocab[words[i]] = i;
-  nlohmann::json file = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr},
-                         {"added_tokens", nlohmann::json::array()}, {"normalizer", nullptr},
-                         {"pre_tokenizer", {{"type", "Whitespace"}}}, {"post_processor", nullptr},
-                         {"decoder", nullptr},
-                         {"model", {{"type", "WordLevel"}, {"vocab", vocab}, {"unk_token", "[UNK]"}}}};
-  data::Tokenizer tokenizer = data::Tokenizer::from_json(file, "test");
-  model->eval();
-  model->projection_layer.proj.bias.data()[data::kEosId] = -40.0f;  // no [EOS]: max_len ends it
-  std::vector<AttentionRecord> records;
-  greedy_decode(*model, data::frame_sources({{4, 5, 6}}), 4, &records);
+  data::Tokenizer tokenizer = letters_tokenizer();
+  std::vector<AttentionRecord> records = {tiny_model_record()};
   std::vector<AttentionMap> maps = attention_maps(records.at(0), tokenizer, tokenizer);
   // 2 layers x 2 heads: encoder self, decoder self, decoder cross.
   REQUIRE(maps.size() == 3 * 2 * 2);
@@ -124,6 +162,66 @@ TEST_CASE("attention maps: every layer's and head's weights, rows summing to 1, 
   CHECK(svg.find(">[SOS]</text>") != std::string::npos);
 }
 
+TEST_CASE("attention explorer: every block, layer and head quantised to 8 bits; self-contained; 20 sentences under 2 MB") {
+  // base64 as RFC 4648's examples: "f", "fo", "foo", "foob" as weights byte / 255.
+  auto weights = [](std::string_view text) {
+    std::vector<float> w;
+    for (unsigned char c : text) w.push_back(c / 255.0f);
+    return w;
+  };
+  CHECK(quantised_base64(weights("f")) == "Zg==");
+  CHECK(quantised_base64(weights("fo")) == "Zm8=");
+  CHECK(quantised_base64(weights("foo")) == "Zm9v");
+  CHECK(quantised_base64(weights("foob")) == "Zm9vYg==");
+  CHECK(quantised_base64({-0.5f, 0.5f, 2.0f}) == quantised_base64({0.0f, 128 / 255.0f, 1.0f}));  // clamped, rounded
+
+  data::Tokenizer letters = letters_tokenizer();
+  AttentionRecord record = tiny_model_record();
+  std::string page = attention_explorer_page("a </script> title", {{"a b c", "b c </script>", record}}, letters, letters);
+  CHECK(page.find("src=") == std::string::npos);  // nothing loaded from elsewhere
+  CHECK(page.find("href=") == std::string::npos);
+  CHECK(count(page, "</script>") == 2);  // the data's own "</" is written "<\/"
+  nlohmann::json data = explorer_data(page);
+  REQUIRE(data["sentences"].size() == 1);
+  const nlohmann::json& s = data["sentences"][0];
+  CHECK(s["translation"] == "b c </script>");
+  CHECK(s["source"] == std::vector<std::string>{"[SOS]", "a", "b", "c", "[EOS]"});
+  CHECK(s["target"].size() == record.target.size());
+  CHECK(s["layers"] == 2);
+  CHECK(s["heads"] == 2);
+  // Each block's layers decode to their weights within half a step of 1/255.
+  for (auto [name, block] : {std::pair{"encoder_self", &record.encoder_self}, {"decoder_self", &record.decoder_self},
+                             {"cross", &record.cross}}) {
+    REQUIRE(s["blocks"][name].size() == 2);
+    for (size_t l = 0; l < 2; ++l) {
+      std::vector<uint8_t> bytes = base64_bytes(s["blocks"][name][l]);
+      const std::vector<float>& values = (*block)[l].values;
+      REQUIRE(bytes.size() == values.size());
+      for (size_t i = 0; i < bytes.size(); ++i) CHECK(std::abs(bytes[i] / 255.0 - values[i]) <= 0.5 / 255 + 1e-6);
+    }
+  }
+
+  // Twenty sentences as long as Multi30k's (20 source and 20 target words) of
+  // a model of its size (3 layers, 8 heads): a report stays under 2 MB.
+  auto weights_of = [](int64_t queries, int64_t keys) {
+    std::vector<float> w(static_cast<size_t>(8 * queries * keys));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 37) % 101) / 100.0f;
+    return AttentionWeights{8, queries, keys, w};
+  };
+  AttentionRecord long_record;
+  long_record.source.assign(22, 4);
+  long_record.target.assign(21, 4);
+  for (int l = 0; l < 3; ++l) {
+    long_record.encoder_self.push_back(weights_of(22, 22));
+    long_record.decoder_self.push_back(weights_of(21, 21));
+    long_record.cross.push_back(weights_of(21, 22));
+  }
+  std::vector<ExplorerSentence> twenty(20, {"a b c d e f g a b c d e f g a b c d e f", "a b c", long_record});
+  size_t bytes = attention_explorer(twenty, letters, letters).size();
+  MESSAGE("explorer of 20 Multi30k-sized sentences: ", bytes, " bytes");
+  CHECK(bytes < 2'000'000);
+}
+
 TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens prints; translate detokenizes them") {
   testing::TempDir dir;
   std::string d = dir.path.string();
@@ -138,7 +236,7 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
     // translates them, so the report's heatmaps show the translations it printed.
     Trainer trainer(load_config(config, {"num_epochs=0", "preload=latest"}));
     ValidationResult v = trainer.validate();
-    REQUIRE(v.attention.size() == 2);
+    REQUIRE(v.attention.size() == 20);
     data::Tokenizer iso = data::Tokenizer::load(d + "/tokenizer_iso.json");
     for (size_t i = 0; i < v.attention.size(); ++i) {
       // The record's decoder inputs are [SOS] and every generated token fed
@@ -148,9 +246,8 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
       CHECK(printed.starts_with(iso.decode(v.attention[i].target)));
       CHECK(v.attention[i].target.size() >= count(printed, " ") + 1);
     }
-    std::stringstream html;
-    html << std::ifstream(dir.path / "run/report.html").rdbuf();
-    CHECK(count(html.str(), "<g class=\"heatmap\">") > 0);
+    // The report's explorer holds the sentences validation recorded.
+    CHECK(explorer_data(slurp(dir.path / "run/report.html"))["sentences"].size() == v.attention.size());
   }
   {
     // The validation record holds every metric by name.
@@ -215,4 +312,9 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
   capture(prefix + "translate --config config.json --attention att.svg '" + pairs[0].src + "'");
   std::string svg = slurp(dir.path / "att.svg");
   CHECK(count(svg, "<g class=\"heatmap\">") == 3 * 2);
+  // --attention OUT.html explores every sentence translated.
+  capture(prefix + "translate --config config.json --attention att.html '" + pairs[0].src + "' '" + pairs[1].src + "'");
+  nlohmann::json explored = explorer_data(slurp(dir.path / "att.html"));
+  REQUIRE(explored["sentences"].size() == 2);
+  CHECK(explored["sentences"][1]["text"] == pairs[1].src);
 }

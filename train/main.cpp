@@ -20,6 +20,7 @@
 #include "data/detokenizer.h"
 #include "data/unicode.h"
 #include "nn/checkpoint.h"
+#include "train/attention_explorer.h"
 #include "train/attention_maps.h"
 #include "train/checkpoints.h"
 #include "train/communicator.h"
@@ -63,7 +64,8 @@ with "preload": "latest" to continue exactly from there.
 )";
 
 const char* kTranslateHelp = R"(usage: scratchformer translate --config FILE [--set key=value ...] [--checkpoint PATH]
-                               [--beam N] [--attention OUT.svg] [--keep-unk] [--tokens] [TEXT ...]
+                               [--beam N] [--attention OUT.svg|OUT.html] [--keep-unk] [--tokens]
+                               [TEXT ...]
 
 Translates each TEXT argument, or without TEXT each line of standard input, and
 prints one line per sentence, detokenized as the language writes it (no space
@@ -75,7 +77,8 @@ latest checkpoint in model_folder unless --checkpoint names one. --beam N uses
 beam search of width N (default: the config's beam). --set overrides config
 keys as for train (e.g. model_folder). --attention OUT.svg writes the attention
 heatmaps (every layer and head: encoder self, decoder self, cross) of the one
-sentence translated, recorded while decoding it.
+sentence translated, recorded while decoding it; --attention OUT.html writes an
+interactive page to explore the attention of every sentence translated.
 )";
 
 const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=value ...] [--checkpoint PATH]
@@ -207,14 +210,21 @@ int translate_command(int argc, char** argv) {
         fail("<stdin>:", sentences.size() + 1, ": invalid UTF-8 at byte ", bad + 1);
       sentences.push_back(line);
     }
-  if (a.attention && sentences.size() != 1)
-    throw UsageError("translate: --attention draws one sentence's heatmaps; got " +
-                     std::to_string(sentences.size()) + " sentences");
+  bool explorer = a.attention && a.attention->ends_with(".html");
+  if (a.attention && !explorer && sentences.size() != 1)
+    throw UsageError("translate: --attention OUT.svg draws one sentence's heatmaps; got " +
+                     std::to_string(sentences.size()) + " sentences (OUT.html explores several)");
   std::vector<AttentionRecord> attention;
   std::vector<std::string> lines =
       translate_lines(session, sentences, decode_options(session, a), a.attention ? &attention : nullptr);
   for (const std::string& line : lines) std::printf("%s\n", (a.tokens ? line : data::detokenize(line)).c_str());
-  if (a.attention) {
+  if (explorer) {
+    std::vector<ExplorerSentence> explored;
+    for (size_t i = 0; i < sentences.size(); ++i)
+      explored.push_back({sentences[i], data::detokenize(lines[i]), std::move(attention[i])});
+    write_file_atomically(*a.attention, attention_explorer_page("Scratchformer attention: " + session.checkpoint,
+                                                                explored, session.src_tokenizer, session.tgt_tokenizer));
+  } else if (a.attention) {
     std::vector<AttentionMap> maps = attention_maps(attention[0], session.src_tokenizer, session.tgt_tokenizer);
     write_file_atomically(*a.attention, attention_svg(maps, session.model->config().h));
   }

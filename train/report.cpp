@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "autograd/atomic_file.h"
+#include "train/attention_maps.h"
 #include "train/metrics_log.h"
 #include "train/sacrebleu.h"
 
@@ -39,9 +40,14 @@ struct Series {
   std::vector<std::pair<double, double>> points;
 };
 
-// An SVG line chart of one or more series of (x, y) points.
+// An SVG line chart of one or more series of (x, y) points, the legend in a
+// column right of the plot so that it never covers a curve.
 std::string line_chart(const std::string& title, const std::string& x_label, const std::vector<Series>& series) {
-  constexpr double W = 460, H = 240, L = 56, R = 12, T = 28, B = 40;
+  constexpr double kCharWidth = 7, kLegendLine = 15;  // generous for 11 px sans-serif
+  size_t longest = 0;
+  for (const Series& s : series) longest = std::max(longest, s.name.size());
+  const double legend_w = 16 + kCharWidth * double(longest);
+  const double W = 420 + legend_w, H = 240, L = 56, R = 12 + legend_w, T = 28, B = 40;
   double x_min = INFINITY, x_max = -INFINITY, y_min = INFINITY, y_max = -INFINITY;
   for (const Series& s : series)
     for (auto [x, y] : s.points) {
@@ -67,7 +73,7 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
     svg << "<text x=\"" << px(x) << "\" y=\"" << H - B + 14 << "\" text-anchor=\"middle\">" << number(x) << "</text>\n";
   svg << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 8 << "\" text-anchor=\"middle\">" << escape_xml(x_label)
       << "</text>\n";
-  double legend_x = W - R - 110;
+  double legend_x = W - legend_w + 4;
   for (size_t i = 0; i < series.size(); ++i) {
     const Series& s = series[i];
     svg << "<polyline class=\"series\" fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.5\" points=\"";
@@ -77,7 +83,7 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
     if (s.points.size() == 1)
       svg << "<circle cx=\"" << px(s.points[0].first) << "\" cy=\"" << py(s.points[0].second)
           << "\" r=\"3\" fill=\"" << s.color << "\"/>\n";
-    svg << "<text x=\"" << legend_x << "\" y=\"" << T + 12 * i << "\" fill=\"" << s.color << "\">"
+    svg << "<text x=\"" << legend_x << "\" y=\"" << T + 8 + kLegendLine * double(i) << "\" fill=\"" << s.color << "\">"
         << escape_xml(s.name) << "</text>\n";
   }
   return svg.str() + "</svg>\n";
@@ -118,8 +124,7 @@ void write_report(const std::string& path, const ReportContent& c) {
        << "</title>\n<style>\n"
           "body{font-family:sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}"
           ".charts{display:flex;flex-wrap:wrap;gap:12px}table{border-collapse:collapse}"
-          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f4f4f4}"
-          ".heatmaps{overflow-x:auto}\n</style></head><body>\n"
+          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f4f4f4}\n</style></head><body>\n"
        << "<h1>" << escape_xml(c.title) << "</h1>\n<h2>Training</h2>\n<div class=\"charts\">\n"
        << line_chart("training loss", "step", {{"loss", "#1f77b4", thin(loss, 1000)}})
        << line_chart("learning rate", "step", {{"lr", "#ff7f0e", thin(lr, 1000)}})
@@ -143,11 +148,7 @@ void write_report(const std::string& path, const ReportContent& c) {
   for (const ReportSample& s : c.samples)
     html << "<tr><td>" << escape_xml(s.source) << "</td><td>" << escape_xml(s.reference) << "</td><td>"
          << escape_xml(s.prediction) << "</td></tr>\n";
-  html << "</table>\n";
-  for (size_t i = 0; i < c.attention.size(); ++i)
-    html << "<h2>Attention, sample " << i + 1 << "</h2>\n<div class=\"heatmaps\">\n"
-         << attention_svg(c.attention[i], c.heads) << "</div>\n";
-  html << "</body></html>\n";
+  html << "</table>\n" << c.explorer << "</body></html>\n";
   write_file_atomically(path, html.str());
 }
 

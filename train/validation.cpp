@@ -6,14 +6,15 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "data/detokenizer.h"
+#include "train/attention_explorer.h"
 #include "train/loss.h"
 #include "train/report.h"
 #include "train/trainer.h"
 
 namespace sf::train {
 
-// Validation sentences whose attention the report draws, the first ones.
-constexpr size_t kHeatmapSentences = 2;
+// Validation sentences whose attention the report's explorer shows, the first ones.
+constexpr size_t kExplorerSentences = 20;
 
 ValidationResult validate(Run& run) {
   ValidationResult result;
@@ -34,14 +35,14 @@ ValidationResult validate(Run& run) {
       count += b.label_tokens;
     }
     result.loss = count > 0 ? total / count : 0.0;
-    // The first kHeatmapSentences keep the attention they were translated
+    // The first kExplorerSentences keep the attention they were translated
     // with, for the report; keeping every sentence's would hold every weight
     // of the validation set.
     std::vector<SourceSentence> sources;
     for (const data::Example& e : examples) sources.push_back({e.src, data::split_words(e.text.src)});
-    size_t heatmaps = std::min(kHeatmapSentences, examples.size());
-    std::vector<SourceSentence> recorded(sources.begin(), sources.begin() + heatmaps),
-        rest(sources.begin() + heatmaps, sources.end());
+    size_t explored = std::min(kExplorerSentences, examples.size());
+    std::vector<SourceSentence> recorded(sources.begin(), sources.begin() + explored),
+        rest(sources.begin() + explored, sources.end());
     DecodeOptions options = DecodeOptions::from_config(run.config);
     const data::Tokenizer& tgt = *run.tgt_tokenizer;
     result.predictions = translate_sentences(model, tgt, recorded, options, &result.attention);
@@ -69,11 +70,12 @@ void write_validation_report(const Run& run, const ValidationResult& v) {
   ReportContent content;
   content.title = "Scratchformer: " + run.config.experiment_name;
   content.metrics_path = run.metrics_path;
-  content.heads = run.config.h;
   for (size_t i = 0; i < std::min(kSamples, v.predictions.size()); ++i)
     content.samples.push_back({v.sources[i], v.references[i], data::detokenize(v.predictions[i])});
-  for (const AttentionRecord& record : v.attention)
-    content.attention.push_back(attention_maps(record, *run.src_tokenizer, *run.tgt_tokenizer));
+  std::vector<ExplorerSentence> explored;
+  for (size_t i = 0; i < v.attention.size(); ++i)
+    explored.push_back({v.sources[i], data::detokenize(v.predictions[i]), v.attention[i]});
+  content.explorer = attention_explorer(explored, *run.src_tokenizer, *run.tgt_tokenizer);
   write_report((std::filesystem::path(run.config.experiment_name) / "report.html").string(), content);
 }
 

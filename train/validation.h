@@ -20,7 +20,7 @@ struct ValidationResult {
   // (printed and reported detokenized).
   std::vector<std::string> sources, references, predictions;
   // What the model attended to while translating the first few sentences
-  // (the report's heatmaps), recorded during that same decoding.
+  // (the report's attention explorer), recorded during that same decoding.
   std::vector<AttentionRecord> attention;
 };
 
@@ -31,8 +31,8 @@ ValidationResult validate(Run& run);
 // On rank 0: the scores, then the first val_examples sentences beside their references.
 void print_validation(const Run& run, int64_t epoch, const ValidationResult& v);
 
-// {experiment_name}/report.html: the curves of metrics.jsonl, and the first
-// few validation sentences as samples and heatmaps.
+// {experiment_name}/report.html: the curves of metrics.jsonl, and the
+// first validation sentences as samples and in the attention explorer.
 void write_validation_report(const Run& run, const ValidationResult& v);
 
 }  // namespace sf::train
