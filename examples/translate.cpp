@@ -34,10 +34,11 @@ int main(int argc, char** argv) {
     train::Config config = train::load_config(args[0]);
     train::Session session = train::Session::open(config, checkpoint);
     train::DecodeOptions greedy = train::DecodeOptions::from_config(config, /*beam=*/1);
-    // translate_lines gives the target tokens joined by spaces; detokenize
-    // writes them as the language does ("1989-07-14").
-    for (const std::string& line : train::translate_lines(session, sentences, greedy))
-      std::printf("%s\n", data::detokenize(line).c_str());
+    // translate_lines gives the target tokens joined by spaces, each [UNK]
+    // replaced by a source word in `shown`; detokenize writes them as the
+    // language does ("1989-07-14").
+    for (const train::Translation& t : train::translate_lines(session, sentences, greedy))
+      std::printf("%s\n", data::detokenize(t.shown).c_str());
   } catch (const std::exception& e) {  // sf::Error: a bad file or sentence (2); else a bug (1)
     std::fprintf(stderr, "translate: %s\n", e.what());
     return exit_status(e);

@@ -246,6 +246,10 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
       CHECK(printed.starts_with(iso.decode(v.attention[i].target)));
       CHECK(v.attention[i].target.size() >= count(printed, " ") + 1);
     }
+    // The sentences people read are the same, but for unknown words replaced.
+    REQUIRE(v.shown.size() == 20);
+    for (size_t i = 0; i < v.shown.size(); ++i)
+      if (v.predictions[i].find("[UNK]") == std::string::npos) CHECK(v.shown[i] == v.predictions[i]);
     // The report's explorer holds the sentences validation recorded.
     CHECK(explorer_data(slurp(dir.path / "run/report.html"))["sentences"].size() == v.attention.size());
   }

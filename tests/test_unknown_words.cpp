@@ -12,6 +12,7 @@
 #include "data/toy_tasks.h"
 #include "real_corpora.h"
 #include "skip.h"
+#include "train/metrics.h"
 #include "train/unknown_words.h"
 #include "train_helpers.h"
 
@@ -160,9 +161,13 @@ TEST_CASE("unknown words: a model trained to reverse sentences with names puts b
     references.push_back(line.substr(line.find('\t') + 1));
   }
   REQUIRE(sources.size() == 20);
-  std::string input;
-  for (const std::string& s : sources) input += s + "\n";
+  std::string input, tsv;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    input += sources[i] + "\n";
+    tsv += sources[i] + "\t" + references[i] + "\n";
+  }
   std::ofstream(dir.path / "sources.txt") << input;
+  std::ofstream(dir.path / "names.tsv") << tsv;
   std::string prefix = "cd '" + dir.path.string() + "' && '" + fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string() +
                        "' translate --config config.json --set min_frequency=2 ";
   std::istringstream replaced(capture(prefix + "< sources.txt")), kept(capture(prefix + "--keep-unk < sources.txt"));
@@ -184,4 +189,12 @@ TEST_CASE("unknown words: a model trained to reverse sentences with names puts b
     CHECK(unknown == (with_name.find("Quill") != std::string::npos));
   }
   CHECK(reaches_bar("names restored in reversed sentences", restored / double(sources.size()), 0.8));
+  // eval scores the tokens as the model wrote them, [UNK] and all: the lines
+  // translate --tokens prints, not the ones with the names put back.
+  std::vector<std::string> tokens = capture_lines(prefix + "--tokens < sources.txt");
+  REQUIRE(tokens.size() == sources.size());
+  CHECK(std::count_if(tokens.begin(), tokens.end(), [](const std::string& t) { return t.find("[UNK]") != std::string::npos; }) >= 16);
+  std::string eval = prefix.substr(0, prefix.rfind("translate")) + "eval --config config.json --set min_frequency=2 --data names.tsv";
+  auto scores = nlohmann::json::parse(capture(eval));
+  CHECK(scores["bleu"].get<double>() == doctest::Approx(score_translations(tokens, references).at("bleu")));
 }

@@ -104,14 +104,14 @@ std::vector<TokenIds> translate_ids(nn::Transformer& model, const std::vector<st
   return out;
 }
 
-std::vector<std::string> translate_sentences(nn::Transformer& model, const data::Tokenizer& target_tokenizer,
+std::vector<Translation> translate_sentences(nn::Transformer& model, const data::Tokenizer& target_tokenizer,
                                              const std::vector<SourceSentence>& sources, const DecodeOptions& options,
                                              std::vector<AttentionRecord>* attention) {
   // Replacing unknown words reads every sentence's cross-attention; unless the
   // caller keeps the records, they are held for a few batches at a time.
   bool record = attention || options.replace_unknown_words;
   size_t chunk = attention ? sources.size() : 8 * static_cast<size_t>(options.batch_size);
-  std::vector<std::string> lines;
+  std::vector<Translation> translations;
   if (attention) attention->clear();
   for (size_t begin = 0; begin < sources.size(); begin += chunk) {
     size_t end = std::min(sources.size(), begin + chunk);
@@ -121,16 +121,18 @@ std::vector<std::string> translate_sentences(nn::Transformer& model, const data:
     std::vector<TokenIds> outputs = translate_ids(model, ids, options, record ? &records : nullptr);
     for (size_t i = begin; i < end; ++i) {
       const TokenIds& output = outputs[i - begin];
-      lines.push_back(options.replace_unknown_words
-                          ? replace_unknown_words(output, records[i - begin], sources[i].words, target_tokenizer)
-                          : target_tokenizer.decode(output));
+      std::string tokens = target_tokenizer.decode(output);
+      std::string shown = options.replace_unknown_words
+                              ? replace_unknown_words(output, records[i - begin], sources[i].words, target_tokenizer)
+                              : tokens;
+      translations.push_back({std::move(tokens), std::move(shown)});
     }
     if (attention) *attention = std::move(records);
   }
-  return lines;
+  return translations;
 }
 
-std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
+std::vector<Translation> translate_lines(Session& session, const std::vector<std::string>& sentences,
                                          const DecodeOptions& options, std::vector<AttentionRecord>* attention) {
   std::vector<SourceSentence> sources;
   int64_t limit = data::longest_source(session.config.seq_len);

@@ -34,8 +34,8 @@ struct DecodeOptions {
   float length_penalty;
   int64_t max_len;  // decoder positions (seq_len)
   int64_t batch_size;
-  // Each [UNK] of a translation replaced by the source word it attends to most
-  // (train/unknown_words.h); off for the tokens as the model wrote them.
+  // Whether Translation::shown replaces each [UNK] by the source word it
+  // attends to most (train/unknown_words.h), which needs the attention.
   bool replace_unknown_words = true;
 
   // The config's beam (or `beam`, e.g. --beam), length_penalty and seq_len,
@@ -56,16 +56,20 @@ struct SourceSentence {
   std::vector<std::string_view> words;
 };
 
-// The translations of `sources` as spaced target tokens (as Tokenizer::decode
-// writes them), unknown words replaced as `options` say; `attention` as
-// translate_ids.
-std::vector<std::string> translate_sentences(nn::Transformer& model, const data::Tokenizer& target_tokenizer,
+// A translation as spaced target tokens (as Tokenizer::decode writes them).
+struct Translation {
+  std::string tokens;  // as the model wrote them, [UNK] kept: what the metrics compare
+  std::string shown;   // for people to read: each [UNK] replaced, when the options say so
+};
+
+// The translations of `sources`; `attention` as translate_ids.
+std::vector<Translation> translate_sentences(nn::Transformer& model, const data::Tokenizer& target_tokenizer,
                                              const std::vector<SourceSentence>& sources, const DecodeOptions& options,
                                              std::vector<AttentionRecord>* attention = nullptr);
 
-// The translate command's lines for `sentences` (each checked to be UTF-8 and
-// to fit seq_len), as translate_sentences gives them.
-std::vector<std::string> translate_lines(Session& session, const std::vector<std::string>& sentences,
+// The translations of `sentences` (each checked to be UTF-8 and to fit
+// seq_len), as translate_sentences gives them.
+std::vector<Translation> translate_lines(Session& session, const std::vector<std::string>& sentences,
                                          const DecodeOptions& options,
                                          std::vector<AttentionRecord>* attention = nullptr);
 

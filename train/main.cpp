@@ -82,14 +82,16 @@ interactive page to explore the attention of every sentence translated.
 )";
 
 const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=value ...] [--checkpoint PATH]
-                          --data FILE.tsv [--beam N] [--keep-unk]
+                          --data FILE.tsv [--beam N]
 
 Translates the sources of FILE.tsv (source<TAB>target lines) as translate does
-(--keep-unk: without replacing unknown words) and prints one JSON object: a key per metric ("bleu", "sacrebleu", "chrf",
+and prints one JSON object: a key per metric ("bleu", "sacrebleu", "chrf",
 "cer", "wer", ..., as validation logs them), then "signature" (sacreBLEU's, of
-the "sacrebleu" score), "sentences" and "seconds". "bleu" is BLEU on our own
-word tokens; "sacrebleu" is BLEU as sacreBLEU computes it on the detokenized
-output, the figure comparable with published ones.
+the "sacrebleu" score), "sentences" and "seconds". The metrics score the
+tokens as the model wrote them, what translate --tokens prints ([UNK] kept, not
+replaced). "bleu" is BLEU on those word tokens; "sacrebleu" is BLEU as
+sacreBLEU computes it on them detokenized, the figure comparable with
+published ones.
 )";
 
 const char* kScoreHelp = R"(usage: scratchformer score --config FILE [--set key=value ...] [--checkpoint PATH]
@@ -189,14 +191,6 @@ Session open_session(const Arguments& a) {
   return Session::open(config, a.checkpoint);
 }
 
-// The config's decoding, --beam, and unknown words replaced unless --keep-unk
-// or --tokens (the tokens as the model wrote them) says otherwise.
-DecodeOptions decode_options(const Session& session, const Arguments& a) {
-  DecodeOptions options = DecodeOptions::from_config(session.config, a.beam);
-  options.replace_unknown_words = !a.keep_unknown && !a.tokens;
-  return options;
-}
-
 int translate_command(int argc, char** argv) {
   Arguments a = parse("translate", argc, argv,
                       {"--config", "--set", "--checkpoint", "--beam", "--attention", "--tokens", "--keep-unk"}, true);
@@ -215,13 +209,15 @@ int translate_command(int argc, char** argv) {
     throw UsageError("translate: --attention OUT.svg draws one sentence's heatmaps; got " +
                      std::to_string(sentences.size()) + " sentences (OUT.html explores several)");
   std::vector<AttentionRecord> attention;
-  std::vector<std::string> lines =
-      translate_lines(session, sentences, decode_options(session, a), a.attention ? &attention : nullptr);
-  for (const std::string& line : lines) std::printf("%s\n", (a.tokens ? line : data::detokenize(line)).c_str());
+  DecodeOptions options = DecodeOptions::from_config(session.config, a.beam);
+  options.replace_unknown_words = !a.keep_unknown && !a.tokens;
+  std::vector<Translation> lines =
+      translate_lines(session, sentences, options, a.attention ? &attention : nullptr);
+  for (const Translation& t : lines) std::printf("%s\n", (a.tokens ? t.tokens : data::detokenize(t.shown)).c_str());
   if (explorer) {
     std::vector<ExplorerSentence> explored;
     for (size_t i = 0; i < sentences.size(); ++i)
-      explored.push_back({sentences[i], data::detokenize(lines[i]), std::move(attention[i])});
+      explored.push_back({sentences[i], data::detokenize(lines[i].shown), std::move(attention[i])});
     write_file_atomically(*a.attention, attention_explorer_page("Scratchformer attention: " + session.checkpoint,
                                                                 explored, session.src_tokenizer, session.tgt_tokenizer));
   } else if (a.attention) {
@@ -232,7 +228,7 @@ int translate_command(int argc, char** argv) {
 }
 
 int eval_command(int argc, char** argv) {
-  Arguments a = parse("eval", argc, argv, {"--config", "--set", "--checkpoint", "--data", "--beam", "--keep-unk"}, false);
+  Arguments a = parse("eval", argc, argv, {"--config", "--set", "--checkpoint", "--data", "--beam"}, false);
   if (a.help) return std::fputs(kEvalHelp, stdout), 0;
   if (!a.data) throw UsageError("eval: --data FILE.tsv is required");
   auto start = std::chrono::steady_clock::now();
@@ -245,8 +241,13 @@ int eval_command(int argc, char** argv) {
     sources.push_back(p.src);
     references.push_back(p.tgt);
   }
-  Scores scores = score_translations(
-      translate_lines(session, sources, decode_options(session, a)), references);
+  // The metrics compare the tokens as the model wrote them (translate --tokens),
+  // so nothing is replaced.
+  DecodeOptions options = DecodeOptions::from_config(session.config, a.beam);
+  options.replace_unknown_words = false;
+  std::vector<std::string> hypotheses;
+  for (Translation& t : translate_lines(session, sources, options)) hypotheses.push_back(std::move(t.tokens));
+  Scores scores = score_translations(hypotheses, references);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::ordered_json out;
   add_scores(out, scores);

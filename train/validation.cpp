@@ -35,18 +35,27 @@ ValidationResult validate(Run& run) {
       count += b.label_tokens;
     }
     result.loss = count > 0 ? total / count : 0.0;
-    // The first kExplorerSentences keep the attention they were translated
-    // with, for the report; keeping every sentence's would hold every weight
-    // of the validation set.
+    // The metrics need only the tokens. The sentences people read (printed,
+    // reported) have their unknown words replaced, which reads the attention
+    // they were translated with; the first kExplorerSentences keep it for the
+    // report's explorer (keeping every sentence's would hold every weight of
+    // the validation set).
     std::vector<SourceSentence> sources;
     for (const data::Example& e : examples) sources.push_back({e.src, data::split_words(e.text.src)});
-    size_t explored = std::min(kExplorerSentences, examples.size());
-    std::vector<SourceSentence> recorded(sources.begin(), sources.begin() + explored),
-        rest(sources.begin() + explored, sources.end());
-    DecodeOptions options = DecodeOptions::from_config(run.config);
-    const data::Tokenizer& tgt = *run.tgt_tokenizer;
-    result.predictions = translate_sentences(model, tgt, recorded, options, &result.attention);
-    for (std::string& line : translate_sentences(model, tgt, rest, options)) result.predictions.push_back(std::move(line));
+    size_t explored = std::min(kExplorerSentences, sources.size());
+    size_t shown = std::min(sources.size(), std::max(explored, static_cast<size_t>(run.config.val_examples)));
+    auto translate = [&](size_t begin, size_t end, bool replace, std::vector<AttentionRecord>* attention) {
+      DecodeOptions options = DecodeOptions::from_config(run.config);
+      options.replace_unknown_words = replace;
+      std::vector<SourceSentence> part(sources.begin() + begin, sources.begin() + end);
+      for (Translation& t : translate_sentences(model, *run.tgt_tokenizer, part, options, attention)) {
+        result.predictions.push_back(std::move(t.tokens));
+        if (replace) result.shown.push_back(std::move(t.shown));
+      }
+    };
+    translate(0, explored, true, &result.attention);
+    translate(explored, shown, true, nullptr);
+    translate(shown, sources.size(), false, nullptr);
     for (const data::Example& e : examples) {
       result.sources.push_back(e.text.src);
       result.references.push_back(e.text.tgt);
@@ -60,9 +69,9 @@ ValidationResult validate(Run& run) {
 void print_validation(const Run& run, int64_t epoch, const ValidationResult& v) {
   say(run.comm, "epoch %02lld validation on %zu sentences: loss %.4f  %s\n", static_cast<long long>(epoch),
       v.predictions.size(), v.loss, format_scores(v.scores).c_str());
-  for (int64_t i = 0; i < std::min<int64_t>(run.config.val_examples, v.predictions.size()); ++i)
+  for (int64_t i = 0; i < std::min<int64_t>(run.config.val_examples, v.shown.size()); ++i)
     say(run.comm, "    SOURCE: %s\n    TARGET: %s\n PREDICTED: %s\n", v.sources[i].c_str(), v.references[i].c_str(),
-        data::detokenize(v.predictions[i]).c_str());
+        data::detokenize(v.shown[i]).c_str());
 }
 
 void write_validation_report(const Run& run, const ValidationResult& v) {
@@ -70,11 +79,11 @@ void write_validation_report(const Run& run, const ValidationResult& v) {
   ReportContent content;
   content.title = "Scratchformer: " + run.config.experiment_name;
   content.metrics_path = run.metrics_path;
-  for (size_t i = 0; i < std::min(kSamples, v.predictions.size()); ++i)
-    content.samples.push_back({v.sources[i], v.references[i], data::detokenize(v.predictions[i])});
+  for (size_t i = 0; i < std::min(kSamples, v.shown.size()); ++i)
+    content.samples.push_back({v.sources[i], v.references[i], data::detokenize(v.shown[i])});
   std::vector<ExplorerSentence> explored;
   for (size_t i = 0; i < v.attention.size(); ++i)
-    explored.push_back({v.sources[i], data::detokenize(v.predictions[i]), v.attention[i]});
+    explored.push_back({v.sources[i], data::detokenize(v.shown[i]), v.attention[i]});
   content.explorer = attention_explorer(explored, *run.src_tokenizer, *run.tgt_tokenizer);
   write_report((std::filesystem::path(run.config.experiment_name) / "report.html").string(), content);
 }

@@ -15,10 +15,13 @@ struct Run;  // train/trainer.h
 struct ValidationResult {
   double loss = 0;
   Scores scores;
-  // The raw source and reference texts; the predictions as spaced tokens,
-  // unknown words replaced as translate does, what the metrics compare
-  // (printed and reported detokenized).
+  // The raw source and reference texts; the predictions as spaced tokens, as
+  // the model wrote them: what the metrics compare.
   std::vector<std::string> sources, references, predictions;
+  // The first predictions (at least val_examples, and those in the report)
+  // as people read them: unknown words replaced (see Translation), printed
+  // and reported detokenized.
+  std::vector<std::string> shown;
   // What the model attended to while translating the first few sentences
   // (the report's attention explorer), recorded during that same decoding.
   std::vector<AttentionRecord> attention;
