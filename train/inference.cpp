@@ -110,7 +110,7 @@ std::vector<Translation> translate_sentences(nn::Transformer& model, const data:
   // Replacing unknown words reads every sentence's cross-attention; unless the
   // caller keeps the records, they are held for a few batches at a time.
   bool record = attention || options.replace_unknown_words;
-  size_t chunk = attention ? sources.size() : 8 * static_cast<size_t>(options.batch_size);
+  size_t chunk = record && !attention ? 8 * static_cast<size_t>(options.batch_size) : sources.size();
   std::vector<Translation> translations;
   if (attention) attention->clear();
   for (size_t begin = 0; begin < sources.size(); begin += chunk) {
