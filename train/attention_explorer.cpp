@@ -19,12 +19,6 @@ const char kStyle[] =
 #include "train/attention_explorer.css.inc"
     ;
 
-std::vector<std::string> token_texts(const data::Tokenizer& tokenizer, const TokenIds& ids) {
-  std::vector<std::string> out;
-  for (int32_t id : ids) out.push_back(tokenizer.id_to_token(id));
-  return out;
-}
-
 nlohmann::json layers(const std::vector<AttentionWeights>& block) {
   nlohmann::json out = nlohmann::json::array();
   for (const AttentionWeights& w : block) out.push_back(quantised_base64(w.values));

@@ -21,13 +21,13 @@ std::string escape_xml(const std::string& text) {
   return out;
 }
 
-namespace {
-
-std::vector<std::string> token_texts(const data::Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
+std::vector<std::string> token_texts(const data::Tokenizer& tokenizer, const TokenIds& ids) {
   std::vector<std::string> out;
   for (int32_t id : ids) out.push_back(tokenizer.id_to_token(id));
   return out;
 }
+
+namespace {
 
 // Splits a block's weights [h, rows, cols] into one map per head.
 void add_heads(std::vector<AttentionMap>& maps, const std::string& block, const AttentionWeights& weights,

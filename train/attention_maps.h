@@ -25,6 +25,9 @@ std::vector<AttentionMap> attention_maps(const AttentionRecord& record, const da
 // The maps as one <svg> element, heads side by side and one row per block.
 std::string attention_svg(const std::vector<AttentionMap>& maps, int64_t heads_per_row);
 
+// The tokens of `ids` as the tokenizer spells them, special tokens included.
+std::vector<std::string> token_texts(const data::Tokenizer& tokenizer, const TokenIds& ids);
+
 // Escapes text for XML/HTML.
 std::string escape_xml(const std::string& text);
 
