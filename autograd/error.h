@@ -54,6 +54,15 @@ template <class... Parts>
   throw InternalError(detail::concat_message(parts...));
 }
 
+// Throws an exception of the same kind as `e` (bad input stays bad input,
+// anything else is a bug) with the message built from `parts`: for a handler
+// that adds what it knows, e.g. what was saved before the failure.
+template <class... Parts>
+[[noreturn]] void rethrow_as(const std::exception& e, const Parts&... parts) {
+  if (dynamic_cast<const Error*>(&e)) fail(parts...);
+  internal_fail(parts...);
+}
+
 // The command's exit status for the exception that ends it (train/main.cpp):
 // 2 for bad input, 1 for anything else, which is a bug.
 inline int exit_status(const std::exception& e) { return dynamic_cast<const Error*>(&e) ? 2 : 1; }

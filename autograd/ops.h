@@ -127,8 +127,9 @@ Tensor unsqueeze(const Tensor& x, int axis);
 // --- lookup and noise -----------------------------------------------------------
 // weight [V, D], ids int32 [...] -> [..., D]; backward scatter-adds into weight.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
-// x [N, ...], rows int32 [R] -> [R, ...]: the rows of x at `rows` (PyTorch's
-// index_select along dim 0); backward adds each row's gradient back.
+// x [N, ...] float32 or bf16, rows int32 [R] -> [R, ...]: the rows of x at
+// `rows` (PyTorch's index_select along dim 0); backward adds each row's
+// gradient back.
 Tensor index_select(const Tensor& x, const Tensor& rows);
 // Zeroes each element with probability p and scales the rest by 1/(1-p).
 Tensor dropout(const Tensor& x, float p, Rng& rng);

@@ -167,6 +167,10 @@ Tensor embedding(const Tensor& weight, const Tensor& host_ids) {
 Tensor index_select(const Tensor& x, const Tensor& rows) {
   if (x.ndim() < 1) internal_fail("index_select: needs a tensor with a first axis, got a scalar");
   if (rows.ndim() != 1) internal_fail("index_select: rows must be 1-d, got ", to_string(rows.shape()));
+  // A bf16 tensor (e.g. the keys and values a decoder caches under autocast,
+  // which beam search reorders) is gathered in float32: widening and rounding
+  // back are both exact, so the result is bit for bit the selected rows.
+  if (x.dtype() == DType::BF16) return to_dtype(index_select(to_dtype(x, DType::F32), rows), DType::BF16);
   // The rows of x, flattened, are an embedding table.
   Shape shape = x.shape();
   shape[0] = rows.size(0);

@@ -53,6 +53,19 @@ TEST_CASE("bf16: a tensor of 2-byte elements; to_dtype rounds to nearest even an
   CHECK(slice(h, 0, 2, 5).to_vector() == std::vector<float>(want.begin() + 2, want.begin() + 5));
 }
 
+// Beam search reorders the decoder's cached keys and values, bf16 under
+// autocast, by the rows of the surviving hypotheses.
+TEST_CASE("bf16: index_select picks the rows of a bf16 tensor bit for bit, as bf16") {
+  Tensor x = to_dtype(random_matrix({4, 3, 5}, 3), DType::BF16);
+  Tensor rows = Tensor::from_ints({2, 0, 2, 3, 1}, {5});
+  Tensor picked = index_select(x, rows);
+  CHECK(picked.dtype() == DType::BF16);
+  CHECK(picked.shape() == Shape{5, 3, 5});
+  std::vector<float> all = x.to_vector(), want;
+  for (int32_t r : rows.to_int_vector()) want.insert(want.end(), all.begin() + r * 15, all.begin() + (r + 1) * 15);
+  CHECK(picked.to_vector() == want);
+}
+
 TEST_CASE("bf16: to_dtype passes the gradient through, in float32") {
   Tensor x = random_matrix({3, 4}, 1).set_requires_grad();
   Tensor w = random_matrix({3, 4}, 2);

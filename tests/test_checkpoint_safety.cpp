@@ -489,6 +489,52 @@ TEST_CASE("checkpoints: a kill after each file-system step of replacing a checkp
   CHECK(outcomes.new_checkpoint > 0);
 }
 
+// Validation can fail after an epoch's training (here: its metrics record
+// cannot be written, as metrics.jsonl has become a folder while the run was
+// stopped just before the write). The epoch is saved first, the error says so
+// in one line, and the run resumed from that checkpoint ends as the straight
+// run does.
+TEST_CASE("checkpoints: a failure in validation saves the epoch's training first; resuming from it loses nothing") {
+  const TinyRuns& runs = tiny_runs();
+  TempDir listing, trial;
+  const std::vector<std::string> args = {"train", "--config", write_config(listing.path, runs.body)};
+  std::vector<FileStep> steps = file_steps_of(args, listing.path / "log");
+  const std::vector<FileStep> save = steps_of_save(steps, "00");
+  REQUIRE_FALSE(save.empty());
+  const FileStep* record = nullptr;  // the last write before the save: epoch 00's validation record
+  for (const FileStep& step : steps)
+    if (step.number < save.front().number && step.name() == "metrics.jsonl") record = &step;
+  REQUIRE(record != nullptr);
+  std::string config = write_config(trial.path, runs.body);
+  pid_t pid = spawn({"train", "--config", config}, trial.path / "log", std::nullopt,
+                    {file_steps_setting("STOP:" + std::to_string(record->number - 1))});
+  int status = 0;
+  waitpid(pid, &status, WUNTRACED);
+  REQUIRE(WIFSTOPPED(status));
+  const fs::path metrics = trial.path / "run/metrics.jsonl", aside = trial.path / "metrics.aside";
+  fs::rename(metrics, aside);
+  fs::create_directory(metrics);
+  kill(pid, SIGCONT);
+  CHECK(wait_exit(pid) == 2);
+  std::string log = read_file(trial.path / "log");
+  CHECK_MESSAGE(log.ends_with("scratchformer: error: validation after epoch 00 failed (the epoch is saved as " +
+                              (trial.path / "weights/tmodel_00.safetensors").string() +
+                              "; preload latest resumes after it): " + metrics.string() +
+                              ": cannot write (Is a directory)\n"),
+                log);
+  std::optional<CheckpointFiles> saved = store_of(trial.path).latest();
+  REQUIRE(saved.has_value());
+  CHECK(saved->load_state().epoch_complete());
+  CHECK(read_file(saved->weights) == read_file(store_of(runs.straight.path).files("00").weights));
+  CHECK(leftovers(trial.path).empty());
+
+  fs::remove(metrics);
+  fs::rename(aside, metrics);
+  CHECK(run(resume_args(config), trial.path / "log2") == 0);
+  for (auto file : {&CheckpointFiles::weights, &CheckpointFiles::optimizer})
+    CHECK(read_file(store_of(trial.path).files("01").*file) == read_file(store_of(runs.straight.path).files("01").*file));
+}
+
 namespace {
 
 // A folder on a file system that fills up at a chosen file-system step of a

@@ -8,11 +8,10 @@
 
 #include "cli_process.h"
 #include "data/detokenizer.h"
-#include "data/pretokenizer.h"
-#include "data/toy_tasks.h"
 #include "real_corpora.h"
 #include "skip.h"
 #include "train/metrics.h"
+#include "names_model.h"
 #include "train/unknown_words.h"
 #include "train_helpers.h"
 
@@ -125,34 +124,8 @@ TEST_CASE("unknown words: on real sentences of both corpora, an aligned copy get
 }
 
 TEST_CASE("unknown words: a model trained to reverse sentences with names puts back names it never saw") {
-  // The reverse task with a made-up name in a third of the pairs, each name
-  // used once: the vocabularies (min_frequency 2) have none, so the model
-  // learns to write [UNK] where the source has one, attending to it.
-  TempDir dir;
-  auto with_names = [](const std::vector<data::Pair>& pairs, const std::string& prefix) {
-    std::string tsv;
-    for (size_t i = 0; i < pairs.size(); ++i) {
-      std::vector<std::string_view> src = data::pre_tokenize(pairs[i].src);
-      std::vector<std::string> words(src.begin(), src.end());
-      if (i % 3 == 0) words[i % words.size()] = prefix + std::to_string(i);
-      std::string source = words[0], target = words.back();
-      for (size_t k = 1; k < words.size(); ++k) {
-        source += ' ' + words[k];
-        target += ' ' + words[words.size() - 1 - k];
-      }
-      tsv += source + '\t' + target + '\n';
-    }
-    return tsv;
-  };
-  std::ofstream(dir.path / "train.tsv") << with_names(data::generate_toy_task("reverse", 6000, 1), "Zorb");
-  std::string held_out = with_names(data::generate_toy_task("reverse", 60, 2), "Quill");
-  std::ofstream(dir.path / "valid.tsv") << held_out;
-  std::string config = write_config(dir.path, std::string(R"("data": {"train": ")") + (dir.path / "train.tsv").string() +
-                                                   R"(", "valid": ")" + (dir.path / "valid.tsv").string() +
-                                                   R"(", "format": "tsv"}, "lang_src": "words", "lang_tgt": "reversed",
-    "num_epochs": 7, )" + kSmall);
-  REQUIRE(Trainer(load_config(config, {"min_frequency=2"})).run() == 0);
-
+  const NamesModel& model = names_model();
+  const std::string held_out = read_file(model.valid);
   std::vector<std::string> sources, references;
   std::istringstream pairs(held_out);
   for (std::string line; std::getline(pairs, line);) {
@@ -166,10 +139,11 @@ TEST_CASE("unknown words: a model trained to reverse sentences with names puts b
     input += sources[i] + "\n";
     tsv += sources[i] + "\t" + references[i] + "\n";
   }
+  TempDir dir;
   std::ofstream(dir.path / "sources.txt") << input;
   std::ofstream(dir.path / "names.tsv") << tsv;
   std::string prefix = "cd '" + dir.path.string() + "' && '" + fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string() +
-                       "' translate --config config.json --set min_frequency=2 ";
+                       "' translate --config " + model.config + " --set min_frequency=2 ";
   std::istringstream replaced(capture(prefix + "< sources.txt")), kept(capture(prefix + "--keep-unk < sources.txt"));
   int restored = 0;
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -194,7 +168,7 @@ TEST_CASE("unknown words: a model trained to reverse sentences with names puts b
   std::vector<std::string> tokens = capture_lines(prefix + "--tokens < sources.txt");
   REQUIRE(tokens.size() == sources.size());
   CHECK(std::count_if(tokens.begin(), tokens.end(), [](const std::string& t) { return t.find("[UNK]") != std::string::npos; }) >= 16);
-  std::string eval = prefix.substr(0, prefix.rfind("translate")) + "eval --config config.json --set min_frequency=2 --data names.tsv";
+  std::string eval = prefix.substr(0, prefix.rfind("translate")) + "eval --config " + model.config + " --set min_frequency=2 --data names.tsv";
   auto scores = nlohmann::json::parse(capture(eval));
   CHECK(scores["bleu"].get<double>() == doctest::Approx(score_translations(tokens, references).at("bleu")));
 }

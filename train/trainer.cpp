@@ -170,14 +170,26 @@ void Trainer::build_model_and_optimizer() {
 }
 
 void Trainer::end_of_epoch(int64_t epoch, int64_t skipped_updates) {
-  ValidationResult v = validate();
-  bool validated = !v.predictions.empty();
-  if (validated) {
-    print_validation(*this, epoch, v);
-    if (!metrics_path.empty())
-      append_metrics(metrics_path, ValidRecord{epoch, state.global_step, v.loss, v.scores});
+  // Validation decodes the whole validation set, prints samples and writes a
+  // record: whatever fails there, the epoch's training is saved first (no
+  // validation scores, so the best checkpoint stays as it was), then the run
+  // ends with the failure, in one line that says what was kept.
+  ValidationResult v;
+  try {
+    v = validate();
+    if (!v.predictions.empty()) {
+      print_validation(*this, epoch, v);
+      if (!metrics_path.empty())
+        append_metrics(metrics_path, ValidRecord{epoch, state.global_step, v.loss, v.scores});
+    }
+  } catch (const std::exception& e) {
+    std::string tag = CheckpointStore::epoch_tag(epoch);
+    save_epoch_checkpoint(*this, epoch, nullptr);
+    rethrow_as(e, "validation after epoch ", tag, " failed (the epoch is saved as ", store.weights_path(tag),
+               "; preload latest resumes after it): ", plain_message(e));
   }
-  // The checkpoint first: whatever fails after it, the epoch's work is kept.
+  bool validated = !v.predictions.empty();
+  // The checkpoint before the report: whatever fails there, the epoch's work is kept.
   save_epoch_checkpoint(*this, epoch, validated ? &v.scores : nullptr);
   if (skipped_updates > 0)
     say(comm, "epoch %02lld: %lld updates skipped so far for a non-finite loss or gradient norm\n",
