@@ -126,6 +126,10 @@ MPI_OBJ := $(patsubst %.cpp,$(BUILD)/mpi/obj/%.o,train/main.cpp $(wildcard train
 $(BUILD)/mpi/scratchformer: $(MPI_OBJ) $(LIB)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $$(mpicxx --showme:link) $(LDLIBS)
 
+# The all-reduce table's program (bench/mpi/allreduce.cpp, run by make bench).
+$(BUILD)/mpi/allreduce-bench: $(BUILD)/mpi/obj/bench/mpi/allreduce.o $(filter $(BUILD)/mpi/obj/train/mpi/%,$(MPI_OBJ)) $(LIB)
+	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $$(mpicxx --showme:link) $(LDLIBS)
+
 $(BUILD)/mpi/obj/%.o: %.cpp | deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_FLAGS) -DSF_MPI $$(mpicxx --showme:compile) -c $< -o $@
@@ -354,7 +358,7 @@ bench: | torch-deps
 	@$(MAKE) SANITIZE= $(BUILD)/bench
 	@POCL_CACHE_DIR=$(abspath build/pocl-cache) $(BUILD)/bench build/bench.json
 ifeq ($(MPI),1)
-	@$(MAKE) SANITIZE= MPI=1 docs-deps $(CLI) $(BUILD)/mpi/scratchformer
+	@$(MAKE) SANITIZE= MPI=1 docs-deps $(CLI) $(BUILD)/mpi/scratchformer $(BUILD)/mpi/allreduce-bench
 	@python3 bench/data_parallel.py $(BUILD) build/bench.json
 endif
 

@@ -87,7 +87,6 @@ void run_backward(const Tensor& root, const Tensor& grad, const BackwardHooks& h
         if (input.leaf.defined() && --uses_left[input.leaf.id()] == 0) hooks.grad_ready(input.leaf);
     node->backward = nullptr;
     node->inputs.clear();
-    if (hooks.after_op) hooks.after_op();
   };
   for (const std::shared_ptr<Node>& owned : order) {
     Node* node = owned.get();

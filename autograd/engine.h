@@ -44,8 +44,6 @@ struct BackwardHooks {
   // left in this pass would add to it. The gradient may be undefined when no
   // path carried one.
   std::function<void(const Tensor& leaf)> grad_ready;
-  // Called after each op's backward.
-  std::function<void()> after_op;
 };
 
 void run_backward(const Tensor& root, const Tensor& grad, const BackwardHooks& hooks = {});

@@ -8,7 +8,10 @@ Usage: python3 bench/data_parallel.py BUILD BENCH_JSON
   BENCH_JSON  the C++ bench's records (build/bench.json): this script's
               records are added, replacing any it added before
 
-Four comparisons, all on this machine's 2 cores:
+Five comparisons, all on this machine's 2 cores:
+0. The all-reduce of a buffer of floats between 2 local ranks, 1 KB to
+   64 MB: our communicator (a gradient bucket's sum) beside a bare blocking
+   MPI_Allreduce (bench/mpi/allreduce.cpp) and memcpy's bandwidth.
 1. Multi30k (a prefix of configs/multi30k_en_de.json's corpus): target
    tokens/s of 2 ranks x 1 thread beside 1 process x 2 threads.
 2. The small bench model (bench/step_models.h) on random words: the time
@@ -106,6 +109,35 @@ def record(bench, case, ours, ref, ref_name, unit, **extra):
     better_low = unit in ("ms", "MiB")
     return dict(bench=bench, case=case, threads=2, ours=ours, ref=ref, ref_name=ref_name, unit=unit,
                 speedup=ref / ours if better_low else ours / ref, **extra)
+
+
+def allreduce_table(build):
+    """Comparison 0, with the bandwidths nccl-tests defines (its
+    doc/PERFORMANCE.md): algbw = bytes / time, and busbw = algbw x 2 (n - 1) / n,
+    what each rank's link carries in an optimal all-reduce of n ranks, to
+    compare with the hardware's bandwidth (here memcpy's)."""
+    def run(mode):
+        out = subprocess.run(mpirun(2) + [f"{build}/mpi/allreduce-bench", mode], stdout=subprocess.PIPE, text=True)
+        if out.returncode != 0:
+            sys.exit(f"data_parallel.py: allreduce-bench {mode} exited {out.returncode}")
+        return [json.loads(line) for line in out.stdout.splitlines()]
+    ours, bare = run("ours"), run("mpi")
+    print("\nAll-reduce of floats between 2 ranks on this machine (mean of many; GB/s as nccl-tests: "
+          "busbw = algbw x 2(n-1)/n):\nours (the gradient buckets' ring on the communication thread) beside "
+          "a bare blocking MPI_Allreduce and memcpy\n"
+          f"{'bytes':>10} {'ours us':>9} {'busbw':>7} {'MPI us':>9} {'busbw':>7} {'memcpy':>7} {'ours/memcpy':>12}")
+    records = []
+    for o, b in zip(ours, bare):
+        size = o["bytes"]
+        busbw = lambda seconds: size / seconds / 1e9 * 2 * (2 - 1) / 2  # noqa: E731
+        share = busbw(o["seconds"]) / o["memcpy_gbs"]
+        print(f"{size:>10} {1e6 * o['seconds']:9.1f} {busbw(o['seconds']):7.2f} {1e6 * b['seconds']:9.1f} "
+              f"{busbw(b['seconds']):7.2f} {o['memcpy_gbs']:7.2f} {100 * share:11.0f}%")
+        records.append(dict(record("allreduce", f"{size} bytes, 2 ranks", 1e3 * o["seconds"], 1e3 * b["seconds"],
+                                   "MPI_Allreduce", "ms"),
+                            busbw_gbs=busbw(o["seconds"]), ref_busbw_gbs=busbw(b["seconds"]),
+                            memcpy_gbs=o["memcpy_gbs"]))
+    return records
 
 
 def multi30k(build):
@@ -261,7 +293,7 @@ def main():
         sys.exit(__doc__)
     build, bench_json = sys.argv[1:]
     shutil.rmtree(WORK, ignore_errors=True)
-    records = multi30k(build)
+    records = allreduce_table(build) + multi30k(build)
     runs = small_model_runs(build)
     records += overlap_table(runs) + zero_table(runs) + pytorch_table(runs)
     benches = {r["bench"] for r in records}

@@ -42,12 +42,12 @@ class Communicator {
   virtual void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;
 
   // A sum all-reduce that runs while the caller computes (the gradient
-  // buckets during backward). `values` must stay untouched until wait().
-  // MPI moves data only inside its own calls, so the caller calls progress()
-  // now and then (between backward's ops) to keep started reductions moving.
+  // buckets during backward): started reductions run one after another, in
+  // start order, on a thread of the communicator's own. `values` must stay
+  // untouched until wait(); reductions of the same buffer reuse what the
+  // first one set up, so a caller keeps its buffers (allocated once).
   using Request = int64_t;
   virtual Request start_all_reduce_sum(std::span<float> values) = 0;
-  virtual void progress() = 0;
   virtual void wait(Request request) = 0;
 
   // Ends every rank of the job at once with exit status `code`, after this

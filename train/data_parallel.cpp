@@ -102,10 +102,9 @@ int64_t GradientReducer::bytes_per_step() const {
 BackwardHooks GradientReducer::hooks() {
   if (!overlap_) return {};
   return {[this](const Tensor& leaf) {
-            auto it = index_of_.find(leaf.id());
-            if (it != index_of_.end()) gradient_ready(it->second);
-          },
-          [this] { comm_.progress(); }};
+    auto it = index_of_.find(leaf.id());
+    if (it != index_of_.end()) gradient_ready(it->second);
+  }};
 }
 
 // Copies the parameter's final gradient into its bucket (zeros when it got

@@ -1,15 +1,37 @@
 // The MPI communicator: the collectives of train/communicator.h over MPI, and
 // the timeout that turns a rank that stops responding into one clear error.
 //
-// Waiting. MPI moves data only while the process is inside an MPI call (Open
-// MPI runs no progress thread of its own by default): that is MPI's progress
-// rule, and why the trainer calls progress() during backward. Every collective
-// is started in its non-blocking form (MPI_Iallreduce, MPI_Ibcast, ...) and
-// completed by one wait loop of our own that tests it (MPI_Testall): without
-// pause at first, since most collectives end within microseconds, then with
-// short sleeps so that a long wait leaves the core to others. A blocking
-// MPI_Allreduce would wait forever for a rank that hangs; our loop can look at
-// the clock.
+// The communication thread. MPI moves data only while the process is inside
+// an MPI call (Open MPI runs no progress thread of its own): that is MPI's
+// progress rule. So a thread of our own makes every MPI call of the process,
+// MPI_Init_thread included (MPI_THREAD_FUNNELED: MPI's main thread is this
+// one). The other threads hand it collectives through a queue, which it runs
+// one after another in the order they came, the same order on every rank (MPI's
+// rule for collectives). A gradient bucket's all-reduce thus runs while the
+// compute threads run backward's products; a blocking collective (a
+// broadcast, the loss's sum) is a queued one that its caller waits for.
+//
+// Waiting. The thread starts each collective's requests and completes them in
+// one wait loop of ours that tests them (MPI_Testall): without pause at first,
+// since most collectives end within microseconds, then yielding the core
+// between tests, then with short sleeps, so that a long wait leaves the core to
+// the compute threads. A blocking MPI call would wait forever for a rank that
+// hangs; our loop can look at the clock.
+//
+// The gradients' sum. MPI_Iallreduce (Open MPI's libnbc) copies its buffer
+// into memory it allocates at every call and pays the page faults of it; a
+// bucket's all-reduce is instead a ring (Patarasuk & Yuan 2009, the
+// algorithm of NCCL and Horovod): the bucket is cut into one chunk per rank;
+// in N - 1 steps each rank sends a chunk to the next rank and adds the chunk
+// it receives from the previous one into its own (a reduce-scatter: each rank
+// then holds one chunk summed over all ranks), and in N - 1 more steps passes
+// the summed chunks around (an all-gather). Each rank sends and receives
+// 2 (N - 1) / N of the bucket, the least any all-reduce can. The messages are
+// persistent requests (MPI_Send_init, MPI_Recv_init) made once per bucket,
+// the received chunk lands in a buffer allocated once, and the sums are a
+// vectorised loop of ours: nothing is allocated or faulted in per step. Every
+// chunk's sum is formed on one rank and copied to the others, so every rank
+// gets the same bits.
 //
 // The census. A wait that lasts SCRATCHFORMER_MPI_TIMEOUT seconds means some
 // rank is not where it should be, but not which one. The rank that timed out
@@ -21,7 +43,9 @@
 // that do not match) and aborts the whole job. The other waiting ranks time
 // out at about the same moment; answering an ask pushes a rank's own deadline
 // back by a full timeout, and a detector asked by a lower rank leaves the
-// report to it, so only one line is printed.
+// report to it, so only one line is printed. A rank whose communication thread
+// has no collective to run (its compute threads are busy) answers nothing
+// until it has one, as a rank that never reaches a collective should.
 //
 // Everything travels on a duplicate of MPI_COMM_WORLD (MPI_Comm_dup): the
 // census's point-to-point messages, on their own tags, cannot meet anything
@@ -35,15 +59,25 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <exception>
+#include <future>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "autograd/error.h"
@@ -65,8 +99,10 @@ constexpr int kOpCodes[] = {kAllReduce, kBroadcast, kAllGather, kFinalBarrier};
 
 constexpr int kCensusAsk = 1;    // tag of "are you alive?" (no content)
 constexpr int kCensusReply = 2;  // tag of the answer: the Op the rank waits in
+constexpr int kRing = 3;         // tag of the ring all-reduce's chunks
 
 constexpr auto kSpin = 100us;      // a wait tests without pause this long: short collectives end sooner
+constexpr auto kYield = 2ms;       // then yields the core between tests (a transfer under way)
 constexpr auto kSleep = 150us;     // then sleeps between tests, leaving the core to others
 constexpr auto kPollEvery = 50ms;  // how often a waiting rank looks for census messages
 constexpr auto kGrace = 2s;        // how long a census collects replies (at most the timeout)
@@ -99,9 +135,127 @@ Clock::duration timeout_from_environment() {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+// One bucket's ring all-reduce (see the top of the file): its persistent
+// requests, made once, and the buffer the received chunks land in.
+struct Ring {
+  size_t elements = 0;                       // the bucket's
+  std::vector<MPI_Request> sends, receives;  // one pair per step, 2 (N - 1) steps
+  std::vector<size_t> add_at, add_count;     // per reduce-scatter step: the chunk the received one adds into
+  std::vector<float> received;               // the largest chunk
+};
+
 class MpiWorld final : public Communicator {
  public:
+  // MPI starts on the communication thread, which then serves the queue.
   MpiWorld(int* argc, char*** argv, Clock::duration timeout) : timeout_(timeout) {
+    std::promise<void> started;
+    std::future<void> ready = started.get_future();
+    thread_ = std::thread([&] {
+      try {
+        start_mpi(argc, argv);
+      } catch (...) {
+        started.set_exception(std::current_exception());
+        return;
+      }
+      started.set_value();
+      serve();
+    });
+    try {
+      ready.get();
+    } catch (...) {
+      thread_.join();
+      throw;
+    }
+  }
+  MpiWorld(const MpiWorld&) = delete;
+  MpiWorld& operator=(const MpiWorld&) = delete;
+
+  // The final barrier: a rank that ends early (out of step with the others)
+  // keeps answering censuses here, where MPI_Finalize would just block. It has
+  // a communicator of its own so that it cannot pass for the others' collectives.
+  ~MpiWorld() override {
+    run_and_wait(kFinalBarrier, [this] {
+      wait_loop(start(kFinalBarrier, 0, [&](size_t, int, MPI_Request* r) { MPI_Ibarrier(final_comm_, r); }),
+                kFinalBarrier);
+      for (auto& [buffer, ring] : rings_) free_ring(ring);
+      MPI_Comm_free(&final_comm_);
+      MPI_Comm_free(&comm_);
+      MPI_Finalize();
+    });
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    work_.notify_all();
+    thread_.join();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+
+  void all_reduce_sum(std::span<double> values) override { reduce(values, MPI_SUM); }
+  void all_reduce_sum(std::span<int64_t> values) override { reduce(values, MPI_SUM); }
+  void all_reduce_max(std::span<int64_t> values) override { reduce(values, MPI_MAX); }
+
+  void broadcast(std::span<std::byte> bytes, int root) override {
+    if (root < 0 || root >= size_) internal_fail("broadcast from rank ", root, " of ", size_);
+    run_and_wait(kBroadcast, [=, this] {
+      wait_loop(start(kBroadcast, bytes.size(), [&](size_t at, int count, MPI_Request* r) {
+                  MPI_Ibcast(bytes.data() + at, count, MPI_BYTE, root, comm_, r);
+                }),
+                kBroadcast);
+    });
+  }
+
+  // Not split into pieces: the pieces of every rank would interleave in `all`.
+  void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
+    if (all.size() != mine.size() * size_)
+      internal_fail("all_gather: ", all.size(), " bytes for ", size_, " ranks of ", mine.size());
+    if (mine.size() > kMaxCount) internal_fail("all_gather: ", mine.size(), " bytes per rank, more than MPI's INT_MAX");
+    run_and_wait(kAllGather, [=, this] {
+      wait_loop(start(kAllGather, mine.size(), [&](size_t, int count, MPI_Request* r) {
+                  MPI_Iallgather(mine.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, comm_, r);
+                }),
+                kAllGather);
+    });
+  }
+
+  // Queued: it runs on the communication thread while the caller goes on.
+  Request start_all_reduce_sum(std::span<float> values) override {
+    return post(kAllReduce, [=, this] { ring_all_reduce(values); });
+  }
+
+  void wait(Request request) override {
+    std::unique_lock lock(mutex_);
+    if (request >= next_request_) internal_fail("wait: request ", request, " was never started");
+    done_.wait(lock, [&] { return pending_.count(request) == 0; });
+    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+  }
+
+  // MPI_Abort is an MPI call too: the communication thread makes it, as soon
+  // as it sees the flag (between two tests of a wait, or at once when idle).
+  void abort(int code) override {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (std::this_thread::get_id() == thread_.get_id()) mpi_abort(code);
+    {
+      std::lock_guard lock(mutex_);
+      abort_code_ = code;
+    }
+    work_.notify_all();
+    for (;;) std::this_thread::sleep_for(1s);  // MPI_Abort ends this process
+  }
+
+ private:
+  struct Job {
+    Request request;
+    Op op;
+    std::function<void()> run;
+  };
+
+  void start_mpi(int* argc, char*** argv) {
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     if (provided < MPI_THREAD_FUNNELED) {
@@ -119,99 +273,137 @@ class MpiWorld final : public Communicator {
     MPI_Comm_size(local, &local_size_);
     MPI_Comm_free(&local);
   }
-  MpiWorld(const MpiWorld&) = delete;
-  MpiWorld& operator=(const MpiWorld&) = delete;
 
-  // The final barrier: a rank that ends early (out of step with the others)
-  // keeps answering censuses here, where MPI_Finalize would just block. It has
-  // a communicator of its own so that it cannot pass for the others' collectives.
-  ~MpiWorld() override {
-    wait(start(kFinalBarrier, 0, [&](size_t, int, MPI_Request* r) { MPI_Ibarrier(final_comm_, r); }));
-    MPI_Comm_free(&final_comm_);
-    MPI_Comm_free(&comm_);
-    MPI_Finalize();
+  // ---- The queue ------------------------------------------------------------
+
+  Request post(Op op, std::function<void()> run) {
+    std::lock_guard lock(mutex_);
+    Request request = next_request_++;
+    queue_.push_back({request, op, std::move(run)});
+    pending_.insert(request);
+    work_.notify_all();
+    return request;
   }
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  int local_rank() const override { return local_rank_; }
-  int local_size() const override { return local_size_; }
+  void run_and_wait(Op op, std::function<void()> run) { wait(post(op, std::move(run))); }
 
-  void all_reduce_sum(std::span<double> values) override { wait(start_reduce(values, MPI_SUM)); }
-  void all_reduce_sum(std::span<int64_t> values) override { wait(start_reduce(values, MPI_SUM)); }
-  void all_reduce_max(std::span<int64_t> values) override { wait(start_reduce(values, MPI_MAX)); }
-
-  void broadcast(std::span<std::byte> bytes, int root) override {
-    if (root < 0 || root >= size_) internal_fail("broadcast from rank ", root, " of ", size_);
-    wait(start(kBroadcast, bytes.size(), [&](size_t at, int count, MPI_Request* r) {
-      MPI_Ibcast(bytes.data() + at, count, MPI_BYTE, root, comm_, r);
-    }));
+  // The communication thread's loop: each job runs to its end, in order.
+  void serve() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(mutex_);
+        work_.wait(lock, [&] { return !queue_.empty() || stopping_ || abort_code_ >= 0; });
+        if (abort_code_ >= 0) mpi_abort(abort_code_);
+        if (queue_.empty()) return;  // stopping, after MPI_Finalize
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      try {
+        job.run();
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        failure_ = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mutex_);
+        pending_.erase(job.request);
+      }
+      done_.notify_all();
+    }
   }
 
-  // Not split into pieces: the pieces of every rank would interleave in `all`.
-  void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
-    if (all.size() != mine.size() * size_)
-      internal_fail("all_gather: ", all.size(), " bytes for ", size_, " ranks of ", mine.size());
-    if (mine.size() > kMaxCount) internal_fail("all_gather: ", mine.size(), " bytes per rank, more than MPI's INT_MAX");
-    wait(start(kAllGather, mine.size(), [&](size_t, int count, MPI_Request* r) {
-      MPI_Iallgather(mine.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, comm_, r);
-    }));
-  }
-
-  Request start_all_reduce_sum(std::span<float> values) override { return start_reduce(values, MPI_SUM); }
-
-  // Testing the outstanding requests is what moves their data (the progress
-  // rule); MPI_Testall does that for all of them in one call.
-  void progress() override {
-    if (requests_.empty()) return;
-    int all_done = 0;
-    MPI_Testall(int(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE);
-  }
-
-  void wait(Request request) override {
-    auto first = std::find_if(owners_.begin(), owners_.end(), [&](const Owner& o) { return o.request == request; });
-    if (first == owners_.end()) internal_fail("wait: request ", request, " is not outstanding");
-    auto last = std::find_if(first, owners_.end(), [&](const Owner& o) { return o.request != request; });
-    size_t at = first - owners_.begin(), count = last - first;
-    wait_loop({requests_.data() + at, count}, first->op);
-    requests_.erase(requests_.begin() + at, requests_.begin() + at + count);
-    owners_.erase(first, last);
-  }
-
-  void abort(int code) override {
-    std::fflush(stdout);
-    std::fflush(stderr);
+  [[noreturn]] void mpi_abort(int code) {
     MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);  // MPI_Abort does not return; this says so to the compiler
   }
 
- private:
-  struct Owner {
-    Request request;
-    Op op;
-  };
+  // ---- Collectives, on the communication thread -----------------------------
+
+  template <class T>
+  void reduce(std::span<T> values, MPI_Op op) {
+    run_and_wait(kAllReduce, [=, this] {
+      wait_loop(start(kAllReduce, values.size(), [&](size_t at, int count, MPI_Request* r) {
+                  MPI_Iallreduce(MPI_IN_PLACE, values.data() + at, count, mpi_type<T>(), op, comm_, r);
+                }),
+                kAllReduce);
+    });
+  }
+
+  // Chunk c of a bucket of `n` elements: [chunk_begin(c), chunk_begin(c + 1)).
+  size_t chunk_begin(size_t n, int c) const { return n / size_ * c + std::min<size_t>(c, n % size_); }
+
+  // The persistent requests of `values`' ring, made at its first all-reduce.
+  // Reduce-scatter step s sends chunk (rank - s) and receives chunk
+  // (rank - s - 1), adding it into its own; all-gather step s sends chunk
+  // (rank + 1 - s), summed, and receives chunk (rank - s) in place.
+  Ring& ring_of(std::span<float> values) {
+    auto [found, added] = rings_.try_emplace(values.data());
+    Ring& ring = found->second;
+    if (!added && ring.elements == values.size()) return ring;
+    free_ring(ring);  // a buffer of another size at the same address
+    ring = Ring{};
+    ring.elements = values.size();
+    const size_t n = values.size();
+    const int next = (rank_ + 1) % size_, previous = (rank_ + size_ - 1) % size_;
+    auto chunk = [&](int c) { return ((c % size_) + size_) % size_; };
+    size_t largest = 0;
+    for (int c = 0; c < size_; ++c) largest = std::max(largest, chunk_begin(n, c + 1) - chunk_begin(n, c));
+    if (largest > kMaxCount) internal_fail("all-reduce: a chunk of ", largest, " elements, more than MPI's INT_MAX");
+    ring.received.assign(largest, 0.0f);  // touched once, here
+    for (int s = 0; s < 2 * (size_ - 1); ++s) {
+      const bool scatter = s < size_ - 1;
+      const int step = scatter ? s : s - (size_ - 1);
+      const int send = chunk(scatter ? rank_ - step : rank_ + 1 - step), receive = chunk(rank_ - step - (scatter ? 1 : 0));
+      const size_t send_at = chunk_begin(n, send), receive_at = chunk_begin(n, receive);
+      const int send_count = int(chunk_begin(n, send + 1) - send_at), receive_count = int(chunk_begin(n, receive + 1) - receive_at);
+      ring.sends.emplace_back();
+      ring.receives.emplace_back();
+      MPI_Send_init(values.data() + send_at, send_count, MPI_FLOAT, next, kRing, comm_, &ring.sends.back());
+      MPI_Recv_init(scatter ? ring.received.data() : values.data() + receive_at, receive_count, MPI_FLOAT, previous,
+                    kRing, comm_, &ring.receives.back());
+      if (scatter) {
+        ring.add_at.push_back(receive_at);
+        ring.add_count.push_back(size_t(receive_count));
+      }
+    }
+    return ring;
+  }
+
+  void free_ring(Ring& ring) {
+    for (MPI_Request& r : ring.sends) MPI_Request_free(&r);
+    for (MPI_Request& r : ring.receives) MPI_Request_free(&r);
+  }
+
+  void ring_all_reduce(std::span<float> values) {
+    if (size_ == 1) return;
+    Ring& ring = ring_of(values);
+    for (size_t s = 0; s < ring.sends.size(); ++s) {
+      MPI_Request pair[2] = {ring.sends[s], ring.receives[s]};
+      MPI_Startall(2, pair);
+      wait_loop(pair, kAllReduce);
+      if (s < ring.add_at.size()) {
+        float* into = values.data() + ring.add_at[s];
+        const float* add = ring.received.data();
+        for (size_t i = 0, n = ring.add_count[s]; i < n; ++i) into[i] += add[i];  // vectorised by the compiler
+      }
+    }
+  }
 
   // Starts one collective over `count` elements as requests of at most
   // kMaxCount elements; issue(at, n, request) starts the piece [at, at + n).
   // An empty span still starts one (empty) collective: every rank joins it.
   template <class Issue>
-  Request start(Op op, size_t count, Issue issue) {
-    Request request = next_request_++;
+  std::span<MPI_Request> start(Op, size_t count, Issue issue) {
+    requests_.clear();
     size_t at = 0;
     do {
       int n = int(std::min(count - at, kMaxCount));
       requests_.emplace_back();
-      owners_.push_back({request, op});
       issue(at, n, &requests_.back());
       at += n;
     } while (at < count);
-    return request;
-  }
-
-  template <class T>
-  Request start_reduce(std::span<T> values, MPI_Op reduce) {
-    return start(kAllReduce, values.size(), [&](size_t at, int count, MPI_Request* r) {
-      MPI_Iallreduce(MPI_IN_PLACE, values.data() + at, count, mpi_type<T>(), reduce, comm_, r);
-    });
+    return requests_;
   }
 
   // The one wait loop: tests until `requests` are done, answers censuses, and
@@ -234,7 +426,11 @@ class MpiWorld final : public Communicator {
         census(op, since);  // returns only if a lower rank runs its own
         deadline = Clock::now() + timeout_;
       }
-      if (now - since >= kSpin) std::this_thread::sleep_for(kSleep);
+      if (abort_code_ >= 0) mpi_abort(abort_code_);
+      if (now - since >= kYield)
+        std::this_thread::sleep_for(kSleep);
+      else if (now - since >= kSpin)
+        std::this_thread::yield();
     }
   }
 
@@ -308,7 +504,7 @@ class MpiWorld final : public Communicator {
     }
     line << '\n';
     std::fputs(line.str().c_str(), stderr);
-    abort(1);
+    mpi_abort(1);
   }
 
   MPI_Comm comm_;        // our duplicate of MPI_COMM_WORLD
@@ -316,11 +512,19 @@ class MpiWorld final : public Communicator {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   Clock::duration timeout_;
   Op waiting_in_ = kAllReduce;  // what the current (or last) wait is in, for census replies
-  // The started collectives not yet waited for, in start order: one MPI request
-  // per piece (requests_, an array as MPI_Testall takes it) and whose it is.
-  std::vector<MPI_Request> requests_;
-  std::vector<Owner> owners_;
+  std::vector<MPI_Request> requests_;  // the running collective's, as MPI_Testall takes them
+  std::map<const float*, Ring> rings_;  // each bucket's ring, by its buffer
+
+  // The queue, between the callers and the communication thread.
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable work_, done_;
+  std::deque<Job> queue_;
+  std::set<Request> pending_;  // posted, not finished
   Request next_request_ = 0;
+  std::exception_ptr failure_;  // a job's exception, rethrown to whoever waits next
+  bool stopping_ = false;
+  std::atomic<int> abort_code_{-1};
 };
 
 }  // namespace

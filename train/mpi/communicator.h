@@ -7,10 +7,11 @@
 
 namespace sf::train {
 
-// Starts MPI (MPI_Init_thread with MPI_THREAD_FUNNELED: only the main thread
-// calls MPI, never the thread pool's workers) and returns the communicator of
-// all the job's ranks; destroying it waits for every rank to get there, then
-// ends MPI (MPI_Finalize). Call it once, first thing in main.
+// Starts MPI on a communication thread of its own, which makes every MPI
+// call of the process (MPI_Init_thread with MPI_THREAD_FUNNELED: MPI's main
+// thread is that one, never the compute threads), and returns the
+// communicator of all the job's ranks; destroying it waits for every rank to
+// get there, then ends MPI (MPI_Finalize). Call it once, first thing in main.
 //
 // A collective that waits longer than SCRATCHFORMER_MPI_TIMEOUT seconds
 // (environment variable, default 30) for the other ranks ends the job with
