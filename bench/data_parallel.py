@@ -50,7 +50,8 @@ TORCH_PYTHON = "/usr/bin/python3"  # as the C++ bench: Debian's python3-torch
 # Rank 0's lines (stderr) that carry the figures.
 BUCKETS = re.compile(r"all-reduced in (\d+) buckets \(([\d.]+) MB per step\)")
 SUMMARY = re.compile(r"data parallel: ([\d.]+) ms per step waiting .*; "
-                     r"per rank: peak RSS ([\d., ]+) MiB, optimizer state ([\d., ]+) MiB")
+                     r"per rank: pairs [\d, ]+, label tokens [\d, ]+, empty shares [\d, ]+, "
+                     r"peak RSS ([\d., ]+) MiB, optimizer state ([\d., ]+) MiB")
 
 
 def mpirun(ranks, env_names=()):

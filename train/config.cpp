@@ -106,6 +106,8 @@ std::string positive(float v) { return v > 0.0f ? "" : "must be > 0"; }
 std::string non_negative(float v) { return v >= 0.0f ? "" : "must be >= 0"; }
 std::string probability(float v) { return v >= 0.0f && v < 1.0f ? "" : "must be in [0, 1)"; }
 std::string fraction(float v) { return v >= 0.0f && v <= 1.0f ? "" : "must be in [0, 1]"; }
+// A bucket is summed in one ring, whose chunks MPI counts in an int.
+std::string bucket_size(float mb) { return mb > 0.0f && mb <= 1024.0f ? "" : "must be in (0, 1024] (MB)"; }
 
 const std::vector<std::string> kTasks = {"copy", "reverse", "dates", "numbers", "grammar"};
 
@@ -214,6 +216,7 @@ Config from_json(const json& root, const std::string& source) {
     r.error("precision", "\"bf16\" runs on the CPU only; device \"" + c.device + "\" computes in float32");
   r.integer("threads", c.threads, 0, kMaxThreads);
   r.integer("zero", c.zero, 0, 1);
+  r.number("bucket_mb", c.bucket_mb, bucket_size);
   r.integer("val_examples", c.val_examples, 0);
   r.integer("beam", c.beam, 1, kMaxBeam);
   r.integer("max_nonfinite_steps", c.max_nonfinite_steps, 0);

@@ -61,6 +61,8 @@ struct Config {
   int64_t threads = 0, val_examples = 2, beam = 1;
   // Under MPI, 1 shards the optimizer state across the ranks (ZeRO stage 1).
   int64_t zero = 0;
+  // Under MPI, the size of a gradient bucket, in MB (the first one is smaller).
+  float bucket_mb = 25.0f;
   float length_penalty = 0.6f;
   // Optimizer steps in a row with a non-finite loss or gradient norm (each
   // skipped) after which training stops, saving its last good state; 0 = never.

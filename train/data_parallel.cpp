@@ -11,11 +11,6 @@ namespace sf::train {
 
 namespace {
 
-// Buckets of about this many bytes of gradients: large enough that each
-// all-reduce moves data at full speed, small enough that the first ones start
-// early in backward (DDP's default is 25 MB for models far larger than ours).
-constexpr size_t kBucketBytes = size_t{2} << 20;
-
 template <class T>
 std::span<std::byte> as_bytes(std::vector<T>& values) {
   return std::as_writable_bytes(std::span<T>(values));
@@ -66,8 +61,8 @@ std::vector<size_t> rank_share(const std::vector<size_t>& batch, int rank, int r
 
 // ---- Gradient buckets ------------------------------------------------------
 
-GradientReducer::GradientReducer(const NamedTensors& params, Communicator& comm, bool overlap)
-    : params_(params), comm_(comm), overlap_(overlap), copied_(params.size(), false) {
+GradientReducer::GradientReducer(const NamedTensors& params, Communicator& comm, size_t bucket_bytes, bool overlap)
+    : params_(params), comm_(comm), bucket_bytes_(bucket_bytes), overlap_(overlap), copied_(params.size(), false) {
   std::vector<size_t> reverse;
   for (size_t i = params.size(); i-- > 0;) {
     reverse.push_back(i);
@@ -76,14 +71,18 @@ GradientReducer::GradientReducer(const NamedTensors& params, Communicator& comm,
   build_buckets(reverse);
 }
 
-// Consecutive parameters of `order` share a bucket up to kBucketBytes.
+// Consecutive parameters of `order` share a bucket up to its size, as
+// PyTorch's DDP sizes them: the first bucket small, so that its sum starts as
+// soon as backward's last layers are done, the others large, so that each sum
+// moves data at full speed and pays MPI's fixed cost per call rarely.
 void GradientReducer::build_buckets(const std::vector<size_t>& order) {
   buckets_.clear();
   bucket_of_.assign(params_.size(), 0);
   offset_of_.assign(params_.size(), 0);
   for (size_t i : order) {
     size_t bytes = static_cast<size_t>(params_[i].second.numel()) * sizeof(float);
-    if (buckets_.empty() || buckets_.back().values.size() * sizeof(float) + bytes > kBucketBytes)
+    size_t limit = buckets_.size() == 1 ? std::min(kFirstBucketBytes, bucket_bytes_) : bucket_bytes_;
+    if (buckets_.empty() || buckets_.back().values.size() * sizeof(float) + bytes > limit)
       buckets_.emplace_back();
     Bucket& b = buckets_.back();
     bucket_of_[i] = buckets_.size() - 1;
@@ -134,8 +133,10 @@ void GradientReducer::start_ready_buckets() {
 }
 
 void GradientReducer::finish() {
-  for (size_t i = 0; i < params_.size(); ++i) gradient_ready(i);
+  // Timed from here: with the overlap off, copying the gradients into the
+  // buckets and starting them is exposed too.
   auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < params_.size(); ++i) gradient_ready(i);
   for (Bucket& b : buckets_) comm_.wait(b.request);
   exposed_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++steps_;

@@ -40,7 +40,10 @@ class GradientReducer {
  public:
   // `overlap` false: nothing happens during backward; finish() reduces every
   // bucket after it (to measure what overlapping saves).
-  GradientReducer(const NamedTensors& params, Communicator& comm, bool overlap = true);
+  // Buckets hold about `bucket_bytes` of gradients each, but the first,
+  // which holds at most kFirstBucketBytes.
+  GradientReducer(const NamedTensors& params, Communicator& comm, size_t bucket_bytes, bool overlap = true);
+  static constexpr size_t kFirstBucketBytes = size_t{1} << 20;
   // For the backward of a step's last batch (earlier batches of an
   // accumulated step only accumulate locally, as DDP's no_sync).
   BackwardHooks hooks();
@@ -69,6 +72,7 @@ class GradientReducer {
 
   const NamedTensors& params_;
   Communicator& comm_;
+  size_t bucket_bytes_;
   bool overlap_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, offset_of_;  // per parameter

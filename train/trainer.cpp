@@ -160,7 +160,7 @@ void Trainer::build_model_and_optimizer() {
   if (comm.size() > 1) {
     if (config.zero) optimizer->shard(zero_shards(optimizer->params(), comm.rank(), comm.size()));
     const char* overlap = std::getenv("SCRATCHFORMER_DDP_OVERLAP");
-    reducer = std::make_unique<GradientReducer>(optimizer->params(), comm,
+    reducer = std::make_unique<GradientReducer>(optimizer->params(), comm, static_cast<size_t>(config.bucket_mb * 1048576.0),
                                                  !(overlap && std::string(overlap) == "0"));
     say(comm,
         "data parallel: %d ranks, %lld threads each; gradients all-reduced in %zu buckets (%.1f MB per step)%s\n",
@@ -255,32 +255,38 @@ int Trainer::run() {
     comm.all_reduce_max(stop);
     if (stop[0] > 0) return 130;
   }
-  if (reducer) report_data_parallel();
+  if (reducer) report_data_parallel(status);
   return 0;
 }
 
 // What data parallelism cost this run: the communication backward did not
-// hide, and each rank's memory (ZeRO-1 shrinks the optimizer state's share).
-void Trainer::report_data_parallel() {
+// hide, and each rank's memory (ZeRO-1 shrinks the optimizer state's share);
+// and what each rank trained on, whose sums are the whole batches'.
+void Trainer::report_data_parallel(const TrainingStep::Status& trained) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::vector<int64_t> mine{usage.ru_maxrss * 1024, optimizer->state_bytes()};
-  std::vector<int64_t> all(2 * static_cast<size_t>(comm.size()));
+  const std::vector<int64_t> mine{trained.pairs, trained.label_tokens, trained.empty_shares, usage.ru_maxrss * 1024,
+                                  optimizer->state_bytes()};
+  std::vector<int64_t> all(mine.size() * static_cast<size_t>(comm.size()));
   comm.all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(all)));
-  std::string rss, optimizer_state;
-  auto mib = [](int64_t bytes) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f", bytes / 1048576.0);
-    return std::string(text);
+  // Figure k of every rank, comma-separated.
+  auto per_rank = [&](size_t k, bool mib) {
+    std::string text;
+    for (int r = 0; r < comm.size(); ++r) {
+      char figure[32];
+      int64_t value = all[r * mine.size() + k];
+      if (mib)
+        std::snprintf(figure, sizeof figure, "%.1f", value / 1048576.0);
+      else
+        std::snprintf(figure, sizeof figure, "%lld", static_cast<long long>(value));
+      text.append(r > 0 ? ", " : "").append(figure);
+    }
+    return text;
   };
-  for (int r = 0; r < comm.size(); ++r) {
-    const char* separator = r > 0 ? ", " : "";
-    rss.append(separator).append(mib(all[2 * r]));
-    optimizer_state.append(separator).append(mib(all[2 * r + 1]));
-  }
   say(comm, "data parallel: %.2f ms per step waiting for gradient all-reduces after backward (overlap %s); "
-      "per rank: peak RSS %s MiB, optimizer state %s MiB\n",
-      1e3 * reducer->exposed_seconds_per_step(), reducer->overlapping() ? "on" : "off", rss.c_str(), optimizer_state.c_str());
+      "per rank: pairs %s, label tokens %s, empty shares %s, peak RSS %s MiB, optimizer state %s MiB\n",
+      1e3 * reducer->exposed_seconds_per_step(), reducer->overlapping() ? "on" : "off", per_rank(0, false).c_str(),
+      per_rank(1, false).c_str(), per_rank(2, false).c_str(), per_rank(3, true).c_str(), per_rank(4, true).c_str());
 }
 
 }  // namespace sf::train

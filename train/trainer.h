@@ -26,6 +26,7 @@
 #include "train/communicator.h"
 #include "train/config.h"
 #include "train/data_parallel.h"
+#include "train/training_step.h"
 #include "train/validation.h"
 
 namespace sf::train {
@@ -62,7 +63,7 @@ class Trainer : public Run {
   void prepare_data();
   void build_model_and_optimizer();
   void end_of_epoch(int64_t epoch, int64_t skipped_updates);
-  void report_data_parallel();
+  void report_data_parallel(const TrainingStep::Status& trained);
 
   bool resumed_ = false;
 };

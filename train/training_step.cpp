@@ -23,6 +23,9 @@ int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batc
   std::vector<size_t> mine = rank_share(batch, run_.comm.rank(), run_.comm.size());
   std::optional<data::Batch> b;
   if (!mine.empty()) b = run_.train_set->make_batch(mine);
+  status_.pairs += static_cast<int64_t>(mine.size());
+  status_.label_tokens += b ? b->label_tokens : 0;
+  status_.empty_shares += mine.empty();
   // The whole batch's label tokens, and whether a stop was asked anywhere:
   // the one exchange before the forward pass.
   std::vector<int64_t> exchange{b ? b->label_tokens : 0, g_stop_requested ? 1 : 0};

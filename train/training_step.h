@@ -33,6 +33,9 @@ class TrainingStep {
     bool diverged = false;
     // Updates skipped for a non-finite loss or gradient norm: in a row, in all.
     int64_t nonfinite_in_a_row = 0, nonfinite_total = 0;
+    // What this rank trained on in this process: pairs and label tokens of its
+    // shares, and the batches in which its share was empty.
+    int64_t pairs = 0, label_tokens = 0, empty_shares = 0;
   };
   const Status& status() const { return status_; }
   void start_epoch() { status_.epoch_loss_sum = 0; }
