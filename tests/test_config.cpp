@@ -200,6 +200,9 @@ TEST_CASE("config: the threads key sets the kernels' thread count, and the log s
   int cores = std::min<int>(CPU_COUNT(&allowed), static_cast<int>(std::thread::hardware_concurrency()));
   CHECK(train::threads_to_use(0) == cores);
   CHECK(train::threads_to_use(0, 2) == std::max(1, cores / 2));
+  // Data parallelism leaves one core to the ranks' communication threads.
+  CHECK(train::threads_to_use(0, 2, true) == std::max(1, (cores - 1) / 2));
+  CHECK(train::threads_to_use(0, 1, true) == std::max(1, cores - 1));
 
   testing::TempDir dir;
   std::string config = testing::write_config(dir.path, R"("data": {"task": "copy", "size": 100}, "num_epochs": 0)" +

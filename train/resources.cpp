@@ -63,13 +63,13 @@ void check_writable_folder(const std::string& folder, const std::string& source,
 
 // For 0: the cores mpirun (or taskset) bound the process to, if it is bound;
 // else the machine's, shared out among the ranks on it.
-int threads_to_use(int64_t threads_key, int ranks_on_this_machine) {
+int threads_to_use(int64_t threads_key, int ranks_on_this_machine, bool communication_thread) {
   if (threads_key > 0) return static_cast<int>(threads_key);
   int machine = static_cast<int>(std::thread::hardware_concurrency());
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) < machine)
     return CPU_COUNT(&allowed);
-  return std::max(1, machine / ranks_on_this_machine);
+  return std::max(1, (machine - (communication_thread ? 1 : 0)) / ranks_on_this_machine);
 }
 
 }  // namespace sf::train

@@ -47,7 +47,7 @@ Run::Run(Config c, Communicator* given)
       accumulation(config.grad_accum), store(config.model_folder, config.model_basename, config.keep_checkpoints) {}
 
 Trainer::Trainer(Config c, Communicator* given) : Run(std::move(c), given) {
-  kernels::set_num_threads(threads_to_use(config.threads, comm.local_size()));
+  kernels::set_num_threads(threads_to_use(config.threads, comm.local_size(), comm.size() > 1));
   check_outputs();
   prepare_data();
   build_model_and_optimizer();
