@@ -54,11 +54,14 @@ SUMMARY = re.compile(r"data parallel: ([\d.]+) ms per step waiting .*; "
                      r"peak RSS ([\d., ]+) MiB, optimizer state ([\d., ]+) MiB")
 
 
-def mpirun(ranks, env_names=()):
+def mpirun(ranks, env_names=(), tcp=False):
     """The launch of `ranks` ranks on this machine, passing on `env_names`.
     --bind-to none: Open MPI would pin each rank to a core, and with threads > 1
-    pin all of a rank's threads there."""
+    pin all of a rank's threads there. `tcp`: over TCP only (loopback), as
+    ranks on two machines talk, Open MPI's shared-memory transport left out."""
     command = ["mpirun", "-np", str(ranks), "--bind-to", "none"]
+    if tcp:
+        command += ["--mca", "btl", "self,tcp"]
     if os.geteuid() == 0:
         command.append("--allow-run-as-root")
     for name in env_names:
@@ -117,27 +120,30 @@ def allreduce_table(build):
     doc/PERFORMANCE.md): algbw = bytes / time, and busbw = algbw x 2 (n - 1) / n,
     what each rank's link carries in an optimal all-reduce of n ranks, to
     compare with the hardware's bandwidth (here memcpy's)."""
-    def run(mode):
-        out = subprocess.run(mpirun(2) + [f"{build}/mpi/allreduce-bench", mode], stdout=subprocess.PIPE, text=True)
+    def run(mode, tcp=False):
+        out = subprocess.run(mpirun(2, tcp=tcp) + [f"{build}/mpi/allreduce-bench", mode], stdout=subprocess.PIPE,
+                             text=True)
         if out.returncode != 0:
             sys.exit(f"data_parallel.py: allreduce-bench {mode} exited {out.returncode}")
         return [json.loads(line) for line in out.stdout.splitlines()]
-    ours, bare = run("ours"), run("mpi")
+    ours, bare, tcp = run("ours"), run("mpi"), run("ours", tcp=True)
     print("\nAll-reduce of floats between 2 ranks on this machine (mean of many; GB/s as nccl-tests: "
           "busbw = algbw x 2(n-1)/n):\nours (the gradient buckets' ring on the communication thread) beside "
-          "a bare blocking MPI_Allreduce and memcpy\n"
-          f"{'bytes':>10} {'ours us':>9} {'busbw':>7} {'MPI us':>9} {'busbw':>7} {'memcpy':>7} {'ours/memcpy':>12}")
+          "a bare blocking MPI_Allreduce and memcpy; then ours over TCP only (loopback)\n"
+          f"{'bytes':>10} {'ours us':>9} {'busbw':>7} {'MPI us':>9} {'busbw':>7} {'memcpy':>7} {'ours/memcpy':>12} "
+          f"{'TCP us':>9} {'busbw':>7}")
     records = []
-    for o, b in zip(ours, bare):
+    for o, b, t in zip(ours, bare, tcp):
         size = o["bytes"]
         busbw = lambda seconds: size / seconds / 1e9 * 2 * (2 - 1) / 2  # noqa: E731
         share = busbw(o["seconds"]) / o["memcpy_gbs"]
         print(f"{size:>10} {1e6 * o['seconds']:9.1f} {busbw(o['seconds']):7.2f} {1e6 * b['seconds']:9.1f} "
-              f"{busbw(b['seconds']):7.2f} {o['memcpy_gbs']:7.2f} {100 * share:11.0f}%")
+              f"{busbw(b['seconds']):7.2f} {o['memcpy_gbs']:7.2f} {100 * share:11.0f}% "
+              f"{1e6 * t['seconds']:9.1f} {busbw(t['seconds']):7.2f}")
         records.append(dict(record("allreduce", f"{size} bytes, 2 ranks", 1e3 * o["seconds"], 1e3 * b["seconds"],
                                    "MPI_Allreduce", "ms"),
                             busbw_gbs=busbw(o["seconds"]), ref_busbw_gbs=busbw(b["seconds"]),
-                            memcpy_gbs=o["memcpy_gbs"]))
+                            memcpy_gbs=o["memcpy_gbs"], tcp_ms=1e3 * t["seconds"], tcp_busbw_gbs=busbw(t["seconds"])))
     return records
 
 
@@ -160,18 +166,25 @@ def multi30k(build):
     # Every run reads the tokenizers the first one builds, so all train the same model.
     settings = {"data.train": f"{folder}/train.tsv", "data.valid": f"{folder}/valid.tsv", "num_epochs": 1,
                 "tokenizer_file": f"{folder}/tokenizer_{{0}}.json"}
-    ranks, single, waits = [], [], []
+    runs = {"shared memory": ([], []), "TCP only": ([], [])}
+    single = []
     for trial in range(TRIALS):
-        steps, stderr = train(mpirun(2) + [f"{build}/mpi/scratchformer"], "configs/multi30k_en_de.json",
-                              f"{folder}/ranks{trial}", dict(settings, threads=1))
-        ranks.append(steps)
-        waits.append(summary(stderr)["wait_ms"])
+        for transport, (steps_of, waits) in runs.items():
+            steps, stderr = train(mpirun(2, tcp=transport == "TCP only") + [f"{build}/mpi/scratchformer"],
+                                  "configs/multi30k_en_de.json", f"{folder}/ranks{trial}", dict(settings, threads=1))
+            steps_of.append(steps)
+            waits.append(summary(stderr)["wait_ms"])
         single.append(train([f"{build}/scratchformer"], "configs/multi30k_en_de.json", f"{folder}/single{trial}",
                             dict(settings, threads=2))[0])
-    ours, ref, wait = median_tokens_per_s(ranks), median_tokens_per_s(single), statistics.mean(waits)
-    print(f"{'multi30k_en_de':<28} {ours:9.0f} {ref:9.0f} {ours / ref:7.3f} {wait:9.2f}")
-    return [record("data_parallel", "multi30k_en_de prefix, 2 ranks x 1 thread", ours, ref,
-                   "1 process x 2 threads", "tokens/s", wait_ms=wait)]
+    ref = median_tokens_per_s(single)
+    records = []
+    for transport, (steps_of, waits) in runs.items():
+        ours, wait = median_tokens_per_s(steps_of), statistics.mean(waits)
+        case = f"multi30k_en_de, {transport}"
+        print(f"{case:<28} {ours:9.0f} {ref:9.0f} {ours / ref:7.3f} {wait:9.2f}")
+        records.append(record("data_parallel", f"multi30k_en_de prefix, 2 ranks x 1 thread, {transport}", ours, ref,
+                              "1 process x 2 threads", "tokens/s", wait_ms=wait))
+    return records
 
 
 def write_random_corpus(path, pairs, c, seed):

@@ -13,9 +13,11 @@
 //
 // Waiting. The thread starts each collective's requests and completes them in
 // one wait loop of ours that tests them (MPI_Testall): without pause at first,
-// since most collectives end within microseconds, then yielding the core
-// between tests, then with short sleeps, so that a long wait leaves the core to
-// the compute threads. A blocking MPI call would wait forever for a rank that
+// since most collectives end within microseconds, then with short sleeps, so
+// that a long wait (a peer still computing) leaves the core to the compute
+// threads: where every core computes, a thread that spins or yields while it
+// waits takes its share of them (measured: a step 2% slower with the overlap
+// than without). A blocking MPI call would wait forever for a rank that
 // hangs; our loop can look at the clock.
 //
 // The gradients' sum. MPI_Iallreduce (Open MPI's libnbc) copies its buffer
@@ -101,9 +103,8 @@ constexpr int kCensusAsk = 1;    // tag of "are you alive?" (no content)
 constexpr int kCensusReply = 2;  // tag of the answer: the Op the rank waits in
 constexpr int kRing = 3;         // tag of the ring all-reduce's chunks
 
-constexpr auto kSpin = 100us;      // a wait tests without pause this long: short collectives end sooner
-constexpr auto kYield = 2ms;       // then yields the core between tests (a transfer under way)
-constexpr auto kSleep = 150us;     // then sleeps between tests, leaving the core to others
+constexpr auto kSpin = 50us;       // a wait tests without pause this long: short collectives end sooner
+constexpr auto kSleep = 100us;     // then sleeps between tests, leaving the core to the compute threads
 constexpr auto kPollEvery = 50ms;  // how often a waiting rank looks for census messages
 constexpr auto kGrace = 2s;        // how long a census collects replies (at most the timeout)
 
@@ -427,10 +428,7 @@ class MpiWorld final : public Communicator {
         deadline = Clock::now() + timeout_;
       }
       if (abort_code_ >= 0) mpi_abort(abort_code_);
-      if (now - since >= kYield)
-        std::this_thread::sleep_for(kSleep);
-      else if (now - since >= kSpin)
-        std::this_thread::yield();
+      if (now - since >= kSpin) std::this_thread::sleep_for(kSleep);
     }
   }
 
