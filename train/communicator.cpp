@@ -20,6 +20,7 @@ class SingleProcess final : public Communicator {
   void broadcast(std::span<std::byte>, int root) override {
     if (root != 0) internal_fail("broadcast from rank ", root, " in a single process");
   }
+  void all_gather_in_place(const std::vector<Runs>&) override {}
   void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
     if (all.size() != mine.size()) internal_fail("all_gather: ", all.size(), " bytes for ", mine.size());
     std::copy(mine.begin(), mine.end(), all.begin());

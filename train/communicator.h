@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <memory>
 #include <span>
+#include <vector>
 
 namespace sf::train {
 
@@ -40,6 +41,15 @@ class Communicator {
   // Each rank's `mine` (the same size on every rank) lands in `all` at
   // rank * mine.size(); `all` holds size() * mine.size() bytes.
   virtual void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;
+  // An array of which each rank holds a run of its own: rank r's elements are
+  // [begins[r], begins[r + 1]) (begins: size() + 1 offsets, rising).
+  struct Runs {
+    std::span<float> values;
+    std::vector<int64_t> begins;
+  };
+  // Afterwards every rank holds every rank's run of each array, in place:
+  // nothing is staged.
+  virtual void all_gather_in_place(const std::vector<Runs>& arrays) = 0;
 
   // A sum all-reduce that runs while the caller computes (the gradient
   // buckets during backward): started reductions run one after another, in

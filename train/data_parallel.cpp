@@ -220,15 +220,35 @@ static std::vector<float> all_gather_flat(const optim::Optimizer& sharded, Commu
   return all;
 }
 
+// Each parameter gathered where it lies: the ranks' slices of a parameter
+// are its consecutive runs. A parameter off the host (OpenCL) goes through a
+// host copy of itself alone.
 void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm) {
   const NamedTensors& params = sharded.params();
-  std::vector<float> all = all_gather_flat(sharded, comm, [&](size_t i, float* to) {
-    const optim::Slice& own = sharded.owned(i);
-    read_elements(params[i].second, own.begin, own.end, to);
-  });
-  std::vector<int64_t> offsets = flat_offsets(params);
-  for (size_t i = 0; i < params.size(); ++i)
-    write_elements(params[i].second, 0, all.data() + offsets[i], params[i].second.numel());
+  std::vector<std::vector<optim::Slice>> shards;
+  for (int r = 0; r < comm.size(); ++r) shards.push_back(zero_shards(params, r, comm.size()));
+  std::vector<Communicator::Runs> arrays;
+  std::vector<std::vector<float>> host_copies;  // of parameters off the host
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i].second;
+    std::vector<int64_t> begins;
+    for (int r = 0; r < comm.size(); ++r) begins.push_back(shards[r][i].begin);
+    begins.push_back(p.numel());
+    float* values = nullptr;
+    if (p.device().host_addressable()) {
+      values = p.data();
+    } else {
+      host_copies.emplace_back(static_cast<size_t>(p.numel()));
+      values = host_copies.back().data();
+      const optim::Slice& own = sharded.owned(i);
+      read_elements(p, own.begin, own.end, values + own.begin);
+    }
+    arrays.push_back({{values, static_cast<size_t>(p.numel())}, std::move(begins)});
+  }
+  comm.all_gather_in_place(arrays);
+  for (size_t i = 0, copy = 0; i < params.size(); ++i)
+    if (!params[i].second.device().host_addressable())
+      write_elements(params[i].second, 0, host_copies[copy++].data(), params[i].second.numel());
 }
 
 optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded, Communicator& comm) {

@@ -223,6 +223,30 @@ class MpiWorld final : public Communicator {
     });
   }
 
+  // One MPI_Iallgatherv per array, started together and awaited together.
+  void all_gather_in_place(const std::vector<Runs>& arrays) override {
+    std::vector<std::vector<int>> counts(arrays.size()), displacements(arrays.size());
+    for (size_t a = 0; a < arrays.size(); ++a) {
+      const std::vector<int64_t>& begins = arrays[a].begins;
+      if (begins.size() != size_t(size_) + 1 || begins.back() > int64_t(arrays[a].values.size()) ||
+          begins.back() > int64_t(kMaxCount))
+        internal_fail("all_gather_in_place: ", begins.size(), " offsets for ", size_, " ranks of an array of ",
+                      arrays[a].values.size());
+      for (int r = 0; r < size_; ++r) {
+        if (begins[r + 1] < begins[r]) internal_fail("all_gather_in_place: rank ", r, "'s run ends before it begins");
+        displacements[a].push_back(int(begins[r]));
+        counts[a].push_back(int(begins[r + 1] - begins[r]));
+      }
+    }
+    run_and_wait(kAllGather, [&] {
+      std::vector<MPI_Request> requests(arrays.size());
+      for (size_t a = 0; a < arrays.size(); ++a)
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, arrays[a].values.data(), counts[a].data(),
+                        displacements[a].data(), MPI_FLOAT, comm_, &requests[a]);
+      wait_loop(requests, kAllGather);
+    });
+  }
+
   // Queued: it runs on the communication thread while the caller goes on.
   Request start_all_reduce_sum(std::span<float> values) override {
     return post(kAllReduce, [=, this] { ring_all_reduce(values); });
