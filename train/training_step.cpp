@@ -23,14 +23,14 @@ int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batc
   std::vector<size_t> mine = rank_share(batch, run_.comm.rank(), run_.comm.size());
   std::optional<data::Batch> b;
   if (!mine.empty()) b = run_.train_set->make_batch(mine);
-  status_.pairs += static_cast<int64_t>(mine.size());
-  status_.label_tokens += b ? b->label_tokens : 0;
-  status_.empty_shares += mine.empty();
   // The whole batch's label tokens, and whether a stop was asked anywhere:
   // the one exchange before the forward pass.
   std::vector<int64_t> exchange{b ? b->label_tokens : 0, g_stop_requested ? 1 : 0};
   run_.comm.all_reduce_sum(exchange);
   const int64_t batch_tokens = exchange[0];
+  status_.pairs += static_cast<int64_t>(mine.size());
+  status_.label_tokens += b ? b->label_tokens : 0;
+  status_.empty_shares += mine.empty();
   status_.stop_agreed = exchange[1] > 0;
   bool step_due = run_.accumulation.step_due(/*last_batch_of_epoch=*/batches_left == 1);
   if (b) {
