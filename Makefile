@@ -12,9 +12,20 @@ MAKEFLAGS += -j$(shell nproc) --no-print-directory
 CXX ?= g++
 SHELL := /bin/bash
 
-# -march=native: SIMD for the build machine's CPU; PORTABLE=1 builds for any x86-64.
+# The highest x86-64 level the build machine's CPU has (x86-64-v4: AVX-512;
+# v3: AVX2 + FMA), not -march=native: native also tunes for the CPU's model,
+# and two CPUs of one level then round some float sums differently (a Xeon's
+# training run would differ from a Zen 4's in the fifth digit), where one
+# level's code gives every such CPU the same results. PORTABLE=1 builds for
+# any x86-64. ARCH_FLAGS=... on the command line overrides both.
+NATIVE_MACROS := $(shell $(CXX) -march=native -dM -E -x c++ /dev/null 2>/dev/null)
+has_all = $(if $(strip $(foreach m,$(1),$(if $(filter $(m),$(NATIVE_MACROS)),,missing))),,yes)
 ifeq ($(PORTABLE),1)
   ARCH_FLAGS :=
+else ifeq ($(call has_all,__AVX512F__ __AVX512BW__ __AVX512CD__ __AVX512DQ__ __AVX512VL__),yes)
+  ARCH_FLAGS := -march=x86-64-v4
+else ifeq ($(call has_all,__AVX2__ __FMA__ __BMI2__ __F16C__ __LZCNT__ __MOVBE__),yes)
+  ARCH_FLAGS := -march=x86-64-v3
 else
   ARCH_FLAGS := -march=native
 endif
@@ -258,7 +269,7 @@ fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
 
 # ---- The CPU kernels at every SIMD level --------------------------------------
 # simd.h fixes the vector width at compile time, so the build above runs the
-# kernels at one SIMD level only, this machine's (-march=native). The kernel
+# kernels at one SIMD level only, this machine's (ARCH_FLAGS). The kernel
 # sources, which need nothing else of the library, and tests/test_kernels.cpp
 # are built again for each level the kernels are written for, into one small
 # doctest binary per level, $(KERNEL_LEVEL_DIR)/LEVEL/tests: seconds of
