@@ -21,6 +21,7 @@ class SingleProcess final : public Communicator {
     if (root != 0) internal_fail("broadcast from rank ", root, " in a single process");
   }
   void all_gather_in_place(const std::vector<Runs>&) override {}
+  void gather_in_place(const std::vector<Runs>&, int) override {}
   void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
     if (all.size() != mine.size()) internal_fail("all_gather: ", all.size(), " bytes for ", mine.size());
     std::copy(mine.begin(), mine.end(), all.begin());

@@ -50,6 +50,10 @@ class Communicator {
   // Afterwards every rank holds every rank's run of each array, in place:
   // nothing is staged.
   virtual void all_gather_in_place(const std::vector<Runs>& arrays) = 0;
+  // Afterwards rank `root` holds every rank's run of each array, in place.
+  // There `values` is the whole array; on the other ranks it is this rank's
+  // run alone, which is all they send.
+  virtual void gather_in_place(const std::vector<Runs>& arrays, int root) = 0;
 
   // A sum all-reduce that runs while the caller computes (the gradient
   // buckets during backward): started reductions run one after another, in

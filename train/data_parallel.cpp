@@ -201,25 +201,6 @@ std::vector<optim::Slice> zero_shards(const NamedTensors& params, int rank, int 
   return slices;
 }
 
-// Each rank's run of one flattened quantity (the parameters, or one state
-// tensor per parameter), gathered so that every rank holds all of it. `mine`
-// writes this rank's elements of parameter i into `to`.
-template <class ReadMine>
-static std::vector<float> all_gather_flat(const optim::Optimizer& sharded, Communicator& comm, ReadMine mine) {
-  const NamedTensors& params = sharded.params();
-  std::vector<int64_t> offsets = flat_offsets(params);
-  int64_t length = shard_length(offsets.back(), comm.size());
-  int64_t run_start = comm.rank() * length;
-  std::vector<float> run(static_cast<size_t>(length), 0.0f);
-  for (size_t i = 0; i < params.size(); ++i) {
-    const optim::Slice& own = sharded.owned(i);
-    if (own.size() > 0) mine(i, run.data() + (offsets[i] + own.begin - run_start));
-  }
-  std::vector<float> all(static_cast<size_t>(length) * comm.size());
-  comm.all_gather(std::as_bytes(std::span<const float>(run)), as_bytes(all));
-  return all;
-}
-
 // Each parameter gathered where it lies: the ranks' slices of a parameter
 // are its consecutive runs. A parameter off the host (OpenCL) goes through a
 // host copy of itself alone.
@@ -251,28 +232,44 @@ void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm) 
       write_elements(params[i].second, 0, host_copies[copy++].data(), params[i].second.numel());
 }
 
+// Each state tensor gathered on rank 0 alone, from every rank's slices of it
+// (the ranks' slices of a parameter are its consecutive runs): the other
+// ranks send what they hold and allocate nothing.
 optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded, Communicator& comm) {
   const NamedTensors& params = sharded.params();
-  std::vector<int64_t> offsets = flat_offsets(params);
+  std::vector<std::vector<optim::Slice>> shards;
+  for (int r = 0; r < comm.size(); ++r) shards.push_back(zero_shards(params, r, comm.size()));
   optim::OptimizerState whole{sharded.name(), sharded.steps(), {}};
   // A single process's optimizer lists each parameter's state in name order.
   std::vector<std::string> keys = sharded.state_names();
   std::sort(keys.begin(), keys.end());
-  std::vector<std::vector<Tensor>> per_key(keys.size());
+  std::vector<std::vector<Tensor>> per_key(keys.size(), std::vector<Tensor>(params.size()));
   for (size_t k = 0; k < keys.size(); ++k) {
     // A state exists once its parameter has been updated, on whichever rank owns it.
     std::vector<int64_t> exists(params.size(), 0);
     for (size_t i = 0; i < params.size(); ++i) exists[i] = sharded.find_state(i, keys[k]) != nullptr;
     comm.all_reduce_max(exists);
-    std::vector<float> all = all_gather_flat(sharded, comm, [&](size_t i, float* to) {
-      if (const Tensor* piece = sharded.find_state(i, keys[k])) read_elements(*piece, 0, piece->numel(), to);
-    });
+    std::vector<Communicator::Runs> arrays;
+    std::vector<std::vector<float>> mine;  // this rank's slices, on the host
     for (size_t i = 0; i < params.size(); ++i) {
+      if (!exists[i]) continue;
       const Tensor& p = params[i].second;
-      per_key[k].push_back(comm.rank() == 0 && exists[i]
-                               ? Tensor::from({all.begin() + offsets[i], all.begin() + offsets[i] + p.numel()}, p.shape())
-                               : Tensor());
+      const optim::Slice& own = sharded.owned(i);
+      std::vector<int64_t> begins;
+      for (int r = 0; r < comm.size(); ++r) begins.push_back(shards[r][i].begin);
+      begins.push_back(p.numel());
+      mine.emplace_back(static_cast<size_t>(own.size()));
+      if (const Tensor* piece = sharded.find_state(i, keys[k]); piece && own.size() > 0)
+        read_elements(*piece, 0, own.size(), mine.back().data());
+      std::span<float> values(mine.back());
+      if (comm.rank() == 0) {
+        per_key[k][i] = Tensor::zeros(p.shape());
+        std::copy(mine.back().begin(), mine.back().end(), per_key[k][i].data() + own.begin);
+        values = {per_key[k][i].data(), static_cast<size_t>(p.numel())};
+      }
+      arrays.push_back({values, std::move(begins)});
     }
+    comm.gather_in_place(arrays, 0);
   }
   for (size_t i = 0; i < params.size(); ++i)
     for (size_t k = 0; k < keys.size(); ++k)

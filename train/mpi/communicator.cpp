@@ -224,27 +224,11 @@ class MpiWorld final : public Communicator {
   }
 
   // One MPI_Iallgatherv per array, started together and awaited together.
-  void all_gather_in_place(const std::vector<Runs>& arrays) override {
-    std::vector<std::vector<int>> counts(arrays.size()), displacements(arrays.size());
-    for (size_t a = 0; a < arrays.size(); ++a) {
-      const std::vector<int64_t>& begins = arrays[a].begins;
-      if (begins.size() != size_t(size_) + 1 || begins.back() > int64_t(arrays[a].values.size()) ||
-          begins.back() > int64_t(kMaxCount))
-        internal_fail("all_gather_in_place: ", begins.size(), " offsets for ", size_, " ranks of an array of ",
-                      arrays[a].values.size());
-      for (int r = 0; r < size_; ++r) {
-        if (begins[r + 1] < begins[r]) internal_fail("all_gather_in_place: rank ", r, "'s run ends before it begins");
-        displacements[a].push_back(int(begins[r]));
-        counts[a].push_back(int(begins[r + 1] - begins[r]));
-      }
-    }
-    run_and_wait(kAllGather, [&] {
-      std::vector<MPI_Request> requests(arrays.size());
-      for (size_t a = 0; a < arrays.size(); ++a)
-        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, arrays[a].values.data(), counts[a].data(),
-                        displacements[a].data(), MPI_FLOAT, comm_, &requests[a]);
-      wait_loop(requests, kAllGather);
-    });
+  void all_gather_in_place(const std::vector<Runs>& arrays) override { gather_runs(arrays, -1); }
+  // The same with MPI_Igatherv.
+  void gather_in_place(const std::vector<Runs>& arrays, int root) override {
+    if (root < 0 || root >= size_) internal_fail("gather to rank ", root, " of ", size_);
+    gather_runs(arrays, root);
   }
 
   // Queued: it runs on the communication thread while the caller goes on.
@@ -341,6 +325,40 @@ class MpiWorld final : public Communicator {
   [[noreturn]] void mpi_abort(int code) {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);  // MPI_Abort does not return; this says so to the compiler
+  }
+
+  // Each array's runs to `root`, or to every rank when root is -1.
+  void gather_runs(const std::vector<Runs>& arrays, int root) {
+    std::vector<std::vector<int>> counts(arrays.size()), displacements(arrays.size());
+    for (size_t a = 0; a < arrays.size(); ++a) {
+      const std::vector<int64_t>& begins = arrays[a].begins;
+      const bool whole = root < 0 || rank_ == root;
+      if (begins.size() != size_t(size_) + 1 || begins.back() > int64_t(kMaxCount) ||
+          int64_t(arrays[a].values.size()) != (whole ? begins.back() : begins[rank_ + 1] - begins[rank_]))
+        internal_fail("gathering runs: ", begins.size(), " offsets for ", size_, " ranks, and ", arrays[a].values.size(),
+                      " elements here");
+      for (int r = 0; r < size_; ++r) {
+        if (begins[r + 1] < begins[r]) internal_fail("gathering runs: rank ", r, "'s run ends before it begins");
+        displacements[a].push_back(int(begins[r]));
+        counts[a].push_back(int(begins[r + 1] - begins[r]));
+      }
+    }
+    run_and_wait(kAllGather, [&] {
+      std::vector<MPI_Request> requests(arrays.size());
+      for (size_t a = 0; a < arrays.size(); ++a) {
+        float* values = arrays[a].values.data();
+        if (root < 0)
+          MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values, counts[a].data(), displacements[a].data(),
+                          MPI_FLOAT, comm_, &requests[a]);
+        else if (rank_ == root)
+          MPI_Igatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values, counts[a].data(), displacements[a].data(), MPI_FLOAT,
+                       root, comm_, &requests[a]);
+        else
+          MPI_Igatherv(values, counts[a][rank_], MPI_FLOAT, nullptr, nullptr, nullptr, MPI_FLOAT, root, comm_,
+                       &requests[a]);
+      }
+      wait_loop(requests, kAllGather);
+    });
   }
 
   // ---- Collectives, on the communication thread -----------------------------
