@@ -201,20 +201,27 @@ std::vector<optim::Slice> zero_shards(const NamedTensors& params, int rank, int 
   return slices;
 }
 
-// Each parameter gathered where it lies: the ranks' slices of a parameter
-// are its consecutive runs. A parameter off the host (OpenCL) goes through a
+// Where each rank's slice of each parameter begins, and the parameter's
+// end: the ranks' slices of a parameter are its consecutive runs.
+static std::vector<std::vector<int64_t>> shard_begins(const NamedTensors& params, int ranks) {
+  std::vector<std::vector<int64_t>> begins(params.size());
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<optim::Slice> slices = zero_shards(params, r, ranks);
+    for (size_t i = 0; i < params.size(); ++i) begins[i].push_back(slices[i].begin);
+  }
+  for (size_t i = 0; i < params.size(); ++i) begins[i].push_back(params[i].second.numel());
+  return begins;
+}
+
+// Each parameter gathered where it lies (shard_begins). A parameter off the host (OpenCL) goes through a
 // host copy of itself alone.
 void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm) {
   const NamedTensors& params = sharded.params();
-  std::vector<std::vector<optim::Slice>> shards;
-  for (int r = 0; r < comm.size(); ++r) shards.push_back(zero_shards(params, r, comm.size()));
+  std::vector<std::vector<int64_t>> begins = shard_begins(params, comm.size());
   std::vector<Communicator::Runs> arrays;
   std::vector<std::vector<float>> host_copies;  // of parameters off the host
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i].second;
-    std::vector<int64_t> begins;
-    for (int r = 0; r < comm.size(); ++r) begins.push_back(shards[r][i].begin);
-    begins.push_back(p.numel());
     float* values = nullptr;
     if (p.device().host_addressable()) {
       values = p.data();
@@ -224,7 +231,7 @@ void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm) 
       const optim::Slice& own = sharded.owned(i);
       read_elements(p, own.begin, own.end, values + own.begin);
     }
-    arrays.push_back({{values, static_cast<size_t>(p.numel())}, std::move(begins)});
+    arrays.push_back({{values, static_cast<size_t>(p.numel())}, begins[i]});
   }
   comm.all_gather_in_place(arrays);
   for (size_t i = 0, copy = 0; i < params.size(); ++i)
@@ -233,12 +240,11 @@ void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm) 
 }
 
 // Each state tensor gathered on rank 0 alone, from every rank's slices of it
-// (the ranks' slices of a parameter are its consecutive runs): the other
+// (shard_begins): the other
 // ranks send what they hold and allocate nothing.
 optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded, Communicator& comm) {
   const NamedTensors& params = sharded.params();
-  std::vector<std::vector<optim::Slice>> shards;
-  for (int r = 0; r < comm.size(); ++r) shards.push_back(zero_shards(params, r, comm.size()));
+  const std::vector<std::vector<int64_t>> begins = shard_begins(params, comm.size());
   optim::OptimizerState whole{sharded.name(), sharded.steps(), {}};
   // A single process's optimizer lists each parameter's state in name order.
   std::vector<std::string> keys = sharded.state_names();
@@ -255,9 +261,6 @@ optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded, Co
       if (!exists[i]) continue;
       const Tensor& p = params[i].second;
       const optim::Slice& own = sharded.owned(i);
-      std::vector<int64_t> begins;
-      for (int r = 0; r < comm.size(); ++r) begins.push_back(shards[r][i].begin);
-      begins.push_back(p.numel());
       mine.emplace_back(static_cast<size_t>(own.size()));
       if (const Tensor* piece = sharded.find_state(i, keys[k]); piece && own.size() > 0)
         read_elements(*piece, 0, own.size(), mine.back().data());
@@ -267,7 +270,7 @@ optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded, Co
         std::copy(mine.back().begin(), mine.back().end(), per_key[k][i].data() + own.begin);
         values = {per_key[k][i].data(), static_cast<size_t>(p.numel())};
       }
-      arrays.push_back({values, std::move(begins)});
+      arrays.push_back({values, begins[i]});
     }
     comm.gather_in_place(arrays, 0);
   }

@@ -175,9 +175,8 @@ class MpiWorld final : public Communicator {
   // keeps answering censuses here, where MPI_Finalize would just block. It has
   // a communicator of its own so that it cannot pass for the others' collectives.
   ~MpiWorld() override {
-    run_and_wait(kFinalBarrier, [this] {
-      wait_loop(start(kFinalBarrier, 0, [&](size_t, int, MPI_Request* r) { MPI_Ibarrier(final_comm_, r); }),
-                kFinalBarrier);
+    collective(kFinalBarrier, 0, [&](size_t, int, MPI_Request* r) { MPI_Ibarrier(final_comm_, r); });
+    run_and_wait([this] {
       for (auto& [buffer, ring] : rings_) free_ring(ring);
       MPI_Comm_free(&final_comm_);
       MPI_Comm_free(&comm_);
@@ -202,11 +201,8 @@ class MpiWorld final : public Communicator {
 
   void broadcast(std::span<std::byte> bytes, int root) override {
     if (root < 0 || root >= size_) internal_fail("broadcast from rank ", root, " of ", size_);
-    run_and_wait(kBroadcast, [=, this] {
-      wait_loop(start(kBroadcast, bytes.size(), [&](size_t at, int count, MPI_Request* r) {
-                  MPI_Ibcast(bytes.data() + at, count, MPI_BYTE, root, comm_, r);
-                }),
-                kBroadcast);
+    collective(kBroadcast, bytes.size(), [&](size_t at, int count, MPI_Request* r) {
+      MPI_Ibcast(bytes.data() + at, count, MPI_BYTE, root, comm_, r);
     });
   }
 
@@ -215,11 +211,8 @@ class MpiWorld final : public Communicator {
     if (all.size() != mine.size() * size_)
       internal_fail("all_gather: ", all.size(), " bytes for ", size_, " ranks of ", mine.size());
     if (mine.size() > kMaxCount) internal_fail("all_gather: ", mine.size(), " bytes per rank, more than MPI's INT_MAX");
-    run_and_wait(kAllGather, [=, this] {
-      wait_loop(start(kAllGather, mine.size(), [&](size_t, int count, MPI_Request* r) {
-                  MPI_Iallgather(mine.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, comm_, r);
-                }),
-                kAllGather);
+    collective(kAllGather, mine.size(), [&](size_t, int count, MPI_Request* r) {
+      MPI_Iallgather(mine.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, comm_, r);
     });
   }
 
@@ -233,7 +226,7 @@ class MpiWorld final : public Communicator {
 
   // Queued: it runs on the communication thread while the caller goes on.
   Request start_all_reduce_sum(std::span<float> values) override {
-    return post(kAllReduce, [=, this] { ring_all_reduce(values); });
+    return post([=, this] { ring_all_reduce(values); });
   }
 
   void wait(Request request) override {
@@ -260,7 +253,6 @@ class MpiWorld final : public Communicator {
  private:
   struct Job {
     Request request;
-    Op op;
     std::function<void()> run;
   };
 
@@ -285,16 +277,16 @@ class MpiWorld final : public Communicator {
 
   // ---- The queue ------------------------------------------------------------
 
-  Request post(Op op, std::function<void()> run) {
+  Request post(std::function<void()> run) {
     std::lock_guard lock(mutex_);
     Request request = next_request_++;
-    queue_.push_back({request, op, std::move(run)});
+    queue_.push_back({request, std::move(run)});
     pending_.insert(request);
     work_.notify_all();
     return request;
   }
 
-  void run_and_wait(Op op, std::function<void()> run) { wait(post(op, std::move(run))); }
+  void run_and_wait(std::function<void()> run) { wait(post(std::move(run))); }
 
   // The communication thread's loop: each job runs to its end, in order.
   void serve() {
@@ -343,7 +335,7 @@ class MpiWorld final : public Communicator {
         counts[a].push_back(int(begins[r + 1] - begins[r]));
       }
     }
-    run_and_wait(kAllGather, [&] {
+    run_and_wait([&] {
       std::vector<MPI_Request> requests(arrays.size());
       for (size_t a = 0; a < arrays.size(); ++a) {
         float* values = arrays[a].values.data();
@@ -365,11 +357,8 @@ class MpiWorld final : public Communicator {
 
   template <class T>
   void reduce(std::span<T> values, MPI_Op op) {
-    run_and_wait(kAllReduce, [=, this] {
-      wait_loop(start(kAllReduce, values.size(), [&](size_t at, int count, MPI_Request* r) {
-                  MPI_Iallreduce(MPI_IN_PLACE, values.data() + at, count, mpi_type<T>(), op, comm_, r);
-                }),
-                kAllReduce);
+    collective(kAllReduce, values.size(), [&](size_t at, int count, MPI_Request* r) {
+      MPI_Iallreduce(MPI_IN_PLACE, values.data() + at, count, mpi_type<T>(), op, comm_, r);
     });
   }
 
@@ -433,20 +422,23 @@ class MpiWorld final : public Communicator {
     }
   }
 
-  // Starts one collective over `count` elements as requests of at most
-  // kMaxCount elements; issue(at, n, request) starts the piece [at, at + n).
-  // An empty span still starts one (empty) collective: every rank joins it.
+  // Runs one collective over `count` elements on the communication thread,
+  // as requests of at most kMaxCount elements, and waits for it;
+  // issue(at, n, request) starts the piece [at, at + n). An empty span still
+  // starts one (empty) collective: every rank joins it.
   template <class Issue>
-  std::span<MPI_Request> start(Op, size_t count, Issue issue) {
-    requests_.clear();
-    size_t at = 0;
-    do {
-      int n = int(std::min(count - at, kMaxCount));
-      requests_.emplace_back();
-      issue(at, n, &requests_.back());
-      at += n;
-    } while (at < count);
-    return requests_;
+  void collective(Op op, size_t count, Issue issue) {
+    run_and_wait([&] {
+      std::vector<MPI_Request> requests;
+      size_t at = 0;
+      do {
+        int n = int(std::min(count - at, kMaxCount));
+        requests.emplace_back();
+        issue(at, n, &requests.back());
+        at += n;
+      } while (at < count);
+      wait_loop(requests, op);
+    });
   }
 
   // The one wait loop: tests until `requests` are done, answers censuses, and
@@ -552,7 +544,6 @@ class MpiWorld final : public Communicator {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   Clock::duration timeout_;
   Op waiting_in_ = kAllReduce;  // what the current (or last) wait is in, for census replies
-  std::vector<MPI_Request> requests_;  // the running collective's, as MPI_Testall takes them
   std::map<const float*, Ring> rings_;  // each bucket's ring, by its buffer
 
   // The queue, between the callers and the communication thread.
