@@ -101,7 +101,7 @@ void* Tensor::raw() const {
   if (!device().host_addressable())
     internal_fail("data(): the tensor lives on ", device().name(),
                   "; read it with to_vector() or move it with to(cpu())");
-  return impl().storage->buffer();
+  return static_cast<std::byte*>(impl().storage->buffer()) + impl().offset;
 }
 
 float* Tensor::data() const {
@@ -121,19 +121,19 @@ bf16* Tensor::bf16_data() const {
 
 Mem<bf16> Tensor::bf16_mem() const {
   if (dtype() != DType::BF16) internal_fail("tensor is ", to_string(dtype()), ", not bfloat16");
-  return {impl().storage->buffer(), 0};
+  return {impl().storage->buffer(), impl().offset};
 }
 
-Mem<void> Tensor::raw_mem() const { return {impl().storage->buffer(), 0}; }
+Mem<void> Tensor::raw_mem() const { return {impl().storage->buffer(), impl().offset}; }
 
 Mem<float> Tensor::mem() const {
   if (dtype() != DType::F32) internal_fail("tensor is ", to_string(dtype()), ", not float32");
-  return {impl().storage->buffer(), 0};
+  return {impl().storage->buffer(), impl().offset};
 }
 
 Mem<int32_t> Tensor::int_mem() const {
   if (dtype() != DType::I32) internal_fail("tensor is ", to_string(dtype()), ", not int32");
-  return {impl().storage->buffer(), 0};
+  return {impl().storage->buffer(), impl().offset};
 }
 
 float Tensor::item() const {
@@ -170,7 +170,9 @@ void Tensor::move_to(Device& target) {
   if (&device() == &target) return;
   Tensor moved = to(target);
   impl().storage = moved.impl().storage;
+  impl().offset = 0;
   impl().grad = Tensor();
+  impl().grad_in_place = false;
   impl().grad_fn = nullptr;
 }
 
@@ -184,9 +186,9 @@ void Tensor::copy_from(const Tensor& src) const {
   if (&from == &into)
     into.copy(src.raw_mem(), raw_mem(), bytes);
   else if (from.host_addressable())
-    into.write(src.impl().storage->buffer(), raw_mem(), bytes);
+    into.write(src.raw(), raw_mem(), bytes);
   else if (into.host_addressable())
-    from.read(src.raw_mem(), impl().storage->buffer(), bytes);
+    from.read(src.raw_mem(), raw(), bytes);
   else {
     std::vector<char> staging(bytes);
     from.read(src.raw_mem(), staging.data(), bytes);
@@ -205,7 +207,21 @@ Tensor& Tensor::set_requires_grad(bool value) {
 
 bool Tensor::is_leaf() const { return impl().grad_fn == nullptr; }
 Tensor Tensor::grad() const { return impl().grad; }
-void Tensor::zero_grad() { impl().grad = Tensor(); }
+void Tensor::zero_grad() {
+  TensorImpl& t = impl();
+  if (t.grad_in_place && t.grad.defined())
+    device().fill(t.grad.raw_mem(), 0, static_cast<size_t>(t.grad.numel()));
+  else
+    t.grad = Tensor();
+}
+
+void Tensor::set_grad(const Tensor& grad) const {
+  if (grad.shape() != shape() || grad.dtype() != DType::F32 || &grad.device() != &device())
+    internal_fail("set_grad: a ", to_string(grad.shape()), " ", to_string(grad.dtype()), " gradient on ",
+                  grad.device().name(), " for a ", to_string(shape()), " tensor on ", device().name());
+  impl().grad = grad;
+  impl().grad_in_place = true;
+}
 
 void Tensor::backward() const {
   if (numel() != 1)
@@ -216,13 +232,19 @@ void Tensor::backward() const {
 
 void Tensor::backward(const Tensor& grad) const { run_backward(*this, grad); }
 
-Tensor Tensor::alias(const Shape& shape) const {
+Tensor Tensor::view(int64_t offset, const Shape& shape) const {
+  size_t begin = impl().offset + static_cast<size_t>(offset * element_bytes(dtype()));
+  if (offset < 0 || begin + static_cast<size_t>(sf::numel(shape) * element_bytes(dtype())) > impl().storage->bytes())
+    internal_fail("view of ", to_string(shape), " at element ", offset, " past the end of its storage");
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->dtype = dtype();
   impl->storage = this->impl().storage;
+  impl->offset = begin;
   return Tensor(std::move(impl));
 }
+
+Tensor Tensor::alias(const Shape& shape) const { return view(0, shape); }
 
 Tensor Tensor::detach() const { return alias(shape()); }
 

@@ -110,6 +110,14 @@ class Tensor {
   void accumulate_grad(const Tensor& grad) const;
   // Internal: a tensor sharing this one's storage under another shape.
   Tensor alias(const Shape& shape) const;
+  // Internal: elements [offset, offset + numel(shape)) of this tensor's
+  // storage, as a tensor of `shape` that shares it (a bucket's gradients).
+  Tensor view(int64_t offset, const Shape& shape) const;
+  // Internal: makes `grad` (this tensor's shape, float32, on its device) the
+  // gradient slot itself, so backward accumulates into it where it lies (a
+  // view into a communication buffer: train/data_parallel.h); zero_grad()
+  // then zeroes it in place instead of dropping it.
+  void set_grad(const Tensor& grad) const;
   bool same_storage(const Tensor& other) const;
   // Internal: what this handle refers to; equal for handles of one tensor.
   const TensorImpl* id() const { return impl_.get(); }
@@ -124,8 +132,10 @@ struct TensorImpl {
   Shape shape;
   DType dtype = DType::F32;
   std::shared_ptr<Storage> storage;
+  size_t offset = 0;  // bytes into storage where the elements begin (a view)
   bool requires_grad = false;
   Tensor grad;
+  bool grad_in_place = false;  // set_grad(): zero_grad() zeroes grad, keeps it
   std::shared_ptr<Node> grad_fn;
 };
 

@@ -5,32 +5,54 @@
 
 namespace sf::optim {
 
+namespace {
+
+std::vector<Slice> whole(const NamedTensors& params) {
+  std::vector<Slice> slices;
+  for (const auto& [name, p] : params) slices.push_back({0, p.numel()});
+  return slices;
+}
+
+}  // namespace
+
 // Each gradient's squared norm goes to its element of one array on the
 // device; reading that array is the step's one wait for the device.
-float grad_norm(const NamedTensors& params) {
-  std::vector<Tensor> grads;
-  for (const auto& [name, p] : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return 0.0f;
-  Tensor squares = Tensor::empty({static_cast<int64_t>(grads.size())}, DType::F32, grads[0].device());
-  for (size_t i = 0; i < grads.size(); ++i)
-    grads[i].device().kernels().dot(grads[i].mem(), grads[i].mem(), grads[i].numel(), squares.mem() + i);
+double grad_squares(const NamedTensors& params, const std::vector<Slice>& slices) {
+  std::vector<size_t> used;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].second.grad().defined() && slices[i].size() > 0) used.push_back(i);
+  if (used.empty()) return 0.0;
+  Tensor squares = Tensor::empty({static_cast<int64_t>(used.size())}, DType::F32, params[used[0]].second.device());
+  for (size_t k = 0; k < used.size(); ++k) {
+    Tensor g = params[used[k]].second.grad();
+    Mem<float> run = g.mem() + slices[used[k]].begin;
+    g.device().kernels().dot(run, run, slices[used[k]].size(), squares.mem() + k);
+  }
   double total = 0.0;
   for (float square : squares.to_vector()) total += square;
-  return static_cast<float>(std::sqrt(total));
+  return total;
+}
+
+float grad_norm(const NamedTensors& params) {
+  return static_cast<float>(std::sqrt(grad_squares(params, whole(params))));
+}
+
+void clip_to_norm(const NamedTensors& params, const std::vector<Slice>& slices, float norm, float max_norm) {
+  float coef = max_norm / (norm + 1e-6f);
+  // A NaN or infinite norm is left for the caller to see (the trainer skips
+  // that update) instead of scaling every gradient by NaN or 0.
+  if (!std::isfinite(norm) || coef >= 1.0f) return;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor g = params[i].second.grad();
+    if (g.defined())
+      g.device().kernels().unary(kernels::Unary::MulScalar, g.mem() + slices[i].begin, g.mem() + slices[i].begin,
+                                 slices[i].size(), coef);
+  }
 }
 
 float clip_grad_norm(const NamedTensors& params, float max_norm) {
   float norm = grad_norm(params);
-  float coef = max_norm / (norm + 1e-6f);
-  // A NaN or infinite norm is left for the caller to see (the trainer skips
-  // that update) instead of scaling every gradient by NaN or 0.
-  if (!std::isfinite(norm) || coef >= 1.0f) return norm;
-  for (const auto& [name, p] : params) {
-    Tensor g = p.grad();
-    if (g.defined())
-      g.device().kernels().unary(kernels::Unary::MulScalar, g.mem(), g.mem(), g.numel(), coef);
-  }
+  clip_to_norm(params, whole(params), norm, max_norm);
   return norm;
 }
 

@@ -22,14 +22,21 @@ Optimizer::Optimizer(NamedTensors params, float lr)
   }
 }
 
+// A whole parameter's state has its shape; a slice's is flat.
+static Shape state_shape(const Tensor& param, const Slice& owned) {
+  return owned.size() == param.numel() ? param.shape() : Shape{owned.size()};
+}
+
 void Optimizer::shard(std::vector<Slice> owned) {
-  if (owned.size() != params_.size() || steps_ != 0)
-    internal_fail("optimizer: shard() needs a slice per parameter, before any step");
+  if (owned.size() != params_.size() || sharded_)
+    internal_fail("optimizer: shard() needs a slice per parameter, once");
   for (size_t i = 0; i < owned.size(); ++i)
     if (owned[i].begin < 0 || owned[i].begin > owned[i].end || owned[i].end > params_[i].second.numel())
       internal_fail("optimizer: slice [", owned[i].begin, ", ", owned[i].end, ") of ", params_[i].first);
   owned_ = std::move(owned);
   sharded_ = true;
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (auto& [name, t] : state_[i]) t = t.view(owned_[i].begin, state_shape(params_[i].second, owned_[i])).clone();
 }
 
 void Optimizer::step() {
@@ -55,11 +62,6 @@ int64_t Optimizer::state_bytes() const {
   for (const auto& states : state_)
     for (const auto& [key, t] : states) bytes += t.numel() * element_bytes(t.dtype());
   return bytes;
-}
-
-// A whole parameter's state has its shape; a slice's is flat.
-static Shape state_shape(const Tensor& param, const Slice& owned) {
-  return owned.size() == param.numel() ? param.shape() : Shape{owned.size()};
 }
 
 Tensor& Optimizer::state(size_t i, const std::string& name) {

@@ -49,12 +49,14 @@ class Optimizer {
   const NamedTensors& params() const { return params_; }
 
   // Sharding for ZeRO-1 (train/data_parallel.h): from now on only elements
-  // `owned[i]` of parameter i are updated, and only their state is kept.
-  // Every update is element-wise, so the owned elements change exactly as
-  // they would in an optimizer of the whole parameters. Call before any step.
+  // `owned[i]` of parameter i are updated, and only their state is kept
+  // (state held so far, whole, is cut down to them). Every update is
+  // element-wise, so the owned elements change exactly as they would in an
+  // optimizer of the whole parameters.
   void shard(std::vector<Slice> owned);
   bool sharded() const { return sharded_; }
   const Slice& owned(size_t i) const { return owned_[i]; }
+  const std::vector<Slice>& owned() const { return owned_; }
 
   // The whole state (not for a sharded optimizer, whose state is gathered
   // across ranks first); loading checks the kind, every name, shape and

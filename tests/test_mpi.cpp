@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -19,7 +20,10 @@
 #include "autograd/safetensors.h"
 #include "cli_process.h"
 #include "skip.h"
+#include "autograd/ops.h"
+#include "autograd/random.h"
 #include "train/checkpoints.h"
+#include "train/data_parallel.h"
 #include "train/inference.h"
 
 using namespace sf;
@@ -247,41 +251,88 @@ TEST_CASE("data parallel: rank_share splits a batch into contiguous shares diffe
   CHECK(rank_share({5, 6}, 2, 3).empty());  // fewer pairs than ranks: the last rank has none
 }
 
-TEST_CASE("data parallel: zero_shards cuts the flattened parameters into equal runs, on multiples of 64") {
-  NamedTensors params;
-  for (int64_t n : {100, 1, 64, 1000, 37, 130})
-    params.emplace_back(std::to_string(n) + " elements", Tensor::zeros({n}));
-  // Laid end to end from multiples of 64: 128 + 64 + 64 + 1024 + 64 + 192 = 1536.
+// A communicator that claims `ranks` ranks and moves nothing: the gradient
+// buckets' layout depends on the ranks' number alone.
+class LayoutOnly final : public Communicator {
+ public:
+  explicit LayoutOnly(int ranks) : ranks_(ranks) {}
+  int rank() const override { return 0; }
+  int size() const override { return ranks_; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return ranks_; }
+  void all_reduce_sum(std::span<double>) override {}
+  void all_reduce_sum(std::span<int64_t>) override {}
+  void all_reduce_max(std::span<int64_t>) override {}
+  void broadcast(std::span<std::byte>, int) override {}
+  void all_gather(std::span<const std::byte>, std::span<std::byte>) override {}
+  void all_gather_in_place(const std::vector<Runs>&) override {}
+  void gather_in_place(const std::vector<Runs>&, int) override {}
+  Request start_all_reduce_sum(std::span<float>) override { return 0; }
+  Request start_reduce_scatter_sum(std::span<float>, std::vector<int64_t>) override { return 0; }
+  void wait(Request) override {}
+  void abort(int) override {}
+
+ private:
+  int ranks_;
+};
+
+TEST_CASE("data parallel: gradients are views into their buckets, each from a multiple of 64; zero's runs cut each "
+          "bucket into equal runs") {
   for (int ranks : {1, 2, 3, 5}) {
     CAPTURE(ranks);
-    const int64_t run = (1536 / 64 + ranks - 1) / ranks * 64;  // each rank's run, rounded up to 64
-    std::vector<int64_t> covered(params.size(), 0);
-    for (int r = 0; r < ranks; ++r) {
-      CAPTURE(r);
-      std::vector<optim::Slice> slices = zero_shards(params, r, ranks);
-      REQUIRE(slices.size() == params.size());
-      int64_t owned = 0;
-      for (size_t i = 0; i < params.size(); ++i) {
-        // Rank r's slice of parameter i starts where rank r - 1's ended.
-        CHECK(slices[i].begin == (slices[i].size() > 0 ? covered[i] : slices[i].begin));
-        if (slices[i].size() > 0) {
-          CHECK(slices[i].begin % 64 == 0);
-          covered[i] = slices[i].end;
-        }
-        owned += slices[i].size();
-      }
-      CHECK(owned <= run);
+    NamedTensors params;
+    Rng rng(7);
+    for (int64_t n : {100, 1, 64, 1000, 37, 130}) {
+      Tensor p = Tensor::from(std::vector<float>(static_cast<size_t>(n), 0.0f), {n});
+      for (int64_t k = 0; k < n; ++k) p.data()[k] = static_cast<float>(rng.uniform()) - 0.5f;
+      params.emplace_back(std::to_string(n) + " elements", p.set_requires_grad());
     }
-    for (size_t i = 0; i < params.size(); ++i) CHECK(covered[i] == params[i].second.numel());
+    LayoutOnly comm(ranks);
+    // Buckets of 1024 floats; reverse order, padded to 64: 192 + 64 | 1024 | 64 + 64 + 128.
+    GradientReducer reducer(params, comm, 4096, true, /*zero=*/true);
+    CHECK(reducer.buckets() == 3);
+    CHECK(reducer.shard_runs().empty());  // until the first finish() fixes the buckets
+    for (int step = 0; step < 2; ++step) {
+      CAPTURE(step);
+      Tensor loss;
+      for (const auto& [name, p] : params) loss = loss.defined() ? loss + sum(p * p) : sum(p * p);
+      run_backward(loss, Tensor::ones({}), reducer.hooks());
+      reducer.finish();  // the first rebuilds the buckets in the order the gradients came
+      for (size_t i = 0; i < params.size(); ++i) {
+        const auto& [name, p] = params[i];
+        CAPTURE(name);
+        const float* g = p.grad().data();
+        for (int64_t k = 0; k < p.numel(); ++k) REQUIRE(g[k] == 2 * p.data()[k]);
+        int in = 0;
+        for (size_t b = 0; b < reducer.buckets(); ++b) {
+          const Tensor& values = reducer.bucket_values(b);
+          if (!p.grad().same_storage(values)) continue;
+          ++in;
+          const int64_t offset = g - values.data(), length = values.numel();
+          CHECK(offset % 64 == 0);
+          CHECK(offset + p.numel() <= length);
+          if (step == 0) continue;
+          // Rank r's run of the bucket (equal runs, on multiples of 64), met
+          // with the parameter: rank r's run of the parameter.
+          const int64_t run = (length / 64 + ranks - 1) / ranks * 64;
+          REQUIRE(reducer.shard_runs()[i].size() == size_t(ranks) + 1);
+          for (int r = 0; r <= ranks; ++r)
+            CHECK(reducer.shard_runs()[i][r] == std::clamp(std::min(length, r * run) - offset, int64_t{0}, p.numel()));
+          for (int r = 0; r < ranks; ++r) {
+            CHECK(reducer.owned(r)[i].begin == reducer.shard_runs()[i][r]);
+            CHECK(reducer.owned(r)[i].end == reducer.shard_runs()[i][r + 1]);
+          }
+        }
+        CHECK(in == 1);
+      }
+      for (auto& [name, p] : params) {
+        Tensor before = p.grad();
+        p.zero_grad();  // zeroes the view, keeps it
+        CHECK(p.grad().same_storage(before));
+        CHECK(p.grad().to_vector() == std::vector<float>(static_cast<size_t>(p.numel()), 0.0f));
+      }
+    }
   }
-  // Two ranks: the cut at 768 falls in the 1000-element parameter (which starts at 256), 512 elements in.
-  std::vector<optim::Slice> first = zero_shards(params, 0, 2), second = zero_shards(params, 1, 2);
-  CHECK(first[3].begin == 0);
-  CHECK(first[3].end == 512);
-  CHECK(second[3].begin == 512);
-  CHECK(second[3].end == 1000);
-  CHECK(first[5].size() == 0);
-  CHECK(second[0].size() == 0);
 }
 
 TEST_SUITE("mpi" * doctest::skip()) {
@@ -293,14 +344,24 @@ TEST_SUITE("mpi" * doctest::skip()) {
   TEST_CASE("mpi: zero 1 shards the optimizer state and changes nothing: same weights, same whole optimizer file") {
     TempDir one, sharded, unsharded;
     CHECK(distance_from_one_process(2, {"zero=1"}, one.path, sharded.path) <= 1e-5);
-    std::string config = twenty_steps_config(unsharded.path);
-    REQUIRE(run_ranks(2, train_args(config, {}), unsharded.path / "log") == 0);
-    // Adam is element-wise: the shards update exactly what the whole would.
+    CHECK(read_file(sharded.path / "log").find("optimizer state sharded") != std::string::npos);
+    // Without clipping (whose norm ZeRO sums from the ranks' pieces, in
+    // another order): Adam is element-wise, so the shards update exactly what
+    // the whole would.
+    const std::vector<std::string> unclipped{"clip_grad_norm=null"};
+    fs::remove_all(sharded.path / "weights");
+    REQUIRE(run_ranks(2, train_args(twenty_steps_config(sharded.path), {"zero=1", "clip_grad_norm=null"}),
+                      sharded.path / "log") == 0);
+    REQUIRE(run_ranks(2, train_args(twenty_steps_config(unsharded.path), unclipped), unsharded.path / "log") == 0);
     for (std::string file : {"weights/tmodel_00.safetensors", "weights/tmodel_00.optim.safetensors"}) {
       CAPTURE(file);
       CHECK(read_file(sharded.path / file) == read_file(unsharded.path / file));
     }
-    CHECK(read_file(sharded.path / "log").find("optimizer state sharded") != std::string::npos);
+  }
+
+  TEST_CASE("mpi: zero 1 on 3 ranks, a batch split unevenly, matches one process") {
+    TempDir one, three;
+    CHECK(distance_from_one_process(3, {"zero=1", "batch_size=7", "data.size=150"}, one.path, three.path) <= 1e-5);
   }
 
   TEST_CASE("mpi: over TCP only, as ranks on two machines talk, 2 ranks match one process") {

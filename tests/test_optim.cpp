@@ -247,6 +247,47 @@ TEST_CASE("optim: gradient clipping keeps the direction; small norms are untouch
   CHECK(a.grad().to_vector() == before);
 }
 
+TEST_CASE("optim: clipping in slices: the slices' squares add up to the squared norm; only the slices scale") {
+  Tensor a = Tensor::zeros({2}).set_requires_grad(), b = Tensor::zeros({1}).set_requires_grad();
+  NamedTensors params = {{"a", a}, {"b", b}};
+  (sum(a * Tensor::from({6, 0}, {2})) + sum(b * 8.0f)).backward();
+  // Two ZeRO ranks' slices: a[0] | a[1], b.
+  std::vector<Slice> first = {{0, 1}, {0, 0}}, second = {{1, 2}, {0, 1}};
+  CHECK(grad_squares(params, first) == Approx(36.0));
+  CHECK(grad_squares(params, second) == Approx(64.0));
+  clip_to_norm(params, second, 10.0f, 1.0f);
+  CHECK(a.grad().data()[0] == 6.0f);  // not this rank's slice
+  CHECK(b.grad().data()[0] == Approx(0.8f).epsilon(1e-5));
+}
+
+TEST_CASE("optim: sharding an optimizer that holds state keeps its owned slices; they go on as the whole does") {
+  auto make = [] {
+    Tensor w = Tensor::from({0.5f, -1.0f, 2.0f, 0.25f, -0.75f}, {5}).set_requires_grad();
+    return NamedTensors{{"w", w}};
+  };
+  NamedTensors whole_params = make(), sharded_params = make();
+  Adam whole(whole_params, 0.1f), sharded(sharded_params, 0.1f);
+  auto step = [](Optimizer& opt, int k) {
+    opt.zero_grad();
+    const Tensor& w = opt.params()[0].second;
+    sum(w * w * static_cast<float>(k + 1)).backward();
+    opt.step();
+  };
+  for (int k = 0; k < 2; ++k) {
+    step(whole, k);
+    step(sharded, k);
+  }
+  sharded.shard({{1, 4}});
+  CHECK(sharded.state_bytes() == 2 * 3 * 4);  // exp_avg and exp_avg_sq of 3 elements
+  CHECK(sharded.find_state(0, "exp_avg")->to_vector() ==
+        std::vector<float>(whole.find_state(0, "exp_avg")->data() + 1, whole.find_state(0, "exp_avg")->data() + 4));
+  step(whole, 2);
+  step(sharded, 2);
+  const float *w = whole_params[0].second.data(), *s = sharded_params[0].second.data();
+  for (int i = 1; i < 4; ++i) CHECK(s[i] == w[i]);  // the owned elements, bit for bit
+  CHECK(s[0] != w[0]);  // the others are another rank's to update
+}
+
 TEST_CASE("optim: schedules: noam, cosine after a linear warmup, constant") {
   ScheduleOptions noam{Schedule::Noam, 2.0f, 4000, 100000, 512};
   // Before warmup ends the rate grows linearly; after, as step^-0.5.

@@ -55,13 +55,18 @@ class Communicator {
   // run alone, which is all they send.
   virtual void gather_in_place(const std::vector<Runs>& arrays, int root) = 0;
 
-  // A sum all-reduce that runs while the caller computes (the gradient
-  // buckets during backward): started reductions run one after another, in
-  // start order, on a thread of the communicator's own. `values` must stay
-  // untouched until wait(); reductions of the same buffer reuse what the
-  // first one set up, so a caller keeps its buffers (allocated once).
+  // Sums that run while the caller computes (the gradient buckets during
+  // backward): started reductions run one after another, in start order, on
+  // a thread of the communicator's own. `values` must stay untouched until
+  // wait(); reductions of the same buffer reuse what the first one set up,
+  // so a caller keeps its buffers (allocated once).
   using Request = int64_t;
+  // Afterwards every rank holds the sum over ranks of `values`.
   virtual Request start_all_reduce_sum(std::span<float> values) = 0;
+  // A reduce-scatter (ZeRO's): afterwards rank r's run [begins[r],
+  // begins[r + 1]) of `values` holds the sum over ranks, and the rest of
+  // `values` is left undefined. Half an all-reduce's traffic.
+  virtual Request start_reduce_scatter_sum(std::span<float> values, std::vector<int64_t> begins) = 0;
   virtual void wait(Request request) = 0;
 
   // Ends every rank of the job at once with exit status `code`, after this

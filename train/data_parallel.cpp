@@ -24,30 +24,7 @@ void write_elements(const Tensor& t, int64_t begin, const float* host, int64_t c
   t.device().write(host, t.mem() + begin, static_cast<size_t>(count) * sizeof(float));
 }
 
-// ZeRO's cuts fall on multiples of this many elements from a parameter's
-// start: SIMD kernels treat a run's last few elements (those past its last
-// whole vector) with scalar code, which may round differently, so a cut
-// anywhere else would change how some elements are updated.
-constexpr int64_t kShardAlign = 64;
-
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
-// Where each parameter starts when the parameters are laid one after another,
-// each from a multiple of kShardAlign; the last entry is the total length.
-std::vector<int64_t> flat_offsets(const NamedTensors& params) {
-  std::vector<int64_t> offsets;
-  int64_t total = 0;
-  for (const auto& [name, p] : params) {
-    offsets.push_back(total);
-    total += round_up(p.numel(), kShardAlign);
-  }
-  offsets.push_back(total);
-  return offsets;
-}
-
-// The length of each rank's run of the flattened parameters (the last may be
-// shorter; runs past the end are empty).
-int64_t shard_length(int64_t total, int ranks) { return round_up((total + ranks - 1) / ranks, kShardAlign); }
 
 }  // namespace
 
@@ -61,8 +38,10 @@ std::vector<size_t> rank_share(const std::vector<size_t>& batch, int rank, int r
 
 // ---- Gradient buckets ------------------------------------------------------
 
-GradientReducer::GradientReducer(const NamedTensors& params, Communicator& comm, size_t bucket_bytes, bool overlap)
-    : params_(params), comm_(comm), bucket_bytes_(bucket_bytes), overlap_(overlap), copied_(params.size(), false) {
+GradientReducer::GradientReducer(const NamedTensors& params, Communicator& comm, size_t bucket_bytes, bool overlap,
+                                 bool zero)
+    : params_(params), comm_(comm), bucket_bytes_(bucket_bytes), overlap_(overlap), zero_(zero),
+      final_(params.size(), false) {
   std::vector<size_t> reverse;
   for (size_t i = params.size(); i-- > 0;) {
     reverse.push_back(i);
@@ -74,28 +53,54 @@ GradientReducer::GradientReducer(const NamedTensors& params, Communicator& comm,
 // Consecutive parameters of `order` share a bucket up to its size, as
 // PyTorch's DDP sizes them: the first bucket small, so that its sum starts as
 // soon as backward's last layers are done, the others large, so that each sum
-// moves data at full speed and pays MPI's fixed cost per call rarely.
+// moves data at full speed and pays MPI's fixed cost per call rarely. Each
+// parameter's gradient becomes a view into its bucket, keeping its values.
 void GradientReducer::build_buckets(const std::vector<size_t>& order) {
+  std::vector<Bucket> old = std::move(buckets_);
   buckets_.clear();
   bucket_of_.assign(params_.size(), 0);
   offset_of_.assign(params_.size(), 0);
+  std::vector<int64_t> elements;  // per bucket
   for (size_t i : order) {
-    size_t bytes = static_cast<size_t>(params_[i].second.numel()) * sizeof(float);
+    int64_t length = round_up(params_[i].second.numel(), kAlign);
     size_t limit = buckets_.size() == 1 ? std::min(kFirstBucketBytes, bucket_bytes_) : bucket_bytes_;
-    if (buckets_.empty() || buckets_.back().values.size() * sizeof(float) + bytes > limit)
+    if (buckets_.empty() || static_cast<size_t>(elements.back() + length) * sizeof(float) > limit) {
       buckets_.emplace_back();
-    Bucket& b = buckets_.back();
+      elements.push_back(0);
+    }
     bucket_of_[i] = buckets_.size() - 1;
-    offset_of_[i] = b.values.size();
-    b.params.push_back(i);
-    b.values.resize(b.values.size() + bytes / sizeof(float));
+    offset_of_[i] = static_cast<size_t>(elements.back());
+    buckets_.back().params.push_back(i);
+    elements.back() += length;
+  }
+  const int ranks = comm_.size();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    Device& device = params_[bucket.params[0]].second.device();
+    bucket.values = Tensor::zeros({elements[b]}, DType::F32, device);
+    if (!device.host_addressable()) bucket.staging.assign(static_cast<size_t>(elements[b]), 0.0f);
+    // Equal runs (the last may be shorter, runs past the end empty).
+    int64_t run = round_up((elements[b] + ranks - 1) / ranks, kAlign);
+    for (int r = 0; r <= ranks; ++r) bucket.rank_begins.push_back(std::min(elements[b], r * run));
+    for (size_t i : bucket.params) {
+      const Tensor& p = params_[i].second;
+      Tensor view = bucket.values.view(static_cast<int64_t>(offset_of_[i]), p.shape());
+      if (Tensor g = p.grad(); g.defined()) view.copy_from(g);
+      p.set_grad(view);
+    }
   }
 }
 
 int64_t GradientReducer::bytes_per_step() const {
   int64_t bytes = 0;
-  for (const Bucket& b : buckets_) bytes += static_cast<int64_t>(b.values.size() * sizeof(float));
+  for (const Bucket& b : buckets_) bytes += b.values.numel() * static_cast<int64_t>(sizeof(float));
   return bytes;
+}
+
+std::vector<optim::Slice> GradientReducer::owned(int rank) const {
+  std::vector<optim::Slice> slices;
+  for (const std::vector<int64_t>& begins : runs_) slices.push_back({begins[rank], begins[rank + 1]});
+  return slices;
 }
 
 BackwardHooks GradientReducer::hooks() {
@@ -106,46 +111,42 @@ BackwardHooks GradientReducer::hooks() {
   }};
 }
 
-// Copies the parameter's final gradient into its bucket (zeros when it got
-// none), and starts every bucket that is now complete.
+// The parameter's gradient, in its bucket, is final: starts every bucket that
+// is now complete.
 void GradientReducer::gradient_ready(size_t i) {
-  if (copied_[i]) return;
-  copied_[i] = true;
+  if (final_[i]) return;
+  final_[i] = true;
   arrival_.push_back(i);
-  Bucket& b = buckets_[bucket_of_[i]];
-  const Tensor& p = params_[i].second;
-  float* slot = b.values.data() + offset_of_[i];
-  if (Tensor g = p.grad(); g.defined())
-    read_elements(g, 0, g.numel(), slot);
-  else
-    std::fill(slot, slot + p.numel(), 0.0f);
-  ++b.ready;
+  ++buckets_[bucket_of_[i]].ready;
   start_ready_buckets();
 }
 
-// In bucket order only: every rank must start the same all-reduces in the
-// same order, whatever order its gradients became final in.
+// In bucket order only: every rank must start the same sums in the same
+// order, whatever order its gradients became final in.
 void GradientReducer::start_ready_buckets() {
   while (started_ < buckets_.size() && buckets_[started_].ready == buckets_[started_].params.size()) {
     Bucket& b = buckets_[started_++];
-    b.request = comm_.start_all_reduce_sum(b.values);
+    std::span<float> values = b.staging;
+    if (b.staging.empty())
+      values = {b.values.data(), static_cast<size_t>(b.values.numel())};
+    else
+      b.values.device().read(b.values.mem(), b.staging.data(), b.staging.size() * sizeof(float));
+    b.request = zero_ && rebuilt_ ? comm_.start_reduce_scatter_sum(values, b.rank_begins)
+                                  : comm_.start_all_reduce_sum(values);
   }
 }
 
 void GradientReducer::finish() {
-  // Timed from here: with the overlap off, copying the gradients into the
-  // buckets and starting them is exposed too.
+  // Timed from here: with the overlap off, starting the buckets is exposed too.
   auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < params_.size(); ++i) gradient_ready(i);
-  for (Bucket& b : buckets_) comm_.wait(b.request);
+  for (Bucket& b : buckets_) {
+    comm_.wait(b.request);
+    if (!b.staging.empty()) b.values.device().write(b.staging.data(), b.values.mem(), b.staging.size() * sizeof(float));
+  }
   exposed_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++steps_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i].second;
-    if (!p.grad().defined()) p.accumulate_grad(Tensor::zeros(p.shape(), DType::F32, p.device()));
-    write_elements(p.grad(), 0, buckets_[bucket_of_[i]].values.data() + offset_of_[i], p.numel());
-    copied_[i] = false;
-  }
+  std::fill(final_.begin(), final_.end(), false);
   for (Bucket& b : buckets_) b.ready = 0;
   started_ = 0;
   // Parameter order is only a guess at backward's order: the embeddings,
@@ -157,6 +158,16 @@ void GradientReducer::finish() {
     comm_.broadcast(as_bytes(order), 0);
     build_buckets({order.begin(), order.end()});
     rebuilt_ = true;
+    if (zero_) {
+      // Rank r's run of a parameter: where the bucket's run r meets it.
+      for (size_t i = 0; i < params_.size(); ++i) {
+        const Bucket& b = buckets_[bucket_of_[i]];
+        const int64_t offset = static_cast<int64_t>(offset_of_[i]), n = params_[i].second.numel();
+        std::vector<int64_t> begins;
+        for (int64_t at : b.rank_begins) begins.push_back(std::clamp(at - offset, int64_t{0}, n));
+        runs_.push_back(std::move(begins));
+      }
+    }
   }
   arrival_.clear();
 }
@@ -188,36 +199,11 @@ std::string broadcast_string(const std::string& text, Communicator& comm) {
 
 // ---- ZeRO-1 ----------------------------------------------------------------
 
-std::vector<optim::Slice> zero_shards(const NamedTensors& params, int rank, int ranks) {
-  std::vector<int64_t> offsets = flat_offsets(params);
-  int64_t length = shard_length(offsets.back(), ranks);
-  int64_t begin = std::min(offsets.back(), rank * length), end = std::min(offsets.back(), begin + length);
-  std::vector<optim::Slice> slices;
-  for (size_t i = 0; i < params.size(); ++i) {
-    int64_t from = std::clamp(begin - offsets[i], int64_t{0}, params[i].second.numel());
-    int64_t to = std::clamp(end - offsets[i], int64_t{0}, params[i].second.numel());
-    slices.push_back({from, std::max(from, to)});
-  }
-  return slices;
-}
-
-// Where each rank's slice of each parameter begins, and the parameter's
-// end: the ranks' slices of a parameter are its consecutive runs.
-static std::vector<std::vector<int64_t>> shard_begins(const NamedTensors& params, int ranks) {
-  std::vector<std::vector<int64_t>> begins(params.size());
-  for (int r = 0; r < ranks; ++r) {
-    std::vector<optim::Slice> slices = zero_shards(params, r, ranks);
-    for (size_t i = 0; i < params.size(); ++i) begins[i].push_back(slices[i].begin);
-  }
-  for (size_t i = 0; i < params.size(); ++i) begins[i].push_back(params[i].second.numel());
-  return begins;
-}
-
-// Each parameter gathered where it lies (shard_begins). A parameter off the host (OpenCL) goes through a
-// host copy of itself alone.
-void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm) {
+// Each parameter gathered where it lies. A parameter off the host (OpenCL)
+// goes through a host copy of itself alone.
+void all_gather_parameters(const optim::Optimizer& sharded, const std::vector<std::vector<int64_t>>& runs,
+                           Communicator& comm) {
   const NamedTensors& params = sharded.params();
-  std::vector<std::vector<int64_t>> begins = shard_begins(params, comm.size());
   std::vector<Communicator::Runs> arrays;
   std::vector<std::vector<float>> host_copies;  // of parameters off the host
   for (size_t i = 0; i < params.size(); ++i) {
@@ -231,7 +217,7 @@ void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm) 
       const optim::Slice& own = sharded.owned(i);
       read_elements(p, own.begin, own.end, values + own.begin);
     }
-    arrays.push_back({{values, static_cast<size_t>(p.numel())}, begins[i]});
+    arrays.push_back({{values, static_cast<size_t>(p.numel())}, runs[i]});
   }
   comm.all_gather_in_place(arrays);
   for (size_t i = 0, copy = 0; i < params.size(); ++i)
@@ -239,12 +225,11 @@ void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm) 
       write_elements(params[i].second, 0, host_copies[copy++].data(), params[i].second.numel());
 }
 
-// Each state tensor gathered on rank 0 alone, from every rank's slices of it
-// (shard_begins): the other
-// ranks send what they hold and allocate nothing.
-optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded, Communicator& comm) {
+// Each state tensor gathered on rank 0 alone, from every rank's slices of it:
+// the other ranks send what they hold and allocate nothing.
+optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded,
+                                             const std::vector<std::vector<int64_t>>& runs, Communicator& comm) {
   const NamedTensors& params = sharded.params();
-  const std::vector<std::vector<int64_t>> begins = shard_begins(params, comm.size());
   optim::OptimizerState whole{sharded.name(), sharded.steps(), {}};
   // A single process's optimizer lists each parameter's state in name order.
   std::vector<std::string> keys = sharded.state_names();
@@ -270,7 +255,7 @@ optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded, Co
         std::copy(mine.back().begin(), mine.back().end(), per_key[k][i].data() + own.begin);
         values = {per_key[k][i].data(), static_cast<size_t>(p.numel())};
       }
-      arrays.push_back({values, begins[i]});
+      arrays.push_back({values, runs[i]});
     }
     comm.gather_in_place(arrays, 0);
   }

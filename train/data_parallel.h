@@ -36,20 +36,43 @@ std::vector<size_t> rank_share(const std::vector<size_t>& batch, int rank, int r
 // gradient is final, so the communication of one bucket overlaps the
 // computation of the next ones.
 // Buckets start in the same order on every rank (MPI's rule for collectives).
+//
+// Each parameter's gradient is a view into its bucket (DDP's
+// gradient_as_bucket_view): backward accumulates into the bucket itself, the
+// communicator sums the bucket where it lies, and the optimizer reads the sums
+// there, so gradients are never copied into or out of a bucket, and a bucket
+// is allocated once. Within a bucket each gradient starts at a multiple of
+// kAlign elements.
+//
+// ZeRO-1 (Rajbhandari et al. 2020, stage 1) cuts every bucket into one run
+// per rank (on multiples of kAlign); rank r keeps the optimizer state of the
+// elements in its runs and updates only those. So a bucket needs only a
+// reduce-scatter (each rank gets the sums of its own run), and after the
+// optimizer's step an all-gather of the parameters: together the traffic of
+// one all-reduce, as plain data parallelism. The runs follow the buckets, and
+// the buckets settle after the first step, so the first step all-reduces
+// whole buckets and its finish() fixes the runs (shard_runs()).
 class GradientReducer {
  public:
   // `overlap` false: nothing happens during backward; finish() reduces every
   // bucket after it (to measure what overlapping saves).
   // Buckets hold about `bucket_bytes` of gradients each, but the first,
-  // which holds at most kFirstBucketBytes.
-  GradientReducer(const NamedTensors& params, Communicator& comm, size_t bucket_bytes, bool overlap = true);
+  // which holds at most kFirstBucketBytes. `zero`: ZeRO-1's reduce-scatter.
+  GradientReducer(const NamedTensors& params, Communicator& comm, size_t bucket_bytes, bool overlap = true,
+                  bool zero = false);
   static constexpr size_t kFirstBucketBytes = size_t{1} << 20;
+  // SIMD kernels treat a run's last few elements (those past its last whole
+  // vector) with scalar code, which may round differently: ZeRO's cuts fall
+  // on multiples of this many elements from a parameter's start, so that
+  // every element is updated as a single process updates it.
+  static constexpr int64_t kAlign = 64;
   // For the backward of a step's last batch (earlier batches of an
   // accumulated step only accumulate locally, as DDP's no_sync).
   BackwardHooks hooks();
-  // After that backward: starts what is left, waits for every bucket and
-  // replaces each gradient by the sum over ranks. A rank whose share of the
-  // batch was empty calls it too, contributing zeros.
+  // After that backward: starts what is left and waits for every bucket;
+  // then each gradient holds the sum over ranks (with zero, once the runs are
+  // fixed: in this rank's run alone). A rank whose share of the batch was
+  // empty calls it too, contributing zeros.
   void finish();
 
   size_t buckets() const { return buckets_.size(); }
@@ -58,12 +81,23 @@ class GradientReducer {
   // Time spent in finish() waiting for reductions, per step: the
   // communication that backward did not hide.
   double exposed_seconds_per_step() const { return steps_ > 0 ? exposed_seconds_ / steps_ : 0.0; }
+  // The gradients' buffer of bucket b (a test looks at where gradients lie).
+  const Tensor& bucket_values(size_t b) const { return buckets_[b].values; }
+
+  // ZeRO-1, once the first step's finish() has fixed the buckets: rank r's
+  // run of parameter i is its elements [shard_runs()[i][r],
+  // shard_runs()[i][r + 1]), and a rank's slice of every parameter is
+  // owned(rank). Before, empty.
+  const std::vector<std::vector<int64_t>>& shard_runs() const { return runs_; }
+  std::vector<optim::Slice> owned(int rank) const;
 
  private:
   struct Bucket {
-    std::vector<size_t> params;  // indices into params_
-    std::vector<float> values;   // their gradients, back to back
-    size_t ready = 0;            // parameters copied in this step
+    std::vector<size_t> params;        // indices into params_
+    Tensor values;                     // their gradients, each a view into it
+    std::vector<float> staging;        // a host copy, for a device the communicator cannot address
+    std::vector<int64_t> rank_begins;  // ZeRO: rank r's run is [rank_begins[r], rank_begins[r + 1])
+    size_t ready = 0;                  // parameters whose gradient is final, this step
     Communicator::Request request = 0;
   };
   void build_buckets(const std::vector<size_t>& order);
@@ -73,12 +107,13 @@ class GradientReducer {
   const NamedTensors& params_;
   Communicator& comm_;
   size_t bucket_bytes_;
-  bool overlap_;
+  bool overlap_, zero_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, offset_of_;  // per parameter
-  std::vector<bool> copied_;                   // per parameter, this step
+  std::vector<bool> final_;                    // per parameter, this step
   std::vector<size_t> arrival_;                // parameters in the order their gradients came, this step
   bool rebuilt_ = false;                       // buckets follow the first step's arrival order
+  std::vector<std::vector<int64_t>> runs_;     // ZeRO, once rebuilt
   std::unordered_map<const TensorImpl*, size_t> index_of_;
   size_t started_ = 0;  // buckets started this step, in order
   double exposed_seconds_ = 0;
@@ -95,16 +130,14 @@ void broadcast_tensors(const NamedTensors& tensors, Communicator& comm);
 // Rank 0's string on every rank.
 std::string broadcast_string(const std::string& text, Communicator& comm);
 
-// ZeRO-1 (Rajbhandari et al. 2020, stage 1): the parameters, flattened one
-// after the other, are cut into `ranks` equal runs; rank r keeps the
-// optimizer state of run r only and updates only those elements. Returns
-// the slice of each parameter that falls in rank `rank`'s run.
-std::vector<optim::Slice> zero_shards(const NamedTensors& params, int rank, int ranks);
-// After a sharded step: every rank's updated elements to every rank.
-void all_gather_parameters(const optim::Optimizer& sharded, Communicator& comm);
+// ZeRO-1 (GradientReducer): after a sharded step, every rank's updated
+// elements to every rank (`runs`: the reducer's shard_runs()).
+void all_gather_parameters(const optim::Optimizer& sharded, const std::vector<std::vector<int64_t>>& runs,
+                           Communicator& comm);
 // The whole state of a sharded optimizer, as a single process's optimizer
 // would hold it (on rank 0; the other ranks get an empty state).
-optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded, Communicator& comm);
+optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded,
+                                             const std::vector<std::vector<int64_t>>& runs, Communicator& comm);
 // Rank 0's optimizer state (read from a checkpoint) on every rank.
 optim::OptimizerState broadcast_optimizer_state(const optim::OptimizerState& on_root, Communicator& comm);
 

@@ -96,7 +96,7 @@ void save_checkpoint(Run& run, const std::string& tag) {
   run.state.rank_dropout_rngs.assign(streams.begin() + 1, streams.end());
   run.state.accum_pending = run.accumulation.pending();
   optim::OptimizerState optimizer_state =
-      run.optimizer->sharded() ? gather_optimizer_state(*run.optimizer, run.comm) : run.optimizer->state_dict();
+      run.optimizer->sharded() ? gather_optimizer_state(*run.optimizer, run.reducer->shard_runs(), run.comm) : run.optimizer->state_dict();
   if (run.comm.rank() == 0) run.store.save(tag, *run.model, optimizer_state, run.state);
 }
 

@@ -158,10 +158,10 @@ void Trainer::build_model_and_optimizer() {
       device.description().c_str(), kernels::num_threads());
   optimizer = make_optimizer(config, model->named_parameters());
   if (comm.size() > 1) {
-    if (config.zero) optimizer->shard(zero_shards(optimizer->params(), comm.rank(), comm.size()));
+    // ZeRO-1 shards the optimizer at the first step (GradientReducer).
     const char* overlap = std::getenv("SCRATCHFORMER_DDP_OVERLAP");
     reducer = std::make_unique<GradientReducer>(optimizer->params(), comm, static_cast<size_t>(config.bucket_mb * 1048576.0),
-                                                 !(overlap && std::string(overlap) == "0"));
+                                                 !(overlap && std::string(overlap) == "0"), config.zero);
     say(comm,
         "data parallel: %d ranks, %lld threads each; gradients all-reduced in %zu buckets (%.1f MB per step)%s\n",
         comm.size(), static_cast<long long>(kernels::num_threads()), reducer->buckets(),

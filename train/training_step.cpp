@@ -59,15 +59,27 @@ int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batc
 void TrainingStep::optimizer_step() {
   optim::Optimizer& optimizer = *run_.optimizer;
   TrainingState& state = run_.state;
+  // The squares of a ZeRO rank's summed gradient elements, which the ranks
+  // add up to the squared gradient norm.
+  double squares = 0.0;
   if (run_.reducer) {
     run_.reducer->finish();
-    std::vector<double> loss{pending_loss_};
-    run_.comm.all_reduce_sum(loss);
-    pending_loss_ = loss[0];
+    if (run_.config.zero && !optimizer.sharded()) optimizer.shard(run_.reducer->owned(run_.comm.rank()));
+    if (optimizer.sharded()) squares = optim::grad_squares(optimizer.params(), optimizer.owned());
+    std::vector<double> sums{pending_loss_, squares};
+    run_.comm.all_reduce_sum(sums);
+    pending_loss_ = sums[0];
+    squares = sums[1];
   }
-  // Every rank holds the same summed gradients, so the same norm and the same decisions.
+  // Every rank has the same norm, so it takes the same decisions.
   const std::optional<float>& clip = run_.config.clip_grad_norm;
-  float norm = clip ? optim::clip_grad_norm(optimizer.params(), *clip) : optim::grad_norm(optimizer.params());
+  float norm = 0.0f;
+  if (optimizer.sharded()) {
+    norm = static_cast<float>(std::sqrt(squares));
+    if (clip) optim::clip_to_norm(optimizer.params(), optimizer.owned(), norm, *clip);
+  } else {
+    norm = clip ? optim::clip_grad_norm(optimizer.params(), *clip) : optim::grad_norm(optimizer.params());
+  }
   float mean_loss = static_cast<float>(pending_loss_ / pending_batches_);
   if (std::isfinite(mean_loss) && std::isfinite(norm)) {
     status_.nonfinite_in_a_row = 0;
@@ -75,7 +87,7 @@ void TrainingStep::optimizer_step() {
     float lr = optim::learning_rate(schedule_, state.global_step);
     optimizer.set_lr(lr);
     optimizer.step();
-    if (optimizer.sharded()) all_gather_parameters(optimizer, run_.comm);
+    if (optimizer.sharded()) all_gather_parameters(optimizer, run_.reducer->shard_runs(), run_.comm);
     auto now = std::chrono::steady_clock::now();
     double seconds = std::chrono::duration<double>(now - last_step_).count();
     if (!run_.metrics_path.empty())

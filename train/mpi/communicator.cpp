@@ -28,7 +28,9 @@
 // it receives from the previous one into its own (a reduce-scatter: each rank
 // then holds one chunk summed over all ranks), and in N - 1 more steps passes
 // the summed chunks around (an all-gather). Each rank sends and receives
-// 2 (N - 1) / N of the bucket, the least any all-reduce can. The messages are
+// 2 (N - 1) / N of the bucket, the least any all-reduce can. ZeRO's
+// reduce-scatter is the ring's first half alone, over chunks its caller cuts.
+// The messages are
 // persistent requests (MPI_Send_init, MPI_Recv_init) made once per bucket,
 // the received chunk lands in a buffer allocated once, and the sums are a
 // vectorised loop of ours: nothing is allocated or faulted in per step. Every
@@ -136,11 +138,13 @@ Clock::duration timeout_from_environment() {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-// One bucket's ring all-reduce (see the top of the file): its persistent
-// requests, made once, and the buffer the received chunks land in.
+// One bucket's ring (see the top of the file): its persistent requests, made
+// once, and the buffer the received chunks land in.
 struct Ring {
   size_t elements = 0;                       // the bucket's
-  std::vector<MPI_Request> sends, receives;  // one pair per step, 2 (N - 1) steps
+  std::vector<int64_t> begins;               // chunk c is [begins[c], begins[c + 1])
+  bool all_gather = true;                    // an all-reduce; else a reduce-scatter
+  std::vector<MPI_Request> sends, receives;  // one pair per step: N - 1 steps, or 2 (N - 1) with the all-gather
   std::vector<size_t> add_at, add_count;     // per reduce-scatter step: the chunk the received one adds into
   std::vector<float> received;               // the largest chunk
 };
@@ -224,9 +228,18 @@ class MpiWorld final : public Communicator {
     gather_runs(arrays, root);
   }
 
-  // Queued: it runs on the communication thread while the caller goes on.
+  // Queued: they run on the communication thread while the caller goes on.
   Request start_all_reduce_sum(std::span<float> values) override {
-    return post([=, this] { ring_all_reduce(values); });
+    std::vector<int64_t> begins;
+    for (int c = 0; c <= size_; ++c) begins.push_back(int64_t(chunk_begin(values.size(), c)));
+    return post([=, this] { ring_sum(values, begins, true); });
+  }
+  Request start_reduce_scatter_sum(std::span<float> values, std::vector<int64_t> begins) override {
+    if (begins.size() != size_t(size_) + 1 || begins.front() != 0 || begins.back() != int64_t(values.size()) ||
+        !std::is_sorted(begins.begin(), begins.end()))
+      internal_fail("reduce-scatter: ", begins.size(), " offsets that do not cut ", values.size(), " elements into ",
+                    size_, " runs");
+    return post([=, this] { ring_sum(values, begins, false); });
   }
 
   void wait(Request request) override {
@@ -362,33 +375,32 @@ class MpiWorld final : public Communicator {
     });
   }
 
-  // Chunk c of a bucket of `n` elements: [chunk_begin(c), chunk_begin(c + 1)).
+  // Chunk c of an all-reduce of `n` elements: [chunk_begin(c), chunk_begin(c + 1)).
   size_t chunk_begin(size_t n, int c) const { return n / size_ * c + std::min<size_t>(c, n % size_); }
 
-  // The persistent requests of `values`' ring, made at its first all-reduce.
-  // Reduce-scatter step s sends chunk (rank - s) and receives chunk
-  // (rank - s - 1), adding it into its own; all-gather step s sends chunk
-  // (rank + 1 - s), summed, and receives chunk (rank - s) in place.
-  Ring& ring_of(std::span<float> values) {
+  // The persistent requests of `values`' ring, made at its first sum.
+  // Reduce-scatter step s sends chunk (rank - s - 1) and receives chunk
+  // (rank - s - 2), adding it into its own, so that rank r ends with chunk r
+  // summed; all-gather step s sends chunk (rank - s), summed, and receives
+  // chunk (rank - s - 1) in place.
+  Ring& ring_of(std::span<float> values, const std::vector<int64_t>& begins, bool all_gather) {
     auto [found, added] = rings_.try_emplace(values.data());
     Ring& ring = found->second;
-    if (!added && ring.elements == values.size()) return ring;
-    free_ring(ring);  // a buffer of another size at the same address
-    ring = Ring{};
-    ring.elements = values.size();
-    const size_t n = values.size();
+    if (!added && ring.elements == values.size() && ring.begins == begins && ring.all_gather == all_gather) return ring;
+    free_ring(ring);  // another sum over the same address
+    ring = Ring{values.size(), begins, all_gather, {}, {}, {}, {}, {}};
     const int next = (rank_ + 1) % size_, previous = (rank_ + size_ - 1) % size_;
     auto chunk = [&](int c) { return ((c % size_) + size_) % size_; };
-    size_t largest = 0;
-    for (int c = 0; c < size_; ++c) largest = std::max(largest, chunk_begin(n, c + 1) - chunk_begin(n, c));
-    if (largest > kMaxCount) internal_fail("all-reduce: a chunk of ", largest, " elements, more than MPI's INT_MAX");
-    ring.received.assign(largest, 0.0f);  // touched once, here
-    for (int s = 0; s < 2 * (size_ - 1); ++s) {
+    int64_t largest = 0;
+    for (int c = 0; c < size_; ++c) largest = std::max(largest, begins[c + 1] - begins[c]);
+    if (largest > int64_t(kMaxCount)) internal_fail("all-reduce: a chunk of ", largest, " elements, more than MPI's INT_MAX");
+    ring.received.assign(size_t(largest), 0.0f);  // touched once, here
+    for (int s = 0; s < (all_gather ? 2 : 1) * (size_ - 1); ++s) {
       const bool scatter = s < size_ - 1;
       const int step = scatter ? s : s - (size_ - 1);
-      const int send = chunk(scatter ? rank_ - step : rank_ + 1 - step), receive = chunk(rank_ - step - (scatter ? 1 : 0));
-      const size_t send_at = chunk_begin(n, send), receive_at = chunk_begin(n, receive);
-      const int send_count = int(chunk_begin(n, send + 1) - send_at), receive_count = int(chunk_begin(n, receive + 1) - receive_at);
+      const int send = chunk(rank_ - step - (scatter ? 1 : 0)), receive = chunk(rank_ - step - (scatter ? 2 : 1));
+      const size_t send_at = size_t(begins[send]), receive_at = size_t(begins[receive]);
+      const int send_count = int(begins[send + 1] - begins[send]), receive_count = int(begins[receive + 1] - begins[receive]);
       ring.sends.emplace_back();
       ring.receives.emplace_back();
       MPI_Send_init(values.data() + send_at, send_count, MPI_FLOAT, next, kRing, comm_, &ring.sends.back());
@@ -407,9 +419,9 @@ class MpiWorld final : public Communicator {
     for (MPI_Request& r : ring.receives) MPI_Request_free(&r);
   }
 
-  void ring_all_reduce(std::span<float> values) {
+  void ring_sum(std::span<float> values, const std::vector<int64_t>& begins, bool all_gather) {
     if (size_ == 1) return;
-    Ring& ring = ring_of(values);
+    Ring& ring = ring_of(values, begins, all_gather);
     for (size_t s = 0; s < ring.sends.size(); ++s) {
       MPI_Request pair[2] = {ring.sends[s], ring.receives[s]};
       MPI_Startall(2, pair);
