@@ -104,6 +104,8 @@ class CpuDevice final : public Device {
   }
   void synchronize() override {}
 
+  void release_cached() { cache_.clear(); }
+
   AllocationStats stats() const {
     return {system_allocations_, cache_hits_, live_bytes_, peak_live_bytes_,
             static_cast<int64_t>(cache_.cached_bytes())};
@@ -162,6 +164,7 @@ void set_local_rank(int rank) { g_local_rank = rank; }
 int local_rank() { return g_local_rank; }
 
 AllocationStats cpu_allocation_stats() { return cpu_device().stats(); }
+void release_cached_cpu_memory() { cpu_device().release_cached(); }
 
 Storage::Storage(Device& device, size_t bytes)
     : device_(device), bytes_(bytes), buffer_(device.allocate(bytes)) {}

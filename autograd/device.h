@@ -71,6 +71,10 @@ struct AllocationStats {
   int64_t cached_bytes = 0;
 };
 AllocationStats cpu_allocation_stats();
+// Gives the CPU device's cached blocks back to the system: before a large
+// allocation that the cache cannot serve, so that it does not raise the
+// process's peak memory (the blocks are allocated anew when next needed).
+void release_cached_cpu_memory();
 
 // A block of device memory, freed by its device when the last tensor using it goes.
 class Storage {

@@ -216,6 +216,11 @@ void Tensor::zero_grad() {
 }
 
 void Tensor::set_grad(const Tensor& grad) const {
+  if (!grad.defined()) {
+    impl().grad = Tensor();
+    impl().grad_in_place = false;
+    return;
+  }
   if (grad.shape() != shape() || grad.dtype() != DType::F32 || &grad.device() != &device())
     internal_fail("set_grad: a ", to_string(grad.shape()), " ", to_string(grad.dtype()), " gradient on ",
                   grad.device().name(), " for a ", to_string(shape()), " tensor on ", device().name());

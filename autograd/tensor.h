@@ -116,7 +116,8 @@ class Tensor {
   // Internal: makes `grad` (this tensor's shape, float32, on its device) the
   // gradient slot itself, so backward accumulates into it where it lies (a
   // view into a communication buffer: train/data_parallel.h); zero_grad()
-  // then zeroes it in place instead of dropping it.
+  // then zeroes it in place instead of dropping it. An undefined `grad`
+  // drops the slot.
   void set_grad(const Tensor& grad) const;
   bool same_storage(const Tensor& other) const;
   // Internal: what this handle refers to; equal for handles of one tensor.

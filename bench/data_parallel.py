@@ -51,7 +51,7 @@ TORCH_PYTHON = "/usr/bin/python3"  # as the C++ bench: Debian's python3-torch
 BUCKETS = re.compile(r"all-reduced in (\d+) buckets \(([\d.]+) MB per step\)")
 SUMMARY = re.compile(r"data parallel: ([\d.]+) ms per step waiting .*; "
                      r"per rank: pairs [\d, ]+, label tokens [\d, ]+, empty shares [\d, ]+, "
-                     r"peak RSS ([\d., ]+) MiB, optimizer state ([\d., ]+) MiB")
+                     r"peak RSS ([\d., ]+) MiB, optimizer state ([\d., ]+) MiB, sent in the last step ([\d, ]+) bytes")
 
 
 def mpirun(ranks, env_names=(), tcp=False):
@@ -101,10 +101,12 @@ def median_step_ms(runs):
 
 def summary(stderr):
     """Rank 0's end-of-run line: ms per step waiting for all-reduces after
-    backward, and each rank's peak RSS and optimizer state (MiB)."""
+    backward, and each rank's peak RSS and optimizer state (MiB) and the
+    bytes it sent in the last step (MB here)."""
     m = SUMMARY.search(stderr)
-    per_rank = lambda text: [float(x) for x in text.split(",")]  # noqa: E731
-    return {"wait_ms": float(m[1]), "peak RSS": per_rank(m[2]), "optimizer state": per_rank(m[3])}
+    per_rank = lambda text, scale=1.0: [float(x) * scale for x in text.split(",")]  # noqa: E731
+    return {"wait_ms": float(m[1]), "peak RSS": per_rank(m[2]), "optimizer state": per_rank(m[3]),
+            "sent per step": per_rank(m[4], 1e-6)}
 
 
 def record(bench, case, ours, ref, ref_name, unit, **extra):
@@ -231,7 +233,7 @@ def small_model_runs(build):
         for name in runs:
             runs[name].append(train(launcher, f"{folder}/config.json", f"{folder}/{name}{trial}", {"zero": 0},
                                     env={"SCRATCHFORMER_DDP_OVERLAP": "1" if name == "on" else "0"}))
-    # ZeRO-1 for its memory only: one run.
+    # ZeRO-1: one run, for its memory, traffic and step.
     runs["zero"] = [train(launcher, f"{folder}/config.json", f"{folder}/zero", {"zero": 1},
                           env={"SCRATCHFORMER_DDP_OVERLAP": "1"})]
     # Per kind: the pooled median step, the mean wait, the first run's lines and memory.
@@ -244,11 +246,11 @@ def small_model_runs(build):
 
 
 def overlap_table(runs):
-    """Comparison 2. The wait is the trainer's own figure, timed from the last
-    bucket's start, so with the overlap off it leaves out what MPI does as
-    each bucket starts. And on 2 cores each rank's one thread also moves and
-    sums its buckets (MPI progresses inside our calls): what the overlap saves
-    shows in the whole step, beside the wait."""
+    """Comparison 2. The wait is the trainer's own figure: the time from
+    backward's end until every bucket is summed (with the overlap off, all of
+    the communication). On 2 cores the communication thread shares a core
+    with the compute threads: what the overlap saves shows in the whole step,
+    beside the wait."""
     buckets, megabytes = BUCKETS.search(runs["on"]["stderr"]).groups()
     on, off = runs["on"], runs["off"]
     hidden = 1 - on["wait_ms"] / off["wait_ms"]
@@ -264,15 +266,21 @@ def overlap_table(runs):
 
 
 def zero_table(runs):
-    """Comparison 3."""
-    print(f"\nZeRO-1, small model, 2 ranks x 1 thread (MiB, per rank: rank 0, rank 1)\n"
+    """Comparison 3: memory, the bytes each rank sent in a step (as the
+    communicator counts them: the ring's messages, and each rank's runs once
+    per receiving rank in the all-gather), and the step."""
+    print(f"\nZeRO-1, small model, 2 ranks x 1 thread (per rank: rank 0, rank 1)\n"
           f"{'case':<28} {'zero 1':>13} {'zero 0':>13} {'ratio':>7}")
     records = []
-    for what in ("optimizer state", "peak RSS"):
+    zero_step, plain_step = runs["zero"]["step_ms"], runs["on"]["step_ms"]
+    print(f"{'small, step ms (median)':<28} {zero_step:13.1f} {plain_step:13.1f} {zero_step / plain_step:7.3f}")
+    records.append(record("zero", "small, step", zero_step, plain_step, "zero 0", "ms"))
+    for what in ("sent per step", "optimizer state", "peak RSS"):
         zero, plain = runs["zero"][what], runs["on"][what]
-        print(f"{'small, ' + what:<28} {zero[0]:6.1f},{zero[1]:6.1f} {plain[0]:6.1f},{plain[1]:6.1f} "
+        unit = "MB" if what == "sent per step" else "MiB"
+        print(f"{'small, ' + what + ' (' + unit + ')':<28} {zero[0]:6.1f},{zero[1]:6.1f} {plain[0]:6.1f},{plain[1]:6.1f} "
               f"{max(zero) / max(plain):7.3f}")
-        records.append(record("zero", f"small, {what} (largest rank)", max(zero), max(plain), "zero 0", "MiB",
+        records.append(record("zero", f"small, {what} (largest rank)", max(zero), max(plain), "zero 0", unit,
                               per_rank=zero, ref_per_rank=plain))
     return records
 
@@ -282,8 +290,8 @@ def pytorch_table(runs):
     its batch from the corpus, all-reduces the batch's token count and the
     loss, and computes the gradient norm (logged); PyTorch's reuses 4
     prebuilt batches. Our loss weights each rank by its share of the batch's
-    tokens where DDP averages the ranks' means (the same work). DDP's buckets
-    are 25 MB, ours 2 MB."""
+    tokens where DDP averages the ranks' means (the same work). Both take
+    25 MB buckets after a first small one."""
     ours = runs["on"]["step_ms"]
     print(f"\nTraining step, small model, global batch {SMALL['batch']} on 2 ranks x 1 thread (ms, median after "
           f"{WARMUP} warm-up steps):\nours beside PyTorch's DistributedDataParallel (gloo; its own warm-up, "

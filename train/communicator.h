@@ -69,6 +69,12 @@ class Communicator {
   virtual Request start_reduce_scatter_sum(std::span<float> values, std::vector<int64_t> begins) = 0;
   virtual void wait(Request request) = 0;
 
+  // The bytes this rank has sent in the sums above and the in-place gathers
+  // (the gradients and ZeRO's parameters and state): a ring's messages as
+  // they are, and in a gather its own runs once for each rank that receives
+  // them, which any algorithm must send (MPI's may relay more).
+  virtual int64_t bytes_sent() const = 0;
+
   // Ends every rank of the job at once with exit status `code`, after this
   // rank has printed why. In a single process it returns (the caller exits).
   virtual void abort(int code) = 0;

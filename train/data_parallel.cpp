@@ -47,53 +47,67 @@ GradientReducer::GradientReducer(const NamedTensors& params, Communicator& comm,
     reverse.push_back(i);
     index_of_[params[i].second.id()] = i;
   }
-  build_buckets(reverse);
+  plan_buckets(reverse);
+  allocate_buckets();
 }
 
 // Consecutive parameters of `order` share a bucket up to its size, as
 // PyTorch's DDP sizes them: the first bucket small, so that its sum starts as
 // soon as backward's last layers are done, the others large, so that each sum
-// moves data at full speed and pays MPI's fixed cost per call rarely. Each
-// parameter's gradient becomes a view into its bucket, keeping its values.
-void GradientReducer::build_buckets(const std::vector<size_t>& order) {
-  std::vector<Bucket> old = std::move(buckets_);
+// moves data at full speed and pays MPI's fixed cost per call rarely.
+void GradientReducer::plan_buckets(const std::vector<size_t>& order) {
   buckets_.clear();
+  allocated_ = false;
   bucket_of_.assign(params_.size(), 0);
   offset_of_.assign(params_.size(), 0);
-  std::vector<int64_t> elements;  // per bucket
   for (size_t i : order) {
     int64_t length = round_up(params_[i].second.numel(), kAlign);
     size_t limit = buckets_.size() == 1 ? std::min(kFirstBucketBytes, bucket_bytes_) : bucket_bytes_;
-    if (buckets_.empty() || static_cast<size_t>(elements.back() + length) * sizeof(float) > limit) {
+    if (buckets_.empty() || static_cast<size_t>(buckets_.back().elements + length) * sizeof(float) > limit)
       buckets_.emplace_back();
-      elements.push_back(0);
-    }
+    Bucket& b = buckets_.back();
     bucket_of_[i] = buckets_.size() - 1;
-    offset_of_[i] = static_cast<size_t>(elements.back());
-    buckets_.back().params.push_back(i);
-    elements.back() += length;
+    offset_of_[i] = static_cast<size_t>(b.elements);
+    b.params.push_back(i);
+    b.elements += length;
   }
+  // ZeRO's runs: equal (the last may be shorter, runs past the end empty).
   const int ranks = comm_.size();
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    Bucket& bucket = buckets_[b];
-    Device& device = params_[bucket.params[0]].second.device();
-    bucket.values = Tensor::zeros({elements[b]}, DType::F32, device);
-    if (!device.host_addressable()) bucket.staging.assign(static_cast<size_t>(elements[b]), 0.0f);
-    // Equal runs (the last may be shorter, runs past the end empty).
-    int64_t run = round_up((elements[b] + ranks - 1) / ranks, kAlign);
-    for (int r = 0; r <= ranks; ++r) bucket.rank_begins.push_back(std::min(elements[b], r * run));
-    for (size_t i : bucket.params) {
+  for (Bucket& b : buckets_) {
+    int64_t run = round_up((b.elements + ranks - 1) / ranks, kAlign);
+    for (int r = 0; r <= ranks; ++r) b.rank_begins.push_back(std::min(b.elements, r * run));
+  }
+}
+
+// Zeroed buckets, and each parameter's gradient a view into its bucket.
+void GradientReducer::allocate_buckets() {
+  for (Bucket& b : buckets_) {
+    Device& device = params_[b.params[0]].second.device();
+    b.values = Tensor::zeros({b.elements}, DType::F32, device);
+    if (!device.host_addressable()) b.staging.assign(static_cast<size_t>(b.elements), 0.0f);
+    for (size_t i : b.params) {
       const Tensor& p = params_[i].second;
-      Tensor view = bucket.values.view(static_cast<int64_t>(offset_of_[i]), p.shape());
-      if (Tensor g = p.grad(); g.defined()) view.copy_from(g);
-      p.set_grad(view);
+      p.set_grad(b.values.view(static_cast<int64_t>(offset_of_[i]), p.shape()));
     }
   }
+  allocated_ = true;
+}
+
+void GradientReducer::zero_grad() {
+  if (allocated_) {
+    for (Bucket& b : buckets_) b.values.device().fill(b.values.raw_mem(), 0, static_cast<size_t>(b.elements));
+    return;
+  }
+  // The old buckets go back to the system (the allocator would cache them),
+  // so that the new ones, of other sizes, do not add to the peak memory.
+  for (const auto& [name, p] : params_) p.set_grad(Tensor());
+  release_cached_cpu_memory();
+  allocate_buckets();
 }
 
 int64_t GradientReducer::bytes_per_step() const {
   int64_t bytes = 0;
-  for (const Bucket& b : buckets_) bytes += b.values.numel() * static_cast<int64_t>(sizeof(float));
+  for (const Bucket& b : buckets_) bytes += b.elements * static_cast<int64_t>(sizeof(float));
   return bytes;
 }
 
@@ -153,10 +167,11 @@ void GradientReducer::finish() {
   // registered before the layers, get their gradients last. After the first
   // step the buckets follow the order the gradients really came in (as DDP
   // rebuilds its buckets), rank 0's, so that every rank has the same buckets.
+  // The gradients stay where they are until zero_grad().
   if (!rebuilt_) {
     std::vector<int64_t> order(arrival_.begin(), arrival_.end());
     comm_.broadcast(as_bytes(order), 0);
-    build_buckets({order.begin(), order.end()});
+    plan_buckets({order.begin(), order.end()});
     rebuilt_ = true;
     if (zero_) {
       // Rank r's run of a parameter: where the bucket's run r meets it.
@@ -226,11 +241,15 @@ void all_gather_parameters(const optim::Optimizer& sharded, const std::vector<st
 }
 
 // Each state tensor gathered on rank 0 alone, from every rank's slices of it:
-// the other ranks send what they hold and allocate nothing.
+// the other ranks send their slices from where they lie.
 optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded,
                                              const std::vector<std::vector<int64_t>>& runs, Communicator& comm) {
   const NamedTensors& params = sharded.params();
   optim::OptimizerState whole{sharded.name(), sharded.steps(), {}};
+  // Rank 0 assembles the whole state, which ZeRO keeps it from holding while
+  // it trains: it makes room first among the blocks the step's activations
+  // left in the allocator's cache.
+  if (comm.rank() == 0) release_cached_cpu_memory();
   // A single process's optimizer lists each parameter's state in name order.
   std::vector<std::string> keys = sharded.state_names();
   std::sort(keys.begin(), keys.end());
@@ -241,19 +260,23 @@ optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded,
     for (size_t i = 0; i < params.size(); ++i) exists[i] = sharded.find_state(i, keys[k]) != nullptr;
     comm.all_reduce_max(exists);
     std::vector<Communicator::Runs> arrays;
-    std::vector<std::vector<float>> mine;  // this rank's slices, on the host
+    std::vector<std::vector<float>> host_copies;  // of slices off the host, or of none yet (zeros)
     for (size_t i = 0; i < params.size(); ++i) {
       if (!exists[i]) continue;
       const Tensor& p = params[i].second;
       const optim::Slice& own = sharded.owned(i);
-      mine.emplace_back(static_cast<size_t>(own.size()));
-      if (const Tensor* piece = sharded.find_state(i, keys[k]); piece && own.size() > 0)
-        read_elements(*piece, 0, own.size(), mine.back().data());
-      std::span<float> values(mine.back());
+      const Tensor* piece = sharded.find_state(i, keys[k]);
+      std::span<float> values;
       if (comm.rank() == 0) {
         per_key[k][i] = Tensor::zeros(p.shape());
-        std::copy(mine.back().begin(), mine.back().end(), per_key[k][i].data() + own.begin);
+        if (piece && own.size() > 0) read_elements(*piece, 0, own.size(), per_key[k][i].data() + own.begin);
         values = {per_key[k][i].data(), static_cast<size_t>(p.numel())};
+      } else if (piece && piece->device().host_addressable()) {
+        values = {piece->data(), static_cast<size_t>(own.size())};
+      } else {
+        host_copies.emplace_back(static_cast<size_t>(own.size()), 0.0f);
+        if (piece && own.size() > 0) read_elements(*piece, 0, own.size(), host_copies.back().data());
+        values = host_copies.back();
       }
       arrays.push_back({values, runs[i]});
     }

@@ -74,6 +74,10 @@ class GradientReducer {
   // fixed: in this rank's run alone). A rank whose share of the batch was
   // empty calls it too, contributing zeros.
   void finish();
+  // After the optimizer's step, instead of its zero_grad(): zeroes the
+  // buckets. After the first step it moves the gradients into the buckets
+  // that follow that step's order, the old ones freed first.
+  void zero_grad();
 
   size_t buckets() const { return buckets_.size(); }
   int64_t bytes_per_step() const;
@@ -96,11 +100,13 @@ class GradientReducer {
     std::vector<size_t> params;        // indices into params_
     Tensor values;                     // their gradients, each a view into it
     std::vector<float> staging;        // a host copy, for a device the communicator cannot address
+    int64_t elements = 0;              // the gradients', each padded to a multiple of kAlign
     std::vector<int64_t> rank_begins;  // ZeRO: rank r's run is [rank_begins[r], rank_begins[r + 1])
     size_t ready = 0;                  // parameters whose gradient is final, this step
     Communicator::Request request = 0;
   };
-  void build_buckets(const std::vector<size_t>& order);
+  void plan_buckets(const std::vector<size_t>& order);
+  void allocate_buckets();
   void gradient_ready(size_t param);
   void start_ready_buckets();
 
@@ -113,6 +119,7 @@ class GradientReducer {
   std::vector<bool> final_;                    // per parameter, this step
   std::vector<size_t> arrival_;                // parameters in the order their gradients came, this step
   bool rebuilt_ = false;                       // buckets follow the first step's arrival order
+  bool allocated_ = false;                     // the planned buckets hold the gradients
   std::vector<std::vector<int64_t>> runs_;     // ZeRO, once rebuilt
   std::unordered_map<const TensorImpl*, size_t> index_of_;
   size_t started_ = 0;  // buckets started this step, in order

@@ -265,8 +265,8 @@ int Trainer::run() {
 void Trainer::report_data_parallel(const TrainingStep::Status& trained) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  const std::vector<int64_t> mine{trained.pairs, trained.label_tokens, trained.empty_shares, usage.ru_maxrss * 1024,
-                                  optimizer->state_bytes()};
+  const std::vector<int64_t> mine{trained.pairs,           trained.label_tokens,     trained.empty_shares,
+                                  usage.ru_maxrss * 1024,  optimizer->state_bytes(), trained.step_bytes_sent};
   std::vector<int64_t> all(mine.size() * static_cast<size_t>(comm.size()));
   comm.all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(all)));
   // Figure k of every rank, comma-separated.
@@ -284,9 +284,11 @@ void Trainer::report_data_parallel(const TrainingStep::Status& trained) {
     return text;
   };
   say(comm, "data parallel: %.2f ms per step waiting for gradient all-reduces after backward (overlap %s); "
-      "per rank: pairs %s, label tokens %s, empty shares %s, peak RSS %s MiB, optimizer state %s MiB\n",
+      "per rank: pairs %s, label tokens %s, empty shares %s, peak RSS %s MiB, optimizer state %s MiB, "
+      "sent in the last step %s bytes\n",
       1e3 * reducer->exposed_seconds_per_step(), reducer->overlapping() ? "on" : "off", per_rank(0, false).c_str(),
-      per_rank(1, false).c_str(), per_rank(2, false).c_str(), per_rank(3, true).c_str(), per_rank(4, true).c_str());
+      per_rank(1, false).c_str(), per_rank(2, false).c_str(), per_rank(3, true).c_str(), per_rank(4, true).c_str(),
+      per_rank(5, false).c_str());
 }
 
 }  // namespace sf::train

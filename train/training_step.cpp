@@ -97,7 +97,12 @@ void TrainingStep::optimizer_step() {
   } else {
     skip_nonfinite_step(mean_loss, norm);
   }
-  optimizer.zero_grad();
+  if (run_.reducer)
+    run_.reducer->zero_grad();
+  else
+    optimizer.zero_grad();
+  status_.step_bytes_sent = run_.comm.bytes_sent() - bytes_sent_before_;
+  bytes_sent_before_ = run_.comm.bytes_sent();
   last_step_ = std::chrono::steady_clock::now();
   status_.last_loss = mean_loss;
   status_.epoch_loss_sum += pending_loss_;

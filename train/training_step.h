@@ -36,6 +36,8 @@ class TrainingStep {
     // What this rank trained on in this process: pairs and label tokens of its
     // shares, and the batches in which its share was empty.
     int64_t pairs = 0, label_tokens = 0, empty_shares = 0;
+    // The bytes the communicator sent for the last optimizer step.
+    int64_t step_bytes_sent = 0;
   };
   const Status& status() const { return status_; }
   void start_epoch() { status_.epoch_loss_sum = 0; }
@@ -47,6 +49,7 @@ class TrainingStep {
   Run& run_;
   optim::ScheduleOptions schedule_;
   Status status_;
+  int64_t bytes_sent_before_ = 0;  // the communicator's count at the end of the previous step
   // Since the last optimizer step: summed batch losses (this rank's part of
   // them), batches, label tokens (of the whole batches).
   double pending_loss_ = 0;

@@ -145,6 +145,7 @@ struct Ring {
   std::vector<int64_t> begins;               // chunk c is [begins[c], begins[c + 1])
   bool all_gather = true;                    // an all-reduce; else a reduce-scatter
   std::vector<MPI_Request> sends, receives;  // one pair per step: N - 1 steps, or 2 (N - 1) with the all-gather
+  std::vector<int64_t> sent;                 // bytes, per step
   std::vector<size_t> add_at, add_count;     // per reduce-scatter step: the chunk the received one adds into
   std::vector<float> received;               // the largest chunk
 };
@@ -241,6 +242,8 @@ class MpiWorld final : public Communicator {
                     size_, " runs");
     return post([=, this] { ring_sum(values, begins, false); });
   }
+
+  int64_t bytes_sent() const override { return bytes_sent_; }
 
   void wait(Request request) override {
     std::unique_lock lock(mutex_);
@@ -347,6 +350,7 @@ class MpiWorld final : public Communicator {
         displacements[a].push_back(int(begins[r]));
         counts[a].push_back(int(begins[r + 1] - begins[r]));
       }
+      if (root != rank_) bytes_sent_ += counts[a][rank_] * int64_t(sizeof(float)) * (root < 0 ? size_ - 1 : 1);
     }
     run_and_wait([&] {
       std::vector<MPI_Request> requests(arrays.size());
@@ -388,7 +392,7 @@ class MpiWorld final : public Communicator {
     Ring& ring = found->second;
     if (!added && ring.elements == values.size() && ring.begins == begins && ring.all_gather == all_gather) return ring;
     free_ring(ring);  // another sum over the same address
-    ring = Ring{values.size(), begins, all_gather, {}, {}, {}, {}, {}};
+    ring = Ring{values.size(), begins, all_gather, {}, {}, {}, {}, {}, {}};
     const int next = (rank_ + 1) % size_, previous = (rank_ + size_ - 1) % size_;
     auto chunk = [&](int c) { return ((c % size_) + size_) % size_; };
     int64_t largest = 0;
@@ -403,6 +407,7 @@ class MpiWorld final : public Communicator {
       const int send_count = int(begins[send + 1] - begins[send]), receive_count = int(begins[receive + 1] - begins[receive]);
       ring.sends.emplace_back();
       ring.receives.emplace_back();
+      ring.sent.push_back(send_count * int64_t(sizeof(float)));
       MPI_Send_init(values.data() + send_at, send_count, MPI_FLOAT, next, kRing, comm_, &ring.sends.back());
       MPI_Recv_init(scatter ? ring.received.data() : values.data() + receive_at, receive_count, MPI_FLOAT, previous,
                     kRing, comm_, &ring.receives.back());
@@ -426,6 +431,7 @@ class MpiWorld final : public Communicator {
       MPI_Request pair[2] = {ring.sends[s], ring.receives[s]};
       MPI_Startall(2, pair);
       wait_loop(pair, kAllReduce);
+      bytes_sent_ += ring.sent[s];
       if (s < ring.add_at.size()) {
         float* into = values.data() + ring.add_at[s];
         const float* add = ring.received.data();
@@ -568,6 +574,7 @@ class MpiWorld final : public Communicator {
   std::exception_ptr failure_;  // a job's exception, rethrown to whoever waits next
   bool stopping_ = false;
   std::atomic<int> abort_code_{-1};
+  std::atomic<int64_t> bytes_sent_{0};
 };
 
 }  // namespace
