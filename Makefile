@@ -45,7 +45,7 @@ else
   BUILD := build
   CXXFLAGS ?= -O3 -g
 endif
-LIB_SRC := $(wildcard autograd/*.cpp autograd/kernels/*.cpp nn/*.cpp optim/*.cpp data/*.cpp) \
+LIB_SRC := $(wildcard base/*.cpp autograd/*.cpp autograd/kernels/*.cpp nn/*.cpp optim/*.cpp data/*.cpp) \
            $(filter-out train/main.cpp,$(wildcard train/*.cpp))
 # The OpenCL backend (autograd/opencl/): its own build folder, the ICD loader,
 # and PoCL so that a machine without a GPU still has an OpenCL device. (PoCL's

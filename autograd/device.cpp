@@ -9,7 +9,7 @@
 #include <new>
 
 #include "block_cache.h"
-#include "error.h"
+#include "base/error.h"
 #ifdef SF_OPENCL
 #include "opencl/opencl.h"
 #endif

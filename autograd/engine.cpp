@@ -3,7 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "error.h"
+#include "base/error.h"
 #include "ops.h"
 
 namespace sf {

@@ -4,7 +4,7 @@
 #pragma once
 #include <utility>
 
-#include "random.h"
+#include "base/random.h"
 #include "tensor.h"
 
 namespace sf {

@@ -1,7 +1,7 @@
 // Helpers shared by the op implementations (not part of the public API).
 #pragma once
 #include "engine.h"
-#include "error.h"
+#include "base/error.h"
 #include "kernels/kernels.h"
 #include "tensor.h"
 

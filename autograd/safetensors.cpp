@@ -8,8 +8,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "atomic_file.h"
-#include "error.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
 
 namespace sf::safetensors {
 

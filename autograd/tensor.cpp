@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "engine.h"
-#include "error.h"
+#include "base/error.h"
 
 namespace sf {
 
@@ -41,6 +41,22 @@ const char* to_string(DType dtype) {
 }
 
 int64_t element_bytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
+
+const std::vector<std::string>& precision_names() {
+  static const std::vector<std::string> names{"fp32", "bf16"};
+  return names;
+}
+
+std::optional<DType> precision_named(const std::string& name) {
+  if (name == "fp32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  return std::nullopt;
+}
+
+const char* precision_name(DType dtype) {
+  if (dtype == DType::F32 || dtype == DType::BF16) return dtype == DType::F32 ? "fp32" : "bf16";
+  internal_fail("precision_name: ", to_string(dtype), " is not a precision");
+}
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device& device) {
   for (int64_t d : shape)

@@ -16,6 +16,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,12 @@ std::string to_string(const Shape& shape);  // "[2, 3]"
 Shape contiguous_strides(const Shape& shape);  // row-major element strides
 const char* to_string(DType dtype);
 int64_t element_bytes(DType dtype);  // 4, 4, 2
+// The precisions a run or a file can be in, by the names settings and flags
+// give them: "fp32" (float32) and "bf16" (bfloat16). The names, in that
+// order; the dtype of a name (none for another string); a dtype's name.
+const std::vector<std::string>& precision_names();
+std::optional<DType> precision_named(const std::string& name);
+const char* precision_name(DType dtype);
 
 class Tensor;
 struct Node;

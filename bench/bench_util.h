@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/random.h"
+#include "base/random.h"
 
 namespace sf::bench {
 

@@ -54,8 +54,8 @@ SUMMARY = re.compile(r"data parallel: ([\d.]+) ms per step waiting .*; "
                      r"peak RSS ([\d., ]+) MiB, optimizer state ([\d., ]+) MiB, sent in the last step ([\d, ]+) bytes")
 
 
-def mpirun(ranks, env_names=(), tcp=False):
-    """The launch of `ranks` ranks on this machine, passing on `env_names`.
+def mpirun(ranks, tcp=False):
+    """The launch of `ranks` ranks on this machine.
     --bind-to none: Open MPI would pin each rank to a core, and with threads > 1
     pin all of a rank's threads there. `tcp`: over TCP only (loopback), as
     ranks on two machines talk, Open MPI's shared-memory transport left out."""
@@ -64,21 +64,18 @@ def mpirun(ranks, env_names=(), tcp=False):
         command += ["--mca", "btl", "self,tcp"]
     if os.geteuid() == 0:
         command.append("--allow-run-as-root")
-    for name in env_names:
-        command += ["-x", name]
     return command
 
 
-def train(launcher, config, folder, settings, env=None):
+def train(launcher, config, folder, settings):
     """Trains `launcher + [train ...]` with its outputs in `folder` (emptied
     first); returns the step records of metrics.jsonl and rank 0's stderr."""
     shutil.rmtree(folder, ignore_errors=True)
     settings = dict(settings, model_folder=f"{folder}/weights", experiment_name=f"{folder}/run")
     command = launcher + ["train", "--config", config]
     for key, value in settings.items():
-        command += ["--set", f"{key}={value}"]
-    run = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         env=dict(os.environ, **(env or {})))
+        command += ["--set", f"{key}={json.dumps(value) if isinstance(value, bool) else value}"]
+    run = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if run.returncode != 0:
         sys.exit(f"data_parallel.py: {' '.join(command)} exited {run.returncode}:\n{run.stderr[-2000:]}")
     with open(f"{folder}/run/metrics.jsonl") as f:
@@ -227,15 +224,14 @@ def small_model_runs(build):
               "num_epochs": 1, "threads": 1, "val_examples": 0}
     with open(f"{folder}/config.json", "w") as f:
         json.dump(config, f, indent=1)
-    launcher = mpirun(2, ["SCRATCHFORMER_DDP_OVERLAP"]) + [f"{build}/mpi/scratchformer"]
+    launcher = mpirun(2) + [f"{build}/mpi/scratchformer"]
     runs = {"off": [], "on": []}
     for trial in range(TRIALS):
         for name in runs:
-            runs[name].append(train(launcher, f"{folder}/config.json", f"{folder}/{name}{trial}", {"zero": 0},
-                                    env={"SCRATCHFORMER_DDP_OVERLAP": "1" if name == "on" else "0"}))
+            runs[name].append(train(launcher, f"{folder}/config.json", f"{folder}/{name}{trial}",
+                                    {"zero": 0, "overlap_grad_reduce": name == "on"}))
     # ZeRO-1: one run, for its memory, traffic and step.
-    runs["zero"] = [train(launcher, f"{folder}/config.json", f"{folder}/zero", {"zero": 1},
-                          env={"SCRATCHFORMER_DDP_OVERLAP": "1"})]
+    runs["zero"] = [train(launcher, f"{folder}/config.json", f"{folder}/zero", {"zero": 1})]
     # Per kind: the pooled median step, the mean wait, the first run's lines and memory.
     kinds = {}
     for name, trials in runs.items():

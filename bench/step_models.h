@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "autograd/random.h"
+#include "base/random.h"
 #include "nn/transformer.h"
 
 namespace sf::bench {

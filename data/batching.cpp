@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "shuffle.h"
 
 namespace sf::data {

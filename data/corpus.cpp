@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "shuffle.h"
 #include "unicode.h"
 
@@ -59,13 +59,17 @@ void check_side(const std::string& text, const char* side, const std::string& wh
 
 }  // namespace
 
+Pair split_tsv_line(std::string_view line, const std::string& where) {
+  size_t tab = line.find('\t');
+  if (tab == std::string_view::npos) fail(where, ": no TAB (expected source<TAB>target)");
+  if (line.find('\t', tab + 1) != std::string_view::npos)
+    fail(where, ": more than one TAB (expected source<TAB>target)");
+  return {std::string(line.substr(0, tab)), std::string(line.substr(tab + 1)), where};
+}
+
 ReadResult read_tsv(const std::string& path) {
   return read_lines(path, [](std::string_view line, const std::string& where) {
-    size_t tab = line.find('\t');
-    if (tab == std::string_view::npos) fail(where, ": no TAB (expected source<TAB>target)");
-    if (line.find('\t', tab + 1) != std::string_view::npos)
-      fail(where, ": more than one TAB (expected source<TAB>target)");
-    Pair pair{std::string(line.substr(0, tab)), std::string(line.substr(tab + 1)), where};
+    Pair pair = split_tsv_line(line, where);
     check_side(pair.src, "source", where);
     check_side(pair.tgt, "target", where);
     return pair;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sf::data {
@@ -17,6 +18,10 @@ struct ReadResult {
   std::vector<Pair> pairs;
   int64_t blank_lines = 0;  // empty or whitespace-only lines, skipped
 };
+
+// One `source<TAB>target` line, split at its TAB (an sf::Error "WHERE: ..."
+// without one TAB exactly); `where` becomes the pair's origin.
+Pair split_tsv_line(std::string_view line, const std::string& where);
 
 // Every error is an sf::Error "FILE:LINE: what is wrong" (invalid UTF-8, a
 // missing or extra TAB, an empty side; for JSONL bad JSON, a row that is not

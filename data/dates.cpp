@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::data::dates {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <iterator>
 
-#include "autograd/error.h"
 #include "autograd/ops.h"
+#include "base/error.h"
 
 namespace sf::data {
 

@@ -4,7 +4,7 @@
 #include <string_view>
 #include <vector>
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::data::grammar {
 

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "autograd/random.h"
+#include "base/random.h"
 #include "corpus.h"
 
 namespace sf::data::grammar {

@@ -1,6 +1,6 @@
 #include "numbers.h"
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::data::numbers {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "autograd/random.h"
+#include "base/random.h"
 #include "corpus.h"
 
 namespace sf::data::numbers {

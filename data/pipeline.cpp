@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "toy_tasks.h"
 
 namespace sf::data {

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/random.h"
+#include "base/random.h"
 
 namespace sf::data {
 

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "autograd/atomic_file.h"
-#include "autograd/error.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
 #include "pretokenizer.h"
 
 namespace sf::data {

@@ -2,8 +2,8 @@
 
 #include <unordered_set>
 
-#include "autograd/error.h"
-#include "autograd/random.h"
+#include "base/error.h"
+#include "base/random.h"
 #include "dates.h"
 #include "grammar.h"
 #include "numbers.h"

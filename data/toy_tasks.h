@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/random.h"
+#include "base/random.h"
 #include "corpus.h"
 
 namespace sf::data {

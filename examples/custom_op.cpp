@@ -13,6 +13,7 @@
 #include <string>
 
 #include "autograd/engine.h"
+#include "autograd/init.h"
 #include "autograd/ops.h"
 
 using namespace sf;

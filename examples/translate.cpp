@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "data/detokenizer.h"
 #include "train/config.h"
 #include "train/inference.h"

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <utility>
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::fuzz {
 

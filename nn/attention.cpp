@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::nn {
 

@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "autograd/engine.h"
-#include "autograd/error.h"
-#include "autograd/parse_int.h"
+#include "base/error.h"
+#include "base/parse_int.h"
 
 namespace sf::nn {
 

@@ -2,7 +2,8 @@
 
 #include <cmath>
 
-#include "autograd/error.h"
+#include "autograd/init.h"
+#include "base/error.h"
 
 namespace sf::nn {
 

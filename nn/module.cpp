@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::nn {
 

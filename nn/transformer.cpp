@@ -1,6 +1,7 @@
 #include "transformer.h"
 
-#include "autograd/error.h"
+#include "autograd/init.h"
+#include "base/error.h"
 
 namespace sf::nn {
 

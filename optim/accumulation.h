@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::optim {
 

@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "autograd/engine.h"
-#include "autograd/error.h"
-#include "autograd/parse_int.h"
+#include "base/error.h"
+#include "base/parse_int.h"
 
 namespace sf::optim {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::optim {
 

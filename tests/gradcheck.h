@@ -16,8 +16,9 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/init.h"
 #include "autograd/ops.h"
-#include "autograd/random.h"
+#include "base/random.h"
 
 namespace sf::testing {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "autograd/device.h"
-#include "autograd/error.h"
+#include "base/error.h"
 #include "skip.h"
 
 namespace sf::testing {

@@ -19,10 +19,10 @@
 #include <tuple>
 #include <vector>
 
-#include "autograd/error.h"
 #include "autograd/kernels/kernels.h"
 #include "autograd/opencl/opencl.h"
 #include "autograd/ops_common.h"
+#include "base/error.h"
 #include "kernel_checks.h"
 #include "opencl_helpers.h"
 

@@ -7,9 +7,10 @@
 #include <vector>
 
 #include "autograd/engine.h"
-#include "autograd/error.h"
+#include "autograd/init.h"
 #include "autograd/ops.h"
-#include "autograd/random.h"
+#include "base/error.h"
+#include "base/random.h"
 
 using namespace sf;
 

@@ -11,7 +11,7 @@
 #include <chrono>
 #include <thread>
 
-#include "autograd/atomic_file.h"
+#include "base/atomic_file.h"
 #include "cli_process.h"
 #include "nn/checkpoint.h"
 #include "optim/clip.h"
@@ -339,7 +339,7 @@ TEST_CASE("checkpoints: a tag caught between renames loads its .prev copy, never
 }
 
 // Kills, stops and full disks at chosen file-system steps of a run
-// (SCRATCHFORMER_FILE_STEPS, autograd/file_steps.h), on the tiny model: each
+// (SCRATCHFORMER_FILE_STEPS, base/file_steps.h), on the tiny model: each
 // run takes a fraction of a second, so a test can try every step of a save.
 namespace {
 

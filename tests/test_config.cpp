@@ -4,11 +4,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "cli_process.h"
 #include "test_nn_helpers.h"
-#include "train/resources.h"
 #include "train/config.h"
+#include "train/resources.h"
 
 using namespace sf;
 using namespace sf::train;

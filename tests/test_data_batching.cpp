@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "autograd/error.h"
-#include "autograd/random.h"
+#include "base/error.h"
+#include "base/random.h"
 #include "data/batching.h"
 
 using namespace sf;

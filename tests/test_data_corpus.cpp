@@ -8,7 +8,7 @@
 #include <set>
 #include <unistd.h>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "data/corpus.h"
 #include "data/pipeline.h"
 

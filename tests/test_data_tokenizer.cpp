@@ -6,7 +6,7 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "data/pretokenizer.h"
 #include "data/tokenizer.h"
 #include "data/unicode.h"

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "data/dates.h"
 #include "data/grammar.h"
 #include "data/numbers.h"

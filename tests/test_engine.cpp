@@ -6,9 +6,10 @@
 
 #include "autograd/block_cache.h"
 #include "autograd/engine.h"
-#include "autograd/error.h"
+#include "autograd/init.h"
 #include "autograd/ops.h"
-#include "autograd/random.h"
+#include "base/error.h"
+#include "base/random.h"
 #include "skip.h"
 
 using namespace sf;

@@ -1,4 +1,4 @@
-// The two kinds of failure (autograd/error.h): bad input is an sf::Error and
+// The two kinds of failure (base/error.h): bad input is an sf::Error and
 // the command exits 2; a broken invariant is an sf::InternalError and exits 1.
 #include <doctest/doctest.h>
 
@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "autograd/error.h"
 #include "autograd/ops.h"
+#include "base/error.h"
 #include "data/corpus.h"
 #include "nn/layers.h"
 #include "test_nn_helpers.h"

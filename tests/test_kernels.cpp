@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/error.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/kernels.h"
+#include "base/error.h"
 #include "kernel_checks.h"
 #include "autograd/kernels/simd.h"
 #include "autograd/kernels/thread_pool.h"

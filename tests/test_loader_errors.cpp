@@ -4,8 +4,8 @@
 
 #include <fstream>
 
-#include "autograd/error.h"
-#include "autograd/parse_int.h"
+#include "base/error.h"
+#include "base/parse_int.h"
 #include "data/corpus.h"
 #include "data/tokenizer.h"
 #include "optim/optimizer.h"

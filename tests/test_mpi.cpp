@@ -21,7 +21,7 @@
 #include "cli_process.h"
 #include "skip.h"
 #include "autograd/ops.h"
-#include "autograd/random.h"
+#include "base/random.h"
 #include "train/checkpoints.h"
 #include "train/data_parallel.h"
 #include "train/inference.h"

@@ -2,7 +2,7 @@
 // values, masks, and a finite-difference gradient check through each module.
 #include <cmath>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "gradcheck.h"
 #include "nn/transformer.h"
 #include "test_nn_helpers.h"

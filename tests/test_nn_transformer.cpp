@@ -2,7 +2,7 @@
 // and incremental (KV-cache) decoding against full decoding.
 #include <cmath>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "gradcheck.h"
 #include "test_nn_helpers.h"
 

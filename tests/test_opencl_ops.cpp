@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/init.h"
 #include "autograd/ops.h"
-#include "autograd/random.h"
+#include "base/random.h"
 #include "opencl_helpers.h"
 
 using namespace sf;

@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "autograd/ops.h"
+#include "autograd/init.h"
 #include "autograd/opencl/runtime.h"
-#include "autograd/random.h"
+#include "autograd/ops.h"
+#include "base/random.h"
 #include "cli_process.h"
 #include "opencl_helpers.h"
 

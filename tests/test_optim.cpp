@@ -10,8 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/engine.h"
-#include "autograd/error.h"
+#include "autograd/init.h"
 #include "autograd/ops.h"
+#include "base/error.h"
 #include "nn/layers.h"
 #include "optim/accumulation.h"
 #include "optim/clip.h"

@@ -7,8 +7,8 @@
 #include <iterator>
 #include <limits>
 
-#include "autograd/error.h"
 #include "autograd/safetensors.h"
+#include "base/error.h"
 #include "nn/checkpoint.h"
 #include "test_nn_helpers.h"
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/engine.h"
+#include "autograd/init.h"
 #include "autograd/ops.h"
 
 using namespace sf;

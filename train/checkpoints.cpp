@@ -9,9 +9,10 @@
 #include <fstream>
 #include <set>
 
-#include "autograd/atomic_file.h"
-#include "autograd/error.h"
-#include "autograd/file_steps.h"
+#include "base/atomic_file.h"
+#include "base/digest.h"
+#include "base/error.h"
+#include "base/file_steps.h"
 #include "nn/checkpoint.h"
 
 namespace sf::train {
@@ -22,7 +23,7 @@ using nlohmann::json;
 nlohmann::json TrainingState::to_json() const {
   json j = {{"epoch", epoch},       {"global_step", global_step},     {"batch", batch},
             {"batches_in_epoch", batches_in_epoch}, {"accum_pending", accum_pending},
-            {"dropout_rng", dropout_rng}, {"best_bleu", best_score}};
+            {"dropout_rng", dropout_rng}, {kBestScoreKey, best_score}};
   if (!rank_dropout_rngs.empty()) j["rank_dropout_rngs"] = rank_dropout_rngs;
   return j;
 }
@@ -56,9 +57,9 @@ TrainingState TrainingState::from_json(const json& j, const std::string& path) {
   // Accumulated batches belong to this epoch, and its last batch always steps.
   if (s.accum_pending > s.batch) bad("accum_pending", "must be <= batch (", s.batch, ")");
   if (s.epoch_complete() && s.accum_pending != 0) bad("accum_pending", "must be 0 when the epoch is complete");
-  const json& bleu = field("best_bleu");
+  const json& bleu = field(kBestScoreKey);
   if (!bleu.is_number() || !(bleu.get<double>() == -1.0 || (bleu.get<double>() >= 0 && bleu.get<double>() <= 100)))
-    bad("best_bleu", "must be -1 (none yet) or a BLEU score in [0, 100]");
+    bad(kBestScoreKey, "must be -1 (none yet) or a BLEU score in [0, 100]");
   s.best_score = bleu.get<double>();
   auto rng_state = [&](const json& rng, const char* key) {
     Rng::State state{};
@@ -79,29 +80,23 @@ TrainingState TrainingState::from_json(const json& j, const std::string& path) {
   return s;
 }
 
-// A file's digest: FNV-1a over 8-byte words (then the tail and the length).
-// It tells files of two different saves apart; it is no defence against
-// deliberate tampering.
+// A file's digest: its words, then its length. It tells files of two
+// different saves apart.
 static std::string file_digest(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot read");
-  uint64_t hash = 0xcbf29ce484222325ull, length = 0;
-  constexpr uint64_t kPrime = 0x100000001b3ull;
-  std::vector<char> buffer(1 << 20);
+  Digest digest;
+  uint64_t length = 0;
+  std::vector<char> buffer(1 << 20);  // a multiple of 8: only the file's last bytes go one by one
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    size_t n = static_cast<size_t>(in.gcount()), i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint64_t word;
-      std::memcpy(&word, buffer.data() + i, 8);
-      hash = (hash ^ word) * kPrime;
-    }
-    for (; i < n; ++i) hash = (hash ^ static_cast<unsigned char>(buffer[i])) * kPrime;
+    size_t n = static_cast<size_t>(in.gcount());
+    digest.add_words(buffer.data(), n);
     length += n;
   }
-  hash = (hash ^ length) * kPrime;
+  digest.add_value(length);
   char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(digest.value()));
   return text;
 }
 

@@ -26,15 +26,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/random.h"
+#include "base/random.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 
 namespace sf::train {
 
-// The validation metric that picks the "best" checkpoint, higher being better.
-// state.json keeps its best value so far as "best_bleu".
+// The validation metric that picks the "best" checkpoint, higher being better,
+// and the key under which state.json keeps its best value so far.
 inline constexpr const char* kBestMetric = "bleu";
+inline constexpr const char* kBestScoreKey = "best_bleu";
 
 struct TrainingState {
   int64_t epoch = 0;             // the epoch this checkpoint was taken in

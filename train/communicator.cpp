@@ -1,6 +1,6 @@
 #include "communicator.h"
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::train {
 

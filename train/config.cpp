@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "autograd/device.h"
-#include "autograd/error.h"
+#include "base/error.h"
 #include "data/unicode.h"
 
 namespace sf::train {
@@ -210,13 +210,14 @@ Config from_json(const json& root, const std::string& source) {
   } catch (const Error& e) {
     r.error("device", e.what());
   }
-  r.string("precision", c.precision, {"fp32", "bf16"});
+  r.string("precision", c.precision, precision_names());
   // OpenCL C 1.2 has no bf16 arithmetic: the device would widen every operand.
   if (c.precision == "bf16" && c.device != "cpu")
     r.error("precision", "\"bf16\" runs on the CPU only; device \"" + c.device + "\" computes in float32");
   r.integer("threads", c.threads, 0, kMaxThreads);
   r.integer("zero", c.zero, 0, 1);
   r.number("bucket_mb", c.bucket_mb, bucket_size);
+  r.boolean("overlap_grad_reduce", c.overlap_grad_reduce);
   r.integer("val_examples", c.val_examples, 0);
   r.integer("beam", c.beam, 1, kMaxBeam);
   r.integer("max_nonfinite_steps", c.max_nonfinite_steps, 0);

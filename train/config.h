@@ -63,6 +63,9 @@ struct Config {
   int64_t zero = 0;
   // Under MPI, the size of a gradient bucket, in MB (the first one is smaller).
   float bucket_mb = 25.0f;
+  // Under MPI, sum each bucket while backward goes on; false: all of them
+  // after backward (to measure what the overlap hides).
+  bool overlap_grad_reduce = true;
   float length_penalty = 0.6f;
   // Optimizer steps in a row with a non-finite loss or gradient norm (each
   // skipped) after which training stops, saving its last good state; 0 = never.
@@ -70,7 +73,7 @@ struct Config {
 
   // tokenizer_file with {0} replaced by the language.
   std::string tokenizer_path(const std::string& lang) const;
-  DType precision_dtype() const { return precision == "bf16" ? DType::BF16 : DType::F32; }
+  DType precision_dtype() const { return precision_named(precision).value(); }
 };
 
 // Reads `path`, applies each "key=value" override (dotted keys reach into

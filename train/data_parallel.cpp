@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::train {
 
@@ -303,11 +303,6 @@ optim::OptimizerState broadcast_optimizer_state(const optim::OptimizerState& on_
 }
 
 // ---- Consistency -----------------------------------------------------------
-
-void Digest::add(const void* bytes, size_t size) {
-  const auto* b = static_cast<const unsigned char*>(bytes);
-  for (size_t i = 0; i < size; ++i) hash_ = (hash_ ^ b[i]) * 0x100000001b3ull;
-}
 
 void check_same_on_every_rank(uint64_t digest, const std::string& what, const std::string& source,
                               Communicator& comm) {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "autograd/engine.h"
-#include "autograd/random.h"
+#include "base/random.h"
 #include "optim/optimizer.h"
 #include "train/communicator.h"
 
@@ -147,19 +147,6 @@ optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded,
                                              const std::vector<std::vector<int64_t>>& runs, Communicator& comm);
 // Rank 0's optimizer state (read from a checkpoint) on every rank.
 optim::OptimizerState broadcast_optimizer_state(const optim::OptimizerState& on_root, Communicator& comm);
-
-// A 64-bit digest (FNV-1a) of bytes, to compare what ranks read.
-class Digest {
- public:
-  void add(const void* bytes, size_t size);
-  template <class T>
-  void add(const std::vector<T>& values) { add(values.data(), values.size() * sizeof(T)); }
-  void add(const std::string& text) { add(text.data(), text.size()); }
-  uint64_t value() const { return hash_; }
-
- private:
-  uint64_t hash_ = 0xcbf29ce484222325ull;
-};
 
 // Fails (sf::Error naming `source`, on every rank) unless every rank's
 // `digest` of `what` equals rank 0's.

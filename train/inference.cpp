@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "autograd/engine.h"
-#include "autograd/error.h"
+#include "base/error.h"
 #include "data/unicode.h"
 #include "nn/checkpoint.h"
 #include "train/checkpoints.h"

@@ -11,11 +11,11 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/atomic_file.h"
-#include "autograd/error.h"
-#include "autograd/ops.h"
 #include "autograd/kernels/thread_pool.h"
-#include "autograd/parse_int.h"
+#include "autograd/ops.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/parse_int.h"
 #include "data/corpus.h"
 #include "data/detokenizer.h"
 #include "data/unicode.h"
@@ -157,9 +157,9 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
       else if (arg == "--attention") a.attention = value;
       else if (arg == "--out") a.out = value;
       else if (arg == "--dtype") {
-        if (value != "bf16" && value != "fp32")
-          throw UsageError(command + ": --dtype needs bf16 or fp32, got '" + value + "'");
-        a.dtype = value == "bf16" ? DType::BF16 : DType::F32;
+        std::optional<DType> dtype = precision_named(value);
+        if (!dtype) throw UsageError(command + ": --dtype needs bf16 or fp32, got '" + value + "'");
+        a.dtype = *dtype;
       }
       else if (arg == "--beam") {
         std::optional<int64_t> beam = parse_int64(value);
@@ -270,10 +270,7 @@ int score_command(int argc, char** argv) {
     std::string where = "<stdin>:" + std::to_string(line_number);
     if (size_t bad = data::find_invalid_utf8(line); bad != std::string::npos)
       fail(where, ": invalid UTF-8 at byte ", bad + 1);
-    size_t tab = line.find('\t');
-    if (tab == std::string::npos || line.find('\t', tab + 1) != std::string::npos)
-      fail(where, ": expected source<TAB>target");
-    data::Pair pair{line.substr(0, tab), line.substr(tab + 1), where};
+    data::Pair pair = data::split_tsv_line(line, where);
     examples.push_back({session.src_tokenizer.encode(pair.src), session.tgt_tokenizer.encode(pair.tgt), pair});
   }
   const Config& c = session.config;
@@ -302,13 +299,13 @@ int export_command(int argc, char** argv) {
   Session session = open_session(a);
   check_export_target(session, *a.out);
   nn::save_checkpoint(*session.model, *a.out, a.dtype);
-  std::printf("export: wrote %s (%s, %llu bytes) from %s\n", a.out->c_str(), a.dtype == DType::BF16 ? "bf16" : "fp32",
+  std::printf("export: wrote %s (%s, %llu bytes) from %s\n", a.out->c_str(), precision_name(a.dtype),
               static_cast<unsigned long long>(std::filesystem::file_size(*a.out)), session.checkpoint.c_str());
   return 0;
 }
 
 // The exception that ends the command, as one line on stderr; returns the
-// exit status (2: bad input, sf::Error; 1: a bug; autograd/error.h). With
+// exit status (2: bad input, sf::Error; 1: a bug; base/error.h). With
 // several ranks, rank 0 speaks for all: an error every rank meets (a bad
 // config, a diverged run) is printed once, by rank 0, which ends the job. A
 // rank that fails alone while rank 0 waits for it gives rank 0 a moment to do

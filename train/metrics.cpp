@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "data/detokenizer.h"
 #include "data/pretokenizer.h"
 #include "data/unicode.h"

@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/atomic_file.h"
-#include "autograd/error.h"
-#include "autograd/file_steps.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/file_steps.h"
 
 namespace sf::train {
 

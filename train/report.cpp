@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "autograd/atomic_file.h"
+#include "base/atomic_file.h"
 #include "train/attention_maps.h"
 #include "train/metrics_log.h"
 #include "train/sacrebleu.h"

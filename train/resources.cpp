@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "autograd/error.h"
 #include "autograd/tensor.h"
+#include "base/error.h"
 
 namespace sf::train {
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "autograd/error.h"
+#include "base/error.h"
 #include "nn/checkpoint.h"
 #include "train/trainer.h"
 

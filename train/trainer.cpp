@@ -7,8 +7,9 @@
 
 #include <sys/resource.h>
 
-#include "autograd/error.h"
 #include "autograd/kernels/thread_pool.h"
+#include "base/digest.h"
+#include "base/error.h"
 #include "data/pipeline.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
@@ -159,9 +160,8 @@ void Trainer::build_model_and_optimizer() {
   optimizer = make_optimizer(config, model->named_parameters());
   if (comm.size() > 1) {
     // ZeRO-1 shards the optimizer at the first step (GradientReducer).
-    const char* overlap = std::getenv("SCRATCHFORMER_DDP_OVERLAP");
     reducer = std::make_unique<GradientReducer>(optimizer->params(), comm, static_cast<size_t>(config.bucket_mb * 1048576.0),
-                                                 !(overlap && std::string(overlap) == "0"), config.zero);
+                                                 config.overlap_grad_reduce, config.zero);
     say(comm,
         "data parallel: %d ranks, %lld threads each; gradients all-reduced in %zu buckets (%.1f MB per step)%s\n",
         comm.size(), static_cast<long long>(kernels::num_threads()), reducer->buckets(),

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::train {
 

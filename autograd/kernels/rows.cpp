@@ -2,7 +2,7 @@
 // every backend takes (kernels.h).
 #include <array>
 
-#include "../error.h"
+#include "base/error.h"
 #include "kernels.h"
 
 namespace sf::kernels {

@@ -1,6 +1,6 @@
 #include "errors.h"
 
-#include "../error.h"
+#include "base/error.h"
 
 namespace sf::opencl_backend {
 

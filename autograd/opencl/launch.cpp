@@ -3,7 +3,7 @@
 #include <limits>
 #include <string>
 
-#include "../error.h"
+#include "base/error.h"
 
 namespace sf::opencl_backend {
 

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "../block_cache.h"
-#include "../error.h"
+#include "base/error.h"
 #include "opencl.h"
 #include "runtime.h"
 #include "table.h"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "../device.h"
-#include "../error.h"
+#include "base/error.h"
 
 namespace sf::opencl_backend {
 namespace {

@@ -84,7 +84,7 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/error.h"
+#include "base/error.h"
 
 namespace sf::train {
 

@@ -7,8 +7,6 @@
 #include <array>
 #include <cstdint>
 
-#include "tensor.h"
-
 namespace sf {
 
 class Rng {
@@ -29,12 +27,5 @@ class Rng {
  private:
   State state_{};
 };
-
-// Tensors filled from `rng`.
-Tensor uniform(const Shape& shape, float low, float high, Rng& rng);
-Tensor normal(const Shape& shape, float mean, float stddev, Rng& rng);
-// torch.nn.init.xavier_uniform_: U(-a, a), a = sqrt(6 / (fan_in + fan_out)),
-// fan_in = shape[1] * receptive field, fan_out = shape[0] * receptive field.
-Tensor xavier_uniform(const Shape& shape, Rng& rng);
 
 }  // namespace sf
