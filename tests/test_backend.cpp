@@ -279,15 +279,14 @@ void check_broadcasting() {
     for (float& x : b) x = x == 0.0f ? 0.5f : x;  // no division by zero
     DeviceArray<float> da(a), db(b), dout{std::vector<float>(n)};
     DeviceArray<int32_t> dmask{std::vector<int32_t>(n)};
-    for (Binary op : {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div}) {
+    for (Binary op : kBinaryCodes) {
       std::vector<float> want(n);
       S.binary(op, a.data(), b.data(), want.data(), rows);
       K.binary(op, da.mem(), db.mem(), dout.mem(), rows);
       check_close(dout.read(), want);
     }
-    for (int p = 0; p <= static_cast<int>(Predicate::Or); ++p) {
-      auto op = static_cast<Predicate>(p);
-      CAPTURE(p);
+    for (Predicate op : kPredicateCodes) {
+      CAPTURE(static_cast<int>(op));
       std::vector<int32_t> want(n);
       S.predicate(op, a.data(), b.data(), want.data(), rows);
       K.predicate(op, da.mem(), db.mem(), dmask.mem(), rows);
@@ -323,9 +322,8 @@ void check_unary() {
     // Positive inputs for log, sqrt and pow.
     std::vector<float> x = random_floats(n, 21, 0.1f, 3.0f), y(n);
     std::vector<float> signed_x = with_edge_values(random_floats(n, 22));
-    for (int u = 0; u <= static_cast<int>(Unary::RDivScalar); ++u) {
-      auto op = static_cast<Unary>(u);
-      CAPTURE(u);
+    for (Unary op : kUnaryCodes) {
+      CAPTURE(static_cast<int>(op));
       bool positive = op == Unary::Log || op == Unary::Sqrt || op == Unary::PowScalar || op == Unary::RDivScalar;
       const std::vector<float>& in = positive ? x : signed_x;
       DeviceArray<float> dx(in), dy(y);

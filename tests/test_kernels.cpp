@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -359,7 +358,7 @@ void check_broadcasting() {
         std::vector<float> a = random_vector(rows * cols, 1), b = random_vector(rows * cols, 2, 0.5f, 2);
         const std::vector<float> ea = edge_rows(rows, cols, 1), eb = with_edges(rows * cols, 2);
         for (const Rows& view : broadcast_views(rows, cols)) {
-          for (Binary op : {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div})
+          for (Binary op : kBinaryCodes)
             for (bool edges : {false, true}) {
               CAPTURE(edges);
               const float* pa = edges ? ea.data() : a.data();
@@ -375,8 +374,7 @@ void check_broadcasting() {
             ia[i] = static_cast<int32_t>(i % 5) - 2;
             ib[i] = static_cast<int32_t>(i % 3) - 1;
           }
-          for (Predicate op : {Predicate::Eq, Predicate::Ne, Predicate::Lt, Predicate::Le, Predicate::Gt,
-                               Predicate::Ge, Predicate::And, Predicate::Or}) {
+          for (Predicate op : kPredicateCodes) {
             std::vector<int32_t> pf(rows * cols), ps(rows * cols);
             F.predicate(op, ea.data(), eb.data(), pf.data(), view);
             S.predicate(op, ea.data(), eb.data(), ps.data(), view);
@@ -397,13 +395,8 @@ void check_broadcasting() {
   });
 }
 
-// The unary ops the fast table vectorises (the others: the next test case).
-const Unary kVectorUnary[] = {Unary::Neg,       Unary::Exp,       Unary::Relu,       Unary::Sigmoid,
-                              Unary::AddScalar, Unary::MulScalar, Unary::RSubScalar, Unary::RDivScalar};
-// The others: the reference's loop, in parallel pieces in the fast table.
-const Unary kLibraryUnary[] = {Unary::Log, Unary::Sqrt, Unary::Tanh, Unary::PowScalar};
-
-// unary ops.
+// unary ops, every code (those the fast table does not vectorise run the
+// reference's loop in parallel pieces).
 void check_unary() {
   with_threads([] {
     for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{129}, int64_t{40000}}) {
@@ -411,7 +404,7 @@ void check_unary() {
       // Results below FLT_MIN are subnormal, with fewer significant bits: they
       // may differ by a unit in their last place.
       for (const std::vector<float>& x : {random_vector(n, 3, 0.1f, 4.0f), with_edges(n, 3)})
-        for (Unary op : kVectorUnary) {
+        for (Unary op : kUnaryCodes) {
           CAPTURE(static_cast<int>(op));
           std::vector<float> yf(n), ys(n);
           F.unary(op, x.data(), yf.data(), n, 1.5f);
@@ -979,21 +972,20 @@ void check_gemm_bf16_split() { check_gemm_products(/*bf16=*/true, 1031, /*few_ro
 
 void check_unary_split() {
   const std::vector<float> x = with_edges(kSplitElements, 3);
-  for (const auto& ops : {std::span<const Unary>(kVectorUnary), std::span<const Unary>(kLibraryUnary)})
-    for (Unary op : ops) {
-      CAPTURE(static_cast<int>(op));
-      auto run = [&](const HostTable& t) {
-        return written(kSplitElements, [&](float* y) { t.unary(op, x.data(), y, kSplitElements, 1.5f); });
-      };
-      check_split(run, 2e-6f, FLT_MIN);
-    }
+  for (Unary op : kUnaryCodes) {
+    CAPTURE(static_cast<int>(op));
+    auto run = [&](const HostTable& t) {
+      return written(kSplitElements, [&](float* y) { t.unary(op, x.data(), y, kSplitElements, 1.5f); });
+    };
+    check_split(run, 2e-6f, FLT_MIN);
+  }
 }
 
 void check_broadcasting_split() {
   const int64_t size = kSplitRows * kSplitCols;
   const std::vector<float> a = edge_rows(kSplitRows, kSplitCols, 1), b = with_edges(size, 2);
   for (const Rows& view : broadcast_views(kSplitRows, kSplitCols))
-    for (Binary op : {Binary::Add, Binary::Sub, Binary::Mul, Binary::Div}) {
+    for (Binary op : kBinaryCodes) {
       CAPTURE(static_cast<int>(op));
       check_split_output(
           size, [&](const HostTable& t, float* out) { t.binary(op, a.data(), b.data(), out, view); }, 0, 0);
@@ -1259,7 +1251,7 @@ TEST_CASE("kernels: empty inputs (n = 0, zero rows, zero columns)") {
         t->fill_where(none, no_ids, 1.0f, o, view);
         t->copy_strided(none, o, view);
       }
-      for (Unary op : kVectorUnary) t->unary(op, none, o, 0, 1.0f);
+      for (Unary op : kUnaryCodes) t->unary(op, none, o, 0, 1.0f);
       t->gemm(false, false, 0, 5, 3, 1.0f, none, 3, 0, none, 5, 0, 0.0f, o, 5, 0, 1);
       t->gemm(false, true, 4, 0, 3, 1.0f, none, 3, 0, none, 3, 0, 0.0f, o, 1, 0, 1);
       t->gemm(true, false, 4, 5, 3, 1.0f, none, 4, 0, none, 5, 0, 0.0f, o, 5, 0, 0);

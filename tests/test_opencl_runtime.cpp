@@ -163,7 +163,7 @@ TEST_SUITE("opencl") {
     SF_NEED_OPENCL();
     static const opencl_backend::Source broken{
         "broken for the test", {"#line 1 \"broken.cl\"\n__kernel void broken(__global float* x) { x[0] = nowhere; }\n"},
-        ""};
+        "", {"broken"}};
     std::string message;
     try {
       Runtime::get().kernel(broken, "broken");
@@ -174,6 +174,16 @@ TEST_SUITE("opencl") {
     // The compiler's log: where and what (the words are the compiler's own).
     CHECK_MESSAGE(message.find("broken.cl:1:") != std::string::npos, message);
     CHECK_MESSAGE(message.find("nowhere") != std::string::npos, message);
+  }
+
+  TEST_CASE("opencl runtime: a program without a kernel its list names fails as it loads, naming the kernel") {
+    SF_NEED_OPENCL();
+    static const opencl_backend::Source misspelt{
+        "misspelt for the test", {"__kernel void scale(__global float* x) { x[0] *= 2.0f; }\n"}, "", {"scale", "scael"}};
+    // Asked for the kernel it has, it still creates every one it lists.
+    CHECK_THROWS_WITH_AS(Runtime::get().kernel(misspelt, "scale"),
+                         doctest::Contains("opencl: the program \"misspelt for the test\" has no kernel scael"),
+                         InternalError);
   }
 
   TEST_CASE("opencl runtime: a tensor beyond the kernels' int32 indexing is refused before it is allocated") {

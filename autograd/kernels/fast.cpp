@@ -111,7 +111,10 @@ void unary(Unary op, const float* x, float* y, int64_t n, float s) {
     case Unary::MulScalar: return vec_map([&](Vec v) { return v * vs; });
     case Unary::RSubScalar: return vec_map([&](Vec v) { return vs - v; });
     case Unary::RDivScalar: return vec_map([&](Vec v) { return vs / v; });
-    default:  // log, sqrt, tanh, pow: not on a hot path; the library functions are exact
+    case Unary::Log:  // not on a hot path; the library functions are exact
+    case Unary::Sqrt:
+    case Unary::Tanh:
+    case Unary::PowScalar:
       parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) {
         scalar_table().unary(op, x + b, y + b, e - b, s);
       });

@@ -50,6 +50,18 @@
 
 namespace sf::kernels {
 
+// Every code of each elementwise op, in order, from shared.h's lists: what
+// the tests run on every backend.
+#define SF_BINARY_CODE(code) Binary::code,
+#define SF_PREDICATE_CODE(code) Predicate::code,
+#define SF_UNARY_CODE(code) Unary::code,
+inline constexpr Binary kBinaryCodes[] = {SF_BINARY_CODES(SF_BINARY_CODE)};
+inline constexpr Predicate kPredicateCodes[] = {SF_PREDICATE_CODES(SF_PREDICATE_CODE)};
+inline constexpr Unary kUnaryCodes[] = {SF_UNARY_CODES(SF_UNARY_CODE)};
+#undef SF_BINARY_CODE
+#undef SF_PREDICATE_CODE
+#undef SF_UNARY_CODE
+
 // Device memory as kernels see it: the device's handle of an allocation (on
 // the CPU its host address, on OpenCL a cl_mem) and a byte offset into it.
 // `mem + n` advances by n elements (n bytes for Mem<void>).

@@ -30,10 +30,23 @@ namespace sf::kernels {
 typedef uint32_t DropoutBits;
 #endif
 
-SF_ENUM(Binary) { Add, Sub, Mul, Div };
+// The op codes of the elementwise entries, each list written once: the enums
+// below are expanded from them, and so are the lists of codes the tests run
+// on every backend (kernels.h: kBinaryCodes, kPredicateCodes, kUnaryCodes).
+// Every backend's switch has a case per code: the C++ ones have no default,
+// so the compiler (-Wswitch) names a code one of them misses; the OpenCL
+// ones' default writes a poison (NaN, or 2 for a predicate) that the tests
+// see on the first code without a case.
+#define SF_BINARY_CODES(X) X(Add) X(Sub) X(Mul) X(Div)
 // Predicates write int32 1 / 0; And and Or treat nonzero as true.
-SF_ENUM(Predicate) { Eq, Ne, Lt, Le, Gt, Ge, And, Or };
-SF_ENUM(Unary) { Neg, Exp, Log, Sqrt, Relu, Tanh, Sigmoid, AddScalar, MulScalar, PowScalar, RSubScalar, RDivScalar };
+#define SF_PREDICATE_CODES(X) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(And) X(Or)
+#define SF_UNARY_CODES(X)                                                                                    \
+  X(Neg) X(Exp) X(Log) X(Sqrt) X(Relu) X(Tanh) X(Sigmoid) X(AddScalar) X(MulScalar) X(PowScalar) X(RSubScalar) \
+  X(RDivScalar)
+#define SF_ENUMERATOR(code) code,
+SF_ENUM(Binary) { SF_BINARY_CODES(SF_ENUMERATOR) };
+SF_ENUM(Predicate) { SF_PREDICATE_CODES(SF_ENUMERATOR) };
+SF_ENUM(Unary) { SF_UNARY_CODES(SF_ENUMERATOR) };
 
 // The score a hidden position gets before masked_softmax's softmax, as the
 // annotated Transformer's scores.masked_fill(mask == 0, -1e9): its weight

@@ -159,14 +159,20 @@ cl_program Runtime::build(const Source& source) {
 
 cl_kernel Runtime::kernel(const Source& source, const char* name) {
   std::lock_guard lock(mutex_);
-  auto key = std::make_pair(&source, std::string(name));
-  if (auto it = kernels_.find(key); it != kernels_.end()) return it->second;
   cl_program& program = programs_[&source];
-  if (!program) program = build(source);
-  cl_int status = CL_SUCCESS;
-  cl_kernel kernel = clCreateKernel(program, name, &status);
-  if (status != CL_SUCCESS) internal_fail("opencl: clCreateKernel(", name, ") failed: ", error_name(status));
-  return kernels_[key] = kernel;
+  if (!program) {
+    program = build(source);
+    for (const char* each : source.kernels) {
+      cl_int status = CL_SUCCESS;
+      cl_kernel kernel = clCreateKernel(program, each, &status);
+      if (status != CL_SUCCESS)
+        internal_fail("opencl: the program \"", source.name, "\" has no kernel ", each, ": ", error_name(status));
+      kernels_[std::make_pair(&source, std::string(each))] = kernel;
+    }
+  }
+  auto it = kernels_.find(std::make_pair(&source, std::string(name)));
+  if (it == kernels_.end()) internal_fail("opencl: ", name, " is not among the kernels of \"", source.name, "\"");
+  return it->second;
 }
 
 cl_mem Runtime::scratch(size_t bytes) {

@@ -21,6 +21,9 @@ struct Source {
   std::string name;
   std::vector<const char*> texts;
   std::string options;
+  // The kernels it defines: building it creates each one (a name it lacks is
+  // an error then), and kernel() hands out only these.
+  std::vector<const char*> kernels;
 };
 
 // An OpenCL device as the choice of device sees it.

@@ -47,18 +47,27 @@ std::string define(const char* name, int value) { return " -D" + std::string(nam
 Source blocked_program(const Blocked& blocking) {
   return {"gemm_blocked " + std::to_string(blocking.rm) + "x" + std::to_string(blocking.nv),
           {gemm_blocked_cl},
-          define("VW", Blocked::VW) + define("NV", blocking.nv) + define("RM", blocking.rm)};
+          define("VW", Blocked::VW) + define("NV", blocking.nv) + define("RM", blocking.rm),
+          {"gemm_pack", "gemm_blocked"}};
 }
 
 }  // namespace
 
+#define SF_KERNEL_NAME(name) #name,
 const Source kernels_source{"kernels",
                             {shared_h, common_cl, elementwise_cl, reductions_cl, rows_cl, indexing_cl, optimizer_cl},
-                            define("PIECE", kPiece)};
+                            define("PIECE", kPiece),
+                            {SF_OPENCL_KERNELS(SF_KERNEL_NAME)}};
+#undef SF_KERNEL_NAME
+
+cl_kernel kernel(Kernel which) {
+  return Runtime::get().kernel(kernels_source, kernels_source.kernels[static_cast<size_t>(which)]);
+}
 
 const Source gemm_tiled_source{"gemm_tiled", {gemm_tiled_cl},
                                define("LX", Tiled::LX) + define("LY", Tiled::LY) + define("WM", Tiled::WM) +
-                                   define("WN", Tiled::WN) + define("TK", Tiled::TK)};
+                                   define("WN", Tiled::WN) + define("TK", Tiled::TK),
+                               {"gemm"}};
 
 const Source& blocked_source(BlockingIndex index) {
   static const Source sources[] = {blocked_program(kBlockings[kWide]), blocked_program(kBlockings[kMedium]),

@@ -19,28 +19,26 @@ using kernels::Predicate;
 using kernels::Rows;
 using kernels::Unary;
 
-cl_kernel kernel(const char* name) { return Runtime::get().kernel(kernels_source, name); }
-
 int32_t flag(bool value) { return value ? 1 : 0; }
 
 void binary(Binary op, Mem<const float> a, Mem<const float> b, Mem<float> out, const Rows& rows) {
-  launch(kernel("binary"), items(pieces(rows.count, rows.cols)), op, a, b, out, rows);
+  launch(kernel(Kernel::binary), items(pieces(rows.count, rows.cols)), op, a, b, out, rows);
 }
 
 void predicate(Predicate op, Mem<const float> a, Mem<const float> b, Mem<int32_t> out, const Rows& rows) {
-  launch(kernel("predicate"), items(pieces(rows.count, rows.cols)), op, a, b, out, rows);
+  launch(kernel(Kernel::predicate), items(pieces(rows.count, rows.cols)), op, a, b, out, rows);
 }
 
 void predicate_int(Predicate op, Mem<const int32_t> a, Mem<const int32_t> b, Mem<int32_t> out, const Rows& rows) {
-  launch(kernel("predicate_int"), items(pieces(rows.count, rows.cols)), op, a, b, out, rows);
+  launch(kernel(Kernel::predicate_int), items(pieces(rows.count, rows.cols)), op, a, b, out, rows);
 }
 
 void fill_where(Mem<const float> x, Mem<const int32_t> where, float value, Mem<float> out, const Rows& rows) {
-  launch(kernel("fill_where"), items(pieces(rows.count, rows.cols)), x, where, value, out, rows);
+  launch(kernel(Kernel::fill_where), items(pieces(rows.count, rows.cols)), x, where, value, out, rows);
 }
 
 void copy_strided(Mem<const float> x, Mem<float> y, const Rows& rows) {
-  launch(kernel("copy_strided"), items(pieces(rows.count, rows.cols)), x, y, rows);
+  launch(kernel(Kernel::copy_strided), items(pieces(rows.count, rows.cols)), x, y, rows);
 }
 
 // `rows` with one more dim, innermost: its columns (unless a single one) join
@@ -68,62 +66,62 @@ void sum_to(Mem<const float> x, Mem<float> out, const Rows& rows) {
     append_dim(stride_out != 0 ? kept : summed, col ? rows.cols : rows.shape[d],
                col ? rows.col_strides[0] : rows.strides[0][d], stride_out);
   }
-  launch(kernel("sum_to"), column_items(kept.count, kept.cols), x, out, kept, summed);
+  launch(kernel(Kernel::sum_to), column_items(kept.count, kept.cols), x, out, kept, summed);
 }
 
 void unary(Unary op, Mem<const float> x, Mem<float> y, int64_t n, float s) {
-  launch(kernel("unary"), vectors(n), op, x, y, n, s);
+  launch(kernel(Kernel::unary), vectors(n), op, x, y, n, s);
 }
 
 void max_axis(Mem<const float> x, int64_t outer, int64_t n, int64_t inner, Mem<float> out, Mem<int32_t> arg) {
-  launch(kernel("max_axis"), items(outer * inner), x, outer, n, inner, out, arg, flag(bool(arg)));
+  launch(kernel(Kernel::max_axis), items(outer * inner), x, outer, n, inner, out, arg, flag(bool(arg)));
 }
 
 void log_softmax(Mem<const float> x, Mem<float> y, int64_t rows, int64_t cols) {
-  launch(kernel("log_softmax"), row_groups(rows), x, y, rows, cols);
+  launch(kernel(Kernel::log_softmax), row_groups(rows), x, y, rows, cols);
 }
 
 void log_softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t rows, int64_t cols) {
-  launch(kernel("log_softmax_backward"), row_groups(rows), y, dy, dx, rows, cols);
+  launch(kernel(Kernel::log_softmax_backward), row_groups(rows), y, dy, dx, rows, cols);
 }
 
 void masked_softmax(Mem<const float> x, Mem<const int32_t> keep, const Rows& rows, float scale, Mem<float> y) {
-  launch(kernel("masked_softmax"), row_groups(rows.count), x, keep, flag(bool(keep)), rows, scale, y);
+  launch(kernel(Kernel::masked_softmax), row_groups(rows.count), x, keep, flag(bool(keep)), rows, scale, y);
 }
 
 void masked_softmax_backward(Mem<const float> y, Mem<const float> dy, Mem<const int32_t> keep,
                              const Rows& rows, float scale, Mem<float> dx) {
-  launch(kernel("masked_softmax_backward"), row_groups(rows.count), y, dy, keep, flag(bool(keep)), rows, scale, dx);
+  launch(kernel(Kernel::masked_softmax_backward), row_groups(rows.count), y, dy, keep, flag(bool(keep)), rows, scale, dx);
 }
 
 void layer_norm(Mem<const float> x, Mem<const float> alpha, Mem<const float> bias, int64_t rows, int64_t cols,
                 float eps, Mem<float> y, Mem<float> mean, Mem<float> std) {
-  launch(kernel("layer_norm"), row_groups(rows), x, alpha, bias, rows, cols, eps, y, mean, std);
+  launch(kernel(Kernel::layer_norm), row_groups(rows), x, alpha, bias, rows, cols, eps, y, mean, std);
 }
 
 void layer_norm_backward(Mem<const float> x, Mem<const float> alpha, Mem<const float> mean, Mem<const float> std,
                          Mem<const float> dy, int64_t rows, int64_t cols, float eps, Mem<float> dx,
                          Mem<float> dalpha, Mem<float> dbias) {
-  launch(kernel("layer_norm_backward_rows"), row_groups(rows), x, alpha, mean, std, dy, rows, cols, eps, dx);
-  launch(kernel("layer_norm_backward_columns"), column_items(1, cols), x, mean, std, dy, int32(rows),
+  launch(kernel(Kernel::layer_norm_backward_rows), row_groups(rows), x, alpha, mean, std, dy, rows, cols, eps, dx);
+  launch(kernel(Kernel::layer_norm_backward_columns), column_items(1, cols), x, mean, std, dy, int32(rows),
          int32(cols), eps, dalpha, dbias);
 }
 
 void bias_relu(Mem<const float> x, Mem<const float> bias, int64_t rows, int64_t cols, Mem<float> y) {
-  launch(kernel("bias_relu"), items(pieces(rows, cols)), x, bias, int32(rows), int32(cols), y);
+  launch(kernel(Kernel::bias_relu), items(pieces(rows, cols)), x, bias, int32(rows), int32(cols), y);
 }
 
 void relu_backward(Mem<const float> y, Mem<const float> dy, Mem<float> dx, int64_t n) {
-  launch(kernel("relu_backward"), vectors(n), y, dy, dx, n);
+  launch(kernel(Kernel::relu_backward), vectors(n), y, dy, dx, n);
 }
 
 void dropout(Mem<const float> x, Mem<float> y, int64_t n, float scale, uint32_t seed, uint32_t threshold) {
-  launch(kernel("dropout"), vectors(n), x, y, n, scale, seed, threshold);
+  launch(kernel(Kernel::dropout), vectors(n), x, y, n, scale, seed, threshold);
 }
 
 void dropout_add(Mem<const float> x, Mem<const float> y, Mem<float> out, int64_t n, float scale, uint32_t seed,
                  uint32_t threshold) {
-  launch(kernel("dropout_add"), vectors(n), x, y, out, n, scale, seed, threshold);
+  launch(kernel(Kernel::dropout_add), vectors(n), x, y, out, n, scale, seed, threshold);
 }
 
 // Partial sums (at most 4096 of them), then their sum, all on the device: the
@@ -131,23 +129,23 @@ void dropout_add(Mem<const float> x, Mem<const float> y, Mem<float> out, int64_t
 void dot(Mem<const float> a, Mem<const float> b, int64_t n, Mem<float> out) {
   size_t partials = std::clamp<size_t>(round_up(std::max<int64_t>(n, 0), 64), 64, 4096);
   Mem<float> scratch(Runtime::get().scratch(partials * sizeof(float)), 0);
-  launch(kernel("dot_partials"), items(partials), a, b, n, scratch);
-  launch(kernel("sum_partials"), items(1), scratch, static_cast<int32_t>(partials), out);
+  launch(kernel(Kernel::dot_partials), items(partials), a, b, n, scratch);
+  launch(kernel(Kernel::sum_partials), items(1), scratch, static_cast<int32_t>(partials), out);
 }
 
 void adam_step(Mem<float> p, Mem<const float> g, Mem<float> m, Mem<float> v, int64_t n, float step_size, float b1,
                float b2, float eps, float sqrt_bc2, float l2, float decay) {
-  launch(kernel("adam_step"), vectors(n), p, g, m, v, n, step_size, b1, b2, eps, sqrt_bc2, l2, decay);
+  launch(kernel(Kernel::adam_step), vectors(n), p, g, m, v, n, step_size, b1, b2, eps, sqrt_bc2, l2, decay);
 }
 
 void sgd_step(Mem<float> p, Mem<const float> g, Mem<float> buf, int64_t n, float lr, float momentum, float l2,
               bool nesterov, bool first) {
-  launch(kernel("sgd_step"), vectors(n), p, g, buf, flag(bool(buf)), n, lr, momentum, l2, flag(nesterov),
+  launch(kernel(Kernel::sgd_step), vectors(n), p, g, buf, flag(bool(buf)), n, lr, momentum, l2, flag(nesterov),
          flag(first));
 }
 
 void topk(Mem<const float> x, int64_t rows, int64_t cols, int64_t k, Mem<float> values, Mem<int32_t> indices) {
-  launch(kernel("topk"), items(rows), x, rows, cols, k, values, indices);
+  launch(kernel(Kernel::topk), items(rows), x, rows, cols, k, values, indices);
 }
 
 // A rectangle copy: rows of row_bytes at the given pitches.
@@ -175,36 +173,36 @@ int64_t rows_in(Mem<const float> table, int64_t dim) {
 
 void gather_rows(Mem<const float> table, Mem<const int32_t> ids, int64_t n, int64_t dim, Mem<float> out) {
   if (n * dim == 0) return;
-  launch(kernel("gather_rows"), items(pieces(n, dim)), table, rows_in(table, dim), ids, int32(n),
+  launch(kernel(Kernel::gather_rows), items(pieces(n, dim)), table, rows_in(table, dim), ids, int32(n),
          int32(dim), out);
 }
 
 void scatter_add_rows(Mem<const float> grad_out, Mem<const int32_t> ids, int64_t n, int64_t dim,
                       Mem<float> grad_table) {
   if (n * dim == 0) return;
-  launch(kernel("scatter_add_rows"), column_items(1, dim), grad_out, ids, int32(n), int32(dim), grad_table,
+  launch(kernel(Kernel::scatter_add_rows), column_items(1, dim), grad_out, ids, int32(n), int32(dim), grad_table,
          rows_in(grad_table, dim));
 }
 
 void cross_entropy(Mem<const float> logits, Mem<const int32_t> targets, int64_t rows, int64_t cols,
                    int32_t ignore_index, float eps, Mem<float> row_loss, Mem<float> row_counted,
                    Mem<float> log_probs) {
-  launch(kernel("cross_entropy"), row_groups(rows), logits, targets, rows, cols, ignore_index, eps, row_loss,
+  launch(kernel(Kernel::cross_entropy), row_groups(rows), logits, targets, rows, cols, ignore_index, eps, row_loss,
          row_counted, log_probs);
 }
 
 void cross_entropy_backward(Mem<const float> log_probs, Mem<const int32_t> targets, int64_t rows, int64_t cols,
                             int32_t ignore_index, float eps, Mem<const float> scale, Mem<float> dlogits) {
-  launch(kernel("cross_entropy_backward"), row_groups(rows), log_probs, targets, rows, cols, ignore_index, eps,
+  launch(kernel(Kernel::cross_entropy_backward), row_groups(rows), log_probs, targets, rows, cols, ignore_index, eps,
          scale, dlogits);
 }
 
 void float_to_bf16(Mem<const float> x, Mem<kernels::bf16> y, int64_t n) {
-  launch(kernel("float_to_bf16"), vectors(n), x, y, n);
+  launch(kernel(Kernel::float_to_bf16), vectors(n), x, y, n);
 }
 
 void bf16_to_float(Mem<const kernels::bf16> x, Mem<float> y, int64_t n) {
-  launch(kernel("bf16_to_float"), vectors(n), x, y, n);
+  launch(kernel(Kernel::bf16_to_float), vectors(n), x, y, n);
 }
 
 // A device buffer released once the kernels queued on it have run (OpenCL

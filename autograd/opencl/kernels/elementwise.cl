@@ -14,7 +14,8 @@ void binary_piece(int op, __global const float* a, int col_a, __global const flo
       case Add: r = x + y; break;
       case Sub: r = x - y; break;
       case Mul: r = x * y; break;
-      default: r = x / y; break;  // Div
+      case Div: r = x / y; break;
+      default: r = (float16)(NAN); break;  // a code without a case: a poison the tests see
     }
     store16(r, out, 1, c, cols);
   }
@@ -57,7 +58,8 @@ __kernel void binary(int op, __global const float* a, long a_off, __global const
         case Gt: r = x > y; break;                                                                \
         case Ge: r = x >= y; break;                                                               \
         case And: r = x != 0 && y != 0; break;                                                    \
-        default: r = x != 0 || y != 0; break; /* Or */                                            \
+        case Or: r = x != 0 || y != 0; break;                                                     \
+        default: r = (int16)(-2); break; /* a code without a case: 2, a poison the tests see */    \
       }                                                                                           \
       store16_int(-r, out, 1, c, cols);                                                           \
     }                                                                                             \
@@ -114,7 +116,8 @@ __kernel void unary(int op, __global const float* x, long x_off, __global float*
     case MulScalar: r = v * s; break;
     case PowScalar: r = pow(v, s); break;
     case RSubScalar: r = s - v; break;
-    default: r = s / v; break;  // RDivScalar
+    case RDivScalar: r = s / v; break;
+    default: r = (float16)(NAN); break;  // a code without a case: a poison the tests see
   }
   store16(r, y + y_off + i, 1, 0, count);
 }
