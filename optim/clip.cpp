@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "autograd/ops.h"
+
 namespace sf::optim {
 
 namespace {
@@ -18,18 +20,12 @@ std::vector<Slice> whole(const NamedTensors& params) {
 // Each gradient's squared norm goes to its element of one array on the
 // device; reading that array is the step's one wait for the device.
 double grad_squares(const NamedTensors& params, const std::vector<Slice>& slices) {
-  std::vector<size_t> used;
+  std::vector<Tensor> runs;
   for (size_t i = 0; i < params.size(); ++i)
-    if (params[i].second.grad().defined() && slices[i].size() > 0) used.push_back(i);
-  if (used.empty()) return 0.0;
-  Tensor squares = Tensor::empty({static_cast<int64_t>(used.size())}, DType::F32, params[used[0]].second.device());
-  for (size_t k = 0; k < used.size(); ++k) {
-    Tensor g = params[used[k]].second.grad();
-    Mem<float> run = g.mem() + slices[used[k]].begin;
-    g.device().kernels().dot(run, run, slices[used[k]].size(), squares.mem() + k);
-  }
+    if (Tensor g = params[i].second.grad(); g.defined() && slices[i].size() > 0)
+      runs.push_back(g.view(slices[i].begin, {slices[i].size()}));
   double total = 0.0;
-  for (float square : squares.to_vector()) total += square;
+  for (float square : sums_of_squares(runs).to_vector()) total += square;
   return total;
 }
 
@@ -42,12 +38,8 @@ void clip_to_norm(const NamedTensors& params, const std::vector<Slice>& slices, 
   // A NaN or infinite norm is left for the caller to see (the trainer skips
   // that update) instead of scaling every gradient by NaN or 0.
   if (!std::isfinite(norm) || coef >= 1.0f) return;
-  for (size_t i = 0; i < params.size(); ++i) {
-    Tensor g = params[i].second.grad();
-    if (g.defined())
-      g.device().kernels().unary(kernels::Unary::MulScalar, g.mem() + slices[i].begin, g.mem() + slices[i].begin,
-                                 slices[i].size(), coef);
-  }
+  for (size_t i = 0; i < params.size(); ++i)
+    if (Tensor g = params[i].second.grad(); g.defined()) mul_scalar_(g.view(slices[i].begin, {slices[i].size()}), coef);
 }
 
 float clip_grad_norm(const NamedTensors& params, float max_norm) {

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "autograd/engine.h"
+#include "autograd/ops.h"
 #include "base/error.h"
 #include "base/parse_int.h"
 
@@ -144,8 +145,8 @@ void Adam::update(size_t i, const Tensor& grad) {
   float l2 = o.decoupled ? 0.0f : o.weight_decay;
   float decay = o.decoupled ? lr_ * o.weight_decay : 0.0f;
   const Slice& own = owned(i);
-  p.device().kernels().adam_step(p.mem() + own.begin, grad.mem() + own.begin, m.mem(), v.mem(), own.size(),
-                                 step_size, o.beta1, o.beta2, o.eps, sqrt_bc2, l2, decay);
+  adam_step_(p.view(own.begin, {own.size()}), grad.view(own.begin, {own.size()}), m, v, step_size, o.beta1, o.beta2,
+             o.eps, sqrt_bc2, l2, decay);
 }
 
 std::vector<std::string> Sgd::state_names() const {
@@ -158,10 +159,10 @@ void Sgd::update(size_t i, const Tensor& grad) {
   bool momentum = options_.momentum != 0.0f;
   // PyTorch starts the buffer as a copy of the parameter's first gradient.
   bool first = momentum && !find_state(i, "momentum_buffer");
-  Mem<float> buf = momentum ? state(i, "momentum_buffer").mem() : Mem<float>();
+  Tensor buffer = momentum ? state(i, "momentum_buffer") : Tensor();
   const Slice& own = owned(i);
-  p.device().kernels().sgd_step(p.mem() + own.begin, grad.mem() + own.begin, buf, own.size(), lr_,
-                                options_.momentum, options_.weight_decay, options_.nesterov, first);
+  sgd_step_(p.view(own.begin, {own.size()}), grad.view(own.begin, {own.size()}), buffer, lr_, options_.momentum,
+            options_.weight_decay, options_.nesterov, first);
 }
 
 }  // namespace sf::optim

@@ -8,6 +8,7 @@
 #include "data/unicode.h"
 #include "nn/checkpoint.h"
 #include "train/checkpoints.h"
+#include "train/loss.h"
 #include "train/resources.h"
 #include "train/unknown_words.h"
 
@@ -157,9 +158,8 @@ std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Examp
   std::vector<PairNll> out(lengths.size());
   for (const auto& indices : length_batches(lengths, batch_size)) {
     data::Batch b = dataset.make_batch(indices);
-    Tensor memory = model.encode(b.encoder_input, b.encoder_mask);
     // Read on the host (no copy when the model is on the CPU).
-    Tensor log_probs = model.project(model.decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask)).to(cpu());
+    Tensor log_probs = model.project(batch_features(model, b)).to(cpu());
     int64_t width = b.label.size(1), vocab = log_probs.size(-1);
     for (size_t r = 0; r < indices.size(); ++r) {
       // Label positions: the target tokens, then [EOS]; [PAD] after them.

@@ -28,4 +28,13 @@ Tensor translation_loss(nn::Transformer& model, const Tensor& features, const Te
   return cross_entropy(model.logits(labelled), Tensor::from_ints(targets, {count}), data::kPadId, label_smoothing);
 }
 
+Tensor batch_features(nn::Transformer& model, const data::Batch& batch) {
+  Tensor memory = model.encode(batch.encoder_input, batch.encoder_mask);
+  return model.decode(memory, batch.encoder_mask, batch.decoder_input, batch.decoder_mask);
+}
+
+Tensor batch_loss(nn::Transformer& model, const data::Batch& batch, float label_smoothing) {
+  return translation_loss(model, batch_features(model, batch), batch.label, label_smoothing);
+}
+
 }  // namespace sf::train

@@ -39,9 +39,7 @@ int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batc
       // Mixed precision (docs/13-bf16.md): in bf16 the forward's matrix
       // products round their operands; the backward's follow the forward's.
       AutocastGuard autocast(run_.config.precision_dtype());
-      Tensor memory = run_.model->encode(b->encoder_input, b->encoder_mask);
-      Tensor features = run_.model->decode(memory, b->encoder_mask, b->decoder_input, b->decoder_mask);
-      loss = translation_loss(*run_.model, features, b->label, run_.config.label_smoothing);
+      loss = batch_loss(*run_.model, *b, run_.config.label_smoothing);
     }
     // This rank's share of the whole batch's mean (data_parallel.h); 1 alone.
     float share = static_cast<float>(b->label_tokens) / static_cast<float>(batch_tokens);

@@ -29,9 +29,7 @@ ValidationResult validate(Run& run) {
     int64_t count = 0;
     for (data::EpochBatches batches(*run.valid_set, 0); !batches.done();) {
       data::Batch b = batches.next();
-      Tensor memory = model.encode(b.encoder_input, b.encoder_mask);
-      Tensor features = model.decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask);
-      total += translation_loss(model, features, b.label, run.config.label_smoothing).item() * b.label_tokens;
+      total += batch_loss(model, b, run.config.label_smoothing).item() * b.label_tokens;
       count += b.label_tokens;
     }
     result.loss = count > 0 ? total / count : 0.0;
