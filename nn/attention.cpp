@@ -37,7 +37,7 @@ Tensor MultiHeadAttentionBlock::attend(const Tensor& q, const KeyValues& kv, con
   // [B, h, Sq, Sk]; the scaling, masking and softmax are one fused op.
   Tensor scores = matmul(query, kv.keys, {.trans_b = true});
   Tensor weights = masked_softmax(scores, mask, 1.0f / std::sqrt(static_cast<float>(d_k_)));
-  if (record_weights) recorded_weights.push_back(weights.detach());
+  if (weights_hook) weights_hook(weights.detach());
   // weights V, heads concatenated, then the output projection.
   return w_o.forward(merge_heads(matmul(dropout.forward(weights), kv.values)));
 }

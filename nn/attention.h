@@ -8,6 +8,8 @@
 // broadcast against the scores [B, h, queries, keys]; hidden scores are set to
 // -1e9 before the softmax, so hidden keys get weight exactly 0.
 #pragma once
+#include <functional>
+
 #include "layers.h"
 
 namespace sf::nn {
@@ -35,11 +37,11 @@ class MultiHeadAttentionBlock : public Module {
   Linear w_q, w_k, w_v, w_o;
   Dropout dropout;
 
-  // Attention weights are kept only on request, for visualisation: while
-  // record_weights is set, every call appends its weights [B, h, Sq, Sk]
-  // (before dropout, detached) to recorded_weights. Off, nothing is kept.
-  bool record_weights = false;
-  std::vector<Tensor> recorded_weights;
+  // Observes each call's attention weights [B, h, Sq, Sk] (before dropout,
+  // detached), as a PyTorch forward hook would: how decoding records what
+  // the model attended to (train/decoding.h: AttentionRecorder). The block
+  // keeps nothing itself.
+  std::function<void(const Tensor& weights)> weights_hook;
 
  private:
   Tensor split_heads(const Tensor& x) const;  // [B, S, d_model] -> [B, h, S, d_k]

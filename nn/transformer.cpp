@@ -149,18 +149,6 @@ Tensor Transformer::decode_next(DecoderCache& cache, const Tensor& src_mask, con
                                 tgt_mask.defined() ? tgt_mask.to(device()) : Tensor());
 }
 
-void Transformer::record_attention(bool on) {
-  auto set = [on](MultiHeadAttentionBlock& block) {
-    block.record_weights = on;
-    block.recorded_weights.clear();
-  };
-  for (size_t i = 0; i < encoder.layers.size(); ++i) set(encoder.layers[i].self_attention_block);
-  for (size_t i = 0; i < decoder.layers.size(); ++i) {
-    set(decoder.layers[i].self_attention_block);
-    set(decoder.layers[i].cross_attention_block);
-  }
-}
-
 std::unique_ptr<Transformer> build_transformer(const TransformerConfig& config, Rng& init) {
   if (config.src_vocab_size <= 0 || config.tgt_vocab_size <= 0 || config.d_model <= 0 ||
       config.N <= 0 || config.d_ff <= 0 || config.src_seq_len <= 0 || config.tgt_seq_len <= 0)

@@ -113,10 +113,6 @@ class Transformer : public Module {
   Tensor decode_next(DecoderCache& cache, const Tensor& src_mask, const Tensor& tgt,
                      const Tensor& tgt_mask = Tensor());
 
-  // Sets every attention block's record_weights and clears what they hold
-  // (see MultiHeadAttentionBlock::recorded_weights).
-  void record_attention(bool on);
-
   const TransformerConfig& config() const { return config_; }
   Rng& dropout_rng() { return dropout_rng_; }
 

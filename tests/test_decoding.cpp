@@ -296,16 +296,14 @@ void check_recorded_attention(nn::Transformer& model, const std::vector<std::vec
 
     int64_t S = static_cast<int64_t>(r.source.size()), T = static_cast<int64_t>(r.target.size());
     Tensor s = Tensor::from_ints(r.source, {1, S}), t = Tensor::from_ints(r.target, {1, T});
-    model.record_attention(true);
+    AttentionRecorder recorded(model);
     Tensor mask = data::encoder_keep_mask(s);
     model.decode(model.encode(s, mask), mask, t, data::causal_keep_mask(T, T));
     for (size_t l = 0; l < model.encoder.layers.size(); ++l) {
-      CHECK(max_difference(model.encoder.layers[l].self_attention_block.recorded_weights, r.encoder_self[l]) < 1e-6f);
-      const nn::DecoderBlock& block = model.decoder.layers[l];
-      CHECK(max_difference(block.self_attention_block.recorded_weights, r.decoder_self[l]) < 1e-6f);
-      CHECK(max_difference(block.cross_attention_block.recorded_weights, r.cross[l]) < 1e-6f);
+      CHECK(max_difference(recorded.encoder_self[l], r.encoder_self[l]) < 1e-6f);
+      CHECK(max_difference(recorded.decoder_self[l], r.decoder_self[l]) < 1e-6f);
+      CHECK(max_difference(recorded.cross[l], r.cross[l]) < 1e-6f);
     }
-    model.record_attention(false);
   }
 }
 
@@ -324,18 +322,25 @@ TEST_CASE("decoding: greedy and beam decoding record the attention of their own 
   }
 }
 
-TEST_CASE("decoding: attention weights are kept only when a record is asked for") {
+TEST_CASE("decoding: attention hooks are set only while a record is asked for, and unset after") {
   auto model = random_model(2);
-  testing::Batch b = testing::make_batch({{4, 5, 6}}, {{5, 6}}, 6);
-  model->train();
-  testing::batch_loss(*model, b).backward();  // a training step's forward and backward
+  auto hooked = [&] {
+    int count = 0;
+    for (size_t l = 0; l < model->encoder.layers.size(); ++l)
+      count += bool(model->encoder.layers[l].self_attention_block.weights_hook) +
+               bool(model->decoder.layers[l].self_attention_block.weights_hook) +
+               bool(model->decoder.layers[l].cross_attention_block.weights_hook);
+    return count;
+  };
   model->eval();
-  greedy_decode(*model, data::frame_sources({{4, 5, 6}, {7}}), 6);
-  beam_search(*model, data::frame_sources({{4, 5, 6}}), 2, 0.6f, 6);
-  auto empty = [](const nn::MultiHeadAttentionBlock& block) { return block.recorded_weights.empty(); };
-  for (size_t l = 0; l < model->encoder.layers.size(); ++l) {
-    CHECK(empty(model->encoder.layers[l].self_attention_block));
-    CHECK(empty(model->decoder.layers[l].self_attention_block));
-    CHECK(empty(model->decoder.layers[l].cross_attention_block));
+  std::vector<AttentionRecord> records;
+  {
+    AttentionRecorder recorder(*model);
+    CHECK(hooked() == 3 * static_cast<int>(model->encoder.layers.size()));
   }
+  CHECK(hooked() == 0);
+  greedy_decode(*model, data::frame_sources({{4, 5, 6}, {7}}), 6, &records);
+  beam_search(*model, data::frame_sources({{4, 5, 6}}), 2, 0.6f, 6, &records);
+  CHECK(records.size() == 1);
+  CHECK(hooked() == 0);
 }

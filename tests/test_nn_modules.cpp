@@ -182,9 +182,10 @@ TEST_CASE("nn: attention gives masked (padding) keys zero weight") {
   attention.eval();
   Tensor q = random_tensor({1, 3, 8}, 10), kv = random_tensor({1, 4, 8}, 11);
   Tensor mask = data::encoder_keep_mask(Tensor::from_ints({5, 6, 1, 1}, {1, 4}));
-  attention.record_weights = true;
+  std::vector<Tensor> seen;
+  attention.weights_hook = [&](const Tensor& weights) { seen.push_back(weights); };
   Tensor out = attention.forward(q, kv, kv, mask);
-  Tensor w = attention.recorded_weights.at(0);
+  Tensor w = seen.at(0);
   REQUIRE(w.shape() == Shape{1, 2, 3, 4});
   for (int64_t row = 0; row < 6; ++row) {
     const float* p = w.data() + row * 4;
@@ -199,18 +200,19 @@ TEST_CASE("nn: attention gives masked (padding) keys zero weight") {
   CHECK(attention.forward(q, changed, changed, mask).to_vector() == out.to_vector());
 }
 
-TEST_CASE("nn: attention keeps its weights only while asked to record them") {
+TEST_CASE("nn: attention shows its weights to its hook, once per call, detached") {
   Rng init(3), noise(4);
   MultiHeadAttentionBlock attention(8, 2, 0.1f, init, noise);
-  Tensor x = random_tensor({1, 3, 8}, 10);
+  Tensor x = random_tensor({1, 3, 8}, 10).set_requires_grad();
+  std::vector<Tensor> seen;
+  attention.forward(x, x, x, Tensor());  // no hook: nothing to see, nothing kept
+  attention.weights_hook = [&](const Tensor& weights) { seen.push_back(weights); };
   attention.forward(x, x, x, Tensor());  // training mode, with a gradient
   attention.eval();
   attention.forward(x, x, x, Tensor());
-  CHECK(attention.recorded_weights.empty());
-  attention.record_weights = true;
-  attention.forward(x, x, x, Tensor());
-  attention.forward(x, x, x, Tensor());
-  CHECK(attention.recorded_weights.size() == 2);
+  REQUIRE(seen.size() == 2);
+  CHECK_FALSE(seen[0].requires_grad());
+  CHECK(seen[1].shape() == Shape{1, 2, 3, 3});
 }
 
 TEST_CASE("nn: causal mask hides the future") {
@@ -218,9 +220,10 @@ TEST_CASE("nn: causal mask hides the future") {
   MultiHeadAttentionBlock attention(8, 2, 0.0f, init, noise);
   Tensor x = random_tensor({1, 4, 8}, 12);
   Tensor mask = data::decoder_keep_mask(Tensor::from_ints({2, 5, 6, 7}, {1, 4}));
-  attention.record_weights = true;
+  std::vector<Tensor> seen;
+  attention.weights_hook = [&](const Tensor& weights) { seen.push_back(weights); };
   Tensor out = attention.forward(x, x, x, mask);
-  Tensor w = attention.recorded_weights.at(0);
+  Tensor w = seen.at(0);
   for (int64_t head = 0; head < 2; ++head)
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t j = 0; j < 4; ++j) {

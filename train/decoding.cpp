@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "autograd/engine.h"
 
@@ -52,7 +53,7 @@ struct BatchRows {
 
 // Every sentence's record from the weights the blocks recorded: one
 // whole-source pass per encoder layer, one pass per step per decoder layer.
-std::vector<AttentionRecord> gather_attention(nn::Transformer& model, const Tensor& src,
+std::vector<AttentionRecord> gather_attention(const AttentionRecorder& recorded, const Tensor& src,
                                               const std::vector<TokenIds>& decoder_inputs,
                                               const std::vector<BatchRows>& rows) {
   const std::vector<int32_t> ids = src.to_int_vector();
@@ -66,16 +67,15 @@ std::vector<AttentionRecord> gather_attention(nn::Transformer& model, const Tens
     records[b].source.assign(row, row + n);
     records[b].target = decoder_inputs[b];
   }
-  for (size_t l = 0; l < model.encoder.layers.size(); ++l) {
-    HostWeights w(model.encoder.layers[l].self_attention_block.recorded_weights.at(0));
+  for (const std::vector<Tensor>& layer : recorded.encoder_self) {
+    HostWeights w(layer.at(0));
     for (size_t b = 0; b < records.size(); ++b)
       records[b].encoder_self.push_back(crop(w, rows[b].source, records[b].source.size()));
   }
-  for (size_t l = 0; l < model.decoder.layers.size(); ++l) {
-    const nn::DecoderBlock& block = model.decoder.layers[l];
+  for (size_t l = 0; l < recorded.decoder_self.size(); ++l) {
     std::vector<HostWeights> self, cross;
-    for (const Tensor& w : block.self_attention_block.recorded_weights) self.emplace_back(w);
-    for (const Tensor& w : block.cross_attention_block.recorded_weights) cross.emplace_back(w);
+    for (const Tensor& w : recorded.decoder_self[l]) self.emplace_back(w);
+    for (const Tensor& w : recorded.cross[l]) cross.emplace_back(w);
     for (size_t b = 0; b < records.size(); ++b) {
       records[b].decoder_self.push_back(stack_steps(self, rows[b].steps, records[b].target.size()));
       records[b].cross.push_back(stack_steps(cross, rows[b].steps, records[b].source.size()));
@@ -86,10 +86,31 @@ std::vector<AttentionRecord> gather_attention(nn::Transformer& model, const Tens
 
 }  // namespace
 
+AttentionRecorder::AttentionRecorder(nn::Transformer& model)
+    : encoder_self(model.encoder.layers.size()), decoder_self(model.decoder.layers.size()),
+      cross(model.decoder.layers.size()), model_(model) {
+  auto into = [](std::vector<Tensor>& calls) { return [&calls](const Tensor& weights) { calls.push_back(weights); }; };
+  for (size_t l = 0; l < encoder_self.size(); ++l)
+    model.encoder.layers[l].self_attention_block.weights_hook = into(encoder_self[l]);
+  for (size_t l = 0; l < decoder_self.size(); ++l) {
+    model.decoder.layers[l].self_attention_block.weights_hook = into(decoder_self[l]);
+    model.decoder.layers[l].cross_attention_block.weights_hook = into(cross[l]);
+  }
+}
+
+AttentionRecorder::~AttentionRecorder() {
+  for (size_t l = 0; l < encoder_self.size(); ++l) model_.encoder.layers[l].self_attention_block.weights_hook = nullptr;
+  for (size_t l = 0; l < decoder_self.size(); ++l) {
+    model_.decoder.layers[l].self_attention_block.weights_hook = nullptr;
+    model_.decoder.layers[l].cross_attention_block.weights_hook = nullptr;
+  }
+}
+
 std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, int64_t max_len,
                                     std::vector<AttentionRecord>* attention) {
   NoGradGuard no_grad;
-  if (attention) model.record_attention(true);
+  std::optional<AttentionRecorder> recorder;
+  if (attention) recorder.emplace(model);
   int64_t batch = src.size(0);
   Tensor src_mask = data::encoder_keep_mask(src);
   nn::DecoderCache cache = model.start_decoding(model.encode(src, src_mask));
@@ -116,8 +137,7 @@ std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, i
   if (attention) {
     std::vector<BatchRows> rows;
     for (int64_t b = 0; b < batch; ++b) rows.push_back({b, std::vector<int64_t>(fed[b].size(), b)});
-    *attention = gather_attention(model, src, fed, rows);
-    model.record_attention(false);
+    *attention = gather_attention(*recorder, src, fed, rows);
   }
   return out;
 }
@@ -140,7 +160,8 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
                                     float length_penalty, int64_t max_len,
                                     std::vector<AttentionRecord>* attention) {
   NoGradGuard no_grad;
-  if (attention) model.record_attention(true);
+  std::optional<AttentionRecorder> recorder;
+  if (attention) recorder.emplace(model);
   const int64_t batch = src.size(0), k = beam;
   const double kNone = -std::numeric_limits<double>::infinity();
   // Each sentence's source is repeated for its k beams: row b * k + i.
@@ -256,8 +277,7 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
     fed[b].resize(rows[b].steps.size());
   }
   if (attention) {
-    *attention = gather_attention(model, src_k, fed, rows);
-    model.record_attention(false);
+    *attention = gather_attention(*recorder, src_k, fed, rows);
   }
   return best;
 }

@@ -27,6 +27,22 @@ struct AttentionRecord {
   std::vector<AttentionWeights> encoder_self, decoder_self, cross;  // per layer
 };
 
+// Records every attention block's weights while it lives, through the
+// blocks' weights_hook (unset again when it goes): per encoder layer, per
+// decoder layer, each call's weights in the order the calls came.
+class AttentionRecorder {
+ public:
+  explicit AttentionRecorder(nn::Transformer& model);
+  ~AttentionRecorder();
+  AttentionRecorder(const AttentionRecorder&) = delete;
+  AttentionRecorder& operator=(const AttentionRecorder&) = delete;
+
+  std::vector<std::vector<Tensor>> encoder_self, decoder_self, cross;
+
+ private:
+  nn::Transformer& model_;
+};
+
 // Greedy decoding of each row of src [B, S] (framed sources, see
 // data/framing.h): start from [SOS], append the most likely next token until
 // [EOS] or until the decoder input holds max_len tokens. Results exclude [SOS]
