@@ -24,6 +24,7 @@
 #include "autograd/kernels/kernels.h"
 #include "base/error.h"
 #include "kernel_checks.h"
+#include "skip.h"
 #include "autograd/kernels/simd.h"
 #include "autograd/kernels/thread_pool.h"
 
@@ -259,6 +260,29 @@ TEST_CASE("kernels: bf16 gemm with infinities and NaN in A and B, at every level
             }
     });
   });
+}
+
+// The AMX level on its own: sizes on both sides of its 32 x 32 blocks, its
+// 16 x 16 tiles and its steps of 32 along k (k padded with zero pairs), k past
+// its K block (512), every layout, on 1 and 2 threads. It is also the default
+// wherever the CPU and the kernel allow it.
+TEST_CASE("kernels: bf16 gemm at the AMX level, around its tiles and blocks") {
+  if (!cpu_supports(Bf16Gemm::kAmxBf16)) SF_SKIP("this CPU has no AMX-BF16 (amx_bf16, amx_tile)");
+  CHECK(bf16_gemm() == Bf16Gemm::kAmxBf16);
+  const Bf16Gemm original = bf16_gemm();
+  REQUIRE(set_bf16_gemm(Bf16Gemm::kAmxBf16));
+  with_threads([] {
+    for (int64_t m : {1, 16, 31, 33, 64})
+      for (int64_t n : {15, 32, 47})
+        for (int64_t k : {1, 31, 32, 33, 513})
+          for (int layout = 0; layout < 4; ++layout) {
+            GemmCheck g{m, n, k, bool(layout & 1), bool(layout & 2), 0.5f, layout == 2 ? 0.0f : 1.5f,
+                        /*batch=*/2, /*pad=*/layout, /*shared_b=*/layout == 3};
+            g.bf16 = true;
+            check_gemm(g);
+          }
+  });
+  set_bf16_gemm(original);
 }
 
 // Subnormal bf16 operands (below 2^-126): the portable level multiplies them

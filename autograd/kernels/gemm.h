@@ -35,8 +35,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 enum class Bf16Gemm {
   kPortable,    // widened to float32 (exactly) and multiplied by fast::gemm
   kAvx512Bf16,  // VDPBF16PS: 32 bf16 multiply-adds per instruction
+  kAmxBf16,     // AMX tiles, TDPBF16PS: 8,192 per instruction (Intel, Sapphire Rapids on)
 };
-inline constexpr Bf16Gemm kBf16Gemms[] = {Bf16Gemm::kPortable, Bf16Gemm::kAvx512Bf16};
+inline constexpr Bf16Gemm kBf16Gemms[] = {Bf16Gemm::kPortable, Bf16Gemm::kAvx512Bf16, Bf16Gemm::kAmxBf16};
 const char* to_string(Bf16Gemm level);
 bool cpu_supports(Bf16Gemm level);
 // The implementation fast::gemm_bf16 runs: the fastest this CPU supports,
