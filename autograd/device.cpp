@@ -10,6 +10,7 @@
 
 #include "block_cache.h"
 #include "base/error.h"
+#include "kernels/gemm.h"
 #ifdef SF_OPENCL
 #include "opencl/opencl.h"
 #endif
@@ -63,6 +64,7 @@ class CpuDevice final : public Device {
 
   const char* name() const override { return "cpu"; }
   bool host_addressable() const override { return true; }
+  bool multiplies_bf16_faster() const override { return kernels::bf16_gemm() != kernels::Bf16Gemm::kPortable; }
 
   void* allocate(size_t bytes) override {
     size_t size = cache_.size_class(bytes);

@@ -43,6 +43,9 @@ class Device {
   virtual void synchronize() = 0;
 
   virtual const kernels::Table& kernels() const = 0;
+  // Whether its bf16 matrix products beat its float32 ones. Where they do not,
+  // autocast keeps bf16's rounding but multiplies in float32 (ops.h).
+  virtual bool multiplies_bf16_faster() const { return false; }
 };
 
 Device& cpu();

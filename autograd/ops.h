@@ -53,7 +53,8 @@ struct MatmulOptions {
 // [..., M, K] x [..., K, N] -> [..., M, N], batch dims broadcast. With trans_b,
 // b is [..., N, K]: attention's Q K^T is matmul(q, k, {.trans_b = true}).
 // Operands are both float32 or both bf16 (the result is float32 either way);
-// under an AutocastGuard of bf16 float32 operands are rounded to bf16 first.
+// under an AutocastGuard of bf16 float32 operands are rounded to bf16 first
+// (autocast_operand).
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions options = {});
 
 // --- precision ------------------------------------------------------------------
@@ -68,6 +69,13 @@ Tensor to_dtype(const Tensor& x, DType dtype);
 // accumulates in float32, forward and backward (the backward's products take
 // the same precision as the forward's, whatever the scope then). Every other
 // op stays float32. DType::F32 turns it off inside an outer guard.
+//
+// Where the device's bf16 products are no faster than its float32 ones
+// (Device::multiplies_bf16_faster: a CPU without AMX, or without AVX512-BF16
+// on AMD), the rounded operands stay float32 tensors holding bf16 values and
+// the float32 GEMM multiplies them: the same exact products, so the same
+// result as the bf16 GEMM's portable level, without widening the operands
+// again for every product.
 class AutocastGuard {
  public:
   explicit AutocastGuard(DType dtype);
@@ -81,8 +89,14 @@ class AutocastGuard {
 DType autocast_dtype();  // F32 outside any guard
 // x as a matrix product takes it under the current autocast: rounded to bf16
 // in a bf16 scope (a parameter, when nothing records gradients, only once
-// per outermost guard), else x itself.
+// per outermost guard) by bf16_operand, else x itself.
 Tensor autocast_operand(const Tensor& x);
+// float32 x rounded to bf16 as a product on its device takes it: a bf16
+// tensor, or (where bf16 products are no faster) round_to_bf16(x).
+Tensor bf16_operand(const Tensor& x);
+// float32 x rounded to the nearest bf16 values, kept in float32. The gradient
+// passes through, as to_dtype's does.
+Tensor round_to_bf16(const Tensor& x);
 
 // --- reductions -------------------------------------------------------------
 Tensor sum(const Tensor& x);  // all elements -> scalar

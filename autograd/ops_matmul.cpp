@@ -71,11 +71,10 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
   return out;
 }
 
-}  // namespace
-
-Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o) {
-  if (autocast_dtype() == DType::BF16 && (a.dtype() == DType::F32 || b.dtype() == DType::F32))
-    return matmul(autocast_operand(a), autocast_operand(b), o);
+// The product of operands that are both float32 or both bf16. `bf16_values`:
+// they hold bf16 values (bf16 tensors, or float32 ones rounded by
+// bf16_operand), so the backward's products round the output gradient too.
+Tensor product(const Tensor& a, const Tensor& b, MatmulOptions o, bool bf16_values) {
   if (a.dtype() != b.dtype() || (a.dtype() != DType::F32 && a.dtype() != DType::BF16))
     internal_fail("matmul: operands must be both float32 or both bfloat16, got ", to_string(a.dtype()), " and ",
                   to_string(b.dtype()));
@@ -88,25 +87,34 @@ Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o) {
   if (b.ndim() == 2 && a.ndim() > 2 && !o.trans_a) {
     Shape out_shape = a.shape();
     out_shape.back() = o.trans_b ? b.size(0) : b.size(1);
-    return reshape(matmul(reshape(a, {-1, a.size(-1)}), b, o), out_shape);
+    return reshape(product(reshape(a, {-1, a.size(-1)}), b, o, bf16_values), out_shape);
   }
   Tensor out = matmul_forward(a, b, o);
   // C = op(A) op(B): dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, each written
   // in the layout A and B are stored in.
   // Saved for backward: the operands as multiplied, so bf16 ones keep half the
   // memory. The backward's products take their precision: g is rounded too.
-  return record(out, "matmul", {a, b}, [a, b, o](const Tensor& output_grad) -> Grads {
-    const AutocastGuard same_precision(a.dtype());
-    const Tensor g = to_dtype(output_grad, a.dtype());
+  return record(out, "matmul", {a, b}, [a, b, o, bf16_values](const Tensor& output_grad) -> Grads {
+    const Tensor g = !bf16_values ? output_grad
+                     : a.dtype() == DType::BF16 ? to_dtype(output_grad, DType::BF16)
+                                                : round_to_bf16(output_grad);
     Tensor ga, gb;
     if (a.requires_grad())
-      ga = o.trans_a ? matmul(b, g, {.trans_a = o.trans_b, .trans_b = true})
-                     : matmul(g, b, {.trans_b = !o.trans_b});
+      ga = o.trans_a ? product(b, g, {.trans_a = o.trans_b, .trans_b = true}, bf16_values)
+                     : product(g, b, {.trans_b = !o.trans_b}, bf16_values);
     if (b.requires_grad())
-      gb = o.trans_b ? matmul(g, a, {.trans_a = true, .trans_b = o.trans_a})
-                     : matmul(a, g, {.trans_a = !o.trans_a});
+      gb = o.trans_b ? product(g, a, {.trans_a = true, .trans_b = o.trans_a}, bf16_values)
+                     : product(a, g, {.trans_a = !o.trans_a}, bf16_values);
     return {ga.defined() ? sum_to(ga, a.shape()) : ga, gb.defined() ? sum_to(gb, b.shape()) : gb};
   });
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o) {
+  if (autocast_dtype() == DType::BF16 && (a.dtype() == DType::F32 || b.dtype() == DType::F32))
+    return product(autocast_operand(a), autocast_operand(b), o, /*bf16_values=*/true);
+  return product(a, b, o, /*bf16_values=*/a.dtype() == DType::BF16);
 }
 
 }  // namespace sf

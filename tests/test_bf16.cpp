@@ -3,11 +3,13 @@
 // both passes) and what it does not (everything else, the parameters).
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <vector>
 
 #include "autograd/engine.h"
 #include "autograd/init.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/ops.h"
 #include "base/error.h"
 #include "base/random.h"
@@ -23,6 +25,20 @@ Tensor random_matrix(const Shape& shape, uint64_t seed) {
 
 // x with every element rounded to bf16, as float32.
 Tensor rounded(const Tensor& x) { return to_dtype(to_dtype(x, DType::BF16), DType::F32); }
+
+// Runs `body` at each bf16 GEMM level this CPU has: bf16 tensors multiplied
+// by a faster bf16 product (AVX512-BF16, AMX), and the portable level's bf16
+// values kept in float32 (ops.h: autocast). Then restores the default.
+template <class F>
+void at_each_bf16_level(F body) {
+  const kernels::Bf16Gemm original = kernels::bf16_gemm();
+  for (kernels::Bf16Gemm level : kernels::kBf16Gemms) {
+    if (!kernels::set_bf16_gemm(level)) continue;
+    CAPTURE(kernels::to_string(level));
+    body();
+  }
+  kernels::set_bf16_gemm(original);
+}
 
 double max_difference(const Tensor& a, const Tensor& b) {
   std::vector<float> x = a.to_vector(), y = b.to_vector();
@@ -56,6 +72,21 @@ TEST_CASE("bf16: a tensor of 2-byte elements; to_dtype rounds to nearest even an
 
 // Beam search reorders the decoder's cached keys and values, bf16 under
 // autocast, by the rows of the surviving hypotheses.
+TEST_CASE("bf16: round_to_bf16 rounds as to_dtype does, bit for bit, and keeps float32; the gradient passes") {
+  std::vector<float> values = random_matrix({1000}, 11).to_vector();
+  for (float v : {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -0.0f, 1e-40f, -1e-45f, 3.4e38f, INFINITY, -INFINITY, NAN})
+    values.push_back(v);
+  Tensor x = Tensor::from(values, {static_cast<int64_t>(values.size())}).set_requires_grad();
+  Tensor r = round_to_bf16(x);
+  CHECK(r.dtype() == DType::F32);
+  const std::vector<float> got = r.to_vector(), want = rounded(x).to_vector();
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK_MESSAGE(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]), values[i]);
+  Tensor w = random_matrix({static_cast<int64_t>(values.size())}, 12);
+  sum(mul(r, w)).backward();
+  CHECK(x.grad().to_vector() == w.to_vector());
+}
+
 TEST_CASE("bf16: index_select picks the rows of a bf16 tensor bit for bit, as bf16") {
   Tensor x = to_dtype(random_matrix({4, 3, 5}, 3), DType::BF16);
   Tensor rows = Tensor::from_ints({2, 0, 2, 3, 1}, {5});
@@ -79,39 +110,43 @@ TEST_CASE("bf16: to_dtype passes the gradient through, in float32") {
 }
 
 TEST_CASE("bf16: under autocast matmul multiplies the bf16-rounded operands and accumulates in float32") {
-  Tensor a = random_matrix({5, 70}, 3), b = random_matrix({70, 9}, 4);
-  Tensor exact = matmul(a, b), of_rounded = matmul(rounded(a), rounded(b));
-  Tensor mixed;
-  {
-    AutocastGuard autocast(DType::BF16);
-    CHECK(autocast_dtype() == DType::BF16);
-    mixed = matmul(a, b);
-  }
-  CHECK(autocast_dtype() == DType::F32);
-  CHECK(mixed.dtype() == DType::F32);
-  // The same exact products summed in float32 (only the order of the sums
-  // may differ); not the float32 product, which differs by bf16 rounding.
-  CHECK(max_difference(mixed, of_rounded) < 1e-5);
-  CHECK(max_difference(mixed, exact) > 1e-4);
-  CHECK(max_difference(mixed, exact) < 0.05);
+  at_each_bf16_level([] {
+    Tensor a = random_matrix({5, 70}, 3), b = random_matrix({70, 9}, 4);
+    Tensor exact = matmul(a, b), of_rounded = matmul(rounded(a), rounded(b));
+    Tensor mixed;
+    {
+      AutocastGuard autocast(DType::BF16);
+      CHECK(autocast_dtype() == DType::BF16);
+      mixed = matmul(a, b);
+    }
+    CHECK(autocast_dtype() == DType::F32);
+    CHECK(mixed.dtype() == DType::F32);
+    // The same exact products summed in float32 (only the order of the sums
+    // may differ); not the float32 product, which differs by bf16 rounding.
+    CHECK(max_difference(mixed, of_rounded) < 1e-5);
+    CHECK(max_difference(mixed, exact) > 1e-4);
+    CHECK(max_difference(mixed, exact) < 0.05);
+  });
 }
 
 TEST_CASE("bf16: the backward's products round the output gradient and use the saved bf16 operands") {
-  Tensor a = random_matrix({6, 33}, 5).set_requires_grad(), b = random_matrix({33, 8}, 6).set_requires_grad();
-  Tensor g = random_matrix({6, 8}, 7);
-  {
-    AutocastGuard autocast(DType::BF16);
-    matmul(a, b).backward(g);
-  }
-  // dA = g B^T and dB = A^T g, each from bf16 operands.
-  Tensor want_a = matmul(rounded(g), rounded(b), {.trans_b = true});
-  Tensor want_b = matmul(rounded(a), rounded(g), {.trans_a = true});
-  CHECK(max_difference(a.grad(), want_a) < 1e-5);
-  CHECK(max_difference(b.grad(), want_b) < 1e-5);
-  CHECK(max_difference(a.grad(), matmul(g, b, {.trans_b = true})) > 1e-4);
-  // The parameters themselves stay float32.
-  CHECK(a.dtype() == DType::F32);
-  CHECK(a.grad().dtype() == DType::F32);
+  at_each_bf16_level([] {
+    Tensor a = random_matrix({6, 33}, 5).set_requires_grad(), b = random_matrix({33, 8}, 6).set_requires_grad();
+    Tensor g = random_matrix({6, 8}, 7);
+    {
+      AutocastGuard autocast(DType::BF16);
+      matmul(a, b).backward(g);
+    }
+    // dA = g B^T and dB = A^T g, each from bf16 operands.
+    Tensor want_a = matmul(rounded(g), rounded(b), {.trans_b = true});
+    Tensor want_b = matmul(rounded(a), rounded(g), {.trans_a = true});
+    CHECK(max_difference(a.grad(), want_a) < 1e-5);
+    CHECK(max_difference(b.grad(), want_b) < 1e-5);
+    CHECK(max_difference(a.grad(), matmul(g, b, {.trans_b = true})) > 1e-4);
+    // The parameters themselves stay float32.
+    CHECK(a.dtype() == DType::F32);
+    CHECK(a.grad().dtype() == DType::F32);
+  });
 }
 
 TEST_CASE("bf16: every op but matmul computes in float32 under autocast") {
@@ -129,7 +164,8 @@ TEST_CASE("bf16: a parameter is rounded once per autocast scope when nothing rec
     NoGradGuard no_grad;
     AutocastGuard autocast(DType::BF16);
     Tensor first = autocast_operand(w), second = autocast_operand(w);
-    CHECK(first.dtype() == DType::BF16);
+    // bf16 storage where bf16 products are faster, else bf16 values in float32.
+    CHECK(first.dtype() == (cpu().multiplies_bf16_faster() ? DType::BF16 : DType::F32));
     CHECK(first.same_storage(second));  // decoding's weights: rounded once
     CHECK_FALSE(autocast_operand(x).same_storage(autocast_operand(x)));  // not a parameter: each time
     {

@@ -111,6 +111,7 @@ void unary(Unary op, const float* x, float* y, int64_t n, float s) {
     case Unary::MulScalar: return vec_map([&](Vec v) { return v * vs; });
     case Unary::RSubScalar: return vec_map([&](Vec v) { return vs - v; });
     case Unary::RDivScalar: return vec_map([&](Vec v) { return vs / v; });
+    case Unary::RoundBf16: return vec_map([&](Vec v) { return round_to_bf16(v); });
     case Unary::Log:  // not on a hot path; the library functions are exact
     case Unary::Sqrt:
     case Unary::Tanh:

@@ -30,8 +30,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 
 // The implementations of fast::gemm_bf16, one per instruction set. Unlike the
 // float32 kernels' SIMD width, fixed when the library is compiled, this one is
-// chosen when the program runs, by CPUID: the AVX512-BF16 code is compiled into
-// every build and runs only on a CPU that has the instructions.
+// chosen when the program runs, by CPUID: the AVX512-BF16 and AMX code is
+// compiled into every build and runs only on a CPU that has the instructions.
+// Only the two instruction sets' levels multiply faster than float32 does.
 enum class Bf16Gemm {
   kPortable,    // widened to float32 (exactly) and multiplied by fast::gemm
   kAvx512Bf16,  // VDPBF16PS: 32 bf16 multiply-adds per instruction
@@ -41,9 +42,13 @@ inline constexpr Bf16Gemm kBf16Gemms[] = {Bf16Gemm::kPortable, Bf16Gemm::kAvx512
 const char* to_string(Bf16Gemm level);
 bool cpu_supports(Bf16Gemm level);
 // The implementation fast::gemm_bf16 runs: the fastest this CPU supports,
-// unless set (tests and benchmarks run each). Setting one the CPU lacks
-// returns false and changes nothing.
+// unless SCRATCHFORMER_BF16_GEMM names another or it is set (tests and
+// benchmarks run each). Setting one the CPU lacks returns false and changes
+// nothing.
 Bf16Gemm bf16_gemm();
+// The fastest this CPU supports: AMX, else AVX512-BF16 on AMD (on Intel its
+// VDPBF16PS does no more multiply-adds than float32's FMA), else portable.
+Bf16Gemm fastest_bf16_gemm();
 bool set_bf16_gemm(Bf16Gemm level);
 
 }  // namespace sf::kernels

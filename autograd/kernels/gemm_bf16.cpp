@@ -18,10 +18,13 @@
 // side by side, so it is read in place; a transposed A, or any A when k is
 // odd, is packed into the same pair layout.
 #include <array>
+#include <cstdlib>
+#include <string>
 #include <cstring>
 #include <utility>
 
 #include "bf16_pairs.h"
+#include "base/error.h"
 #include "gemm.h"
 
 namespace sf::kernels {
@@ -161,14 +164,33 @@ void gemm_portable(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
              batch);
 }
 
-Bf16Gemm best_supported() {
-  for (Bf16Gemm level : {Bf16Gemm::kAmxBf16, Bf16Gemm::kAvx512Bf16})
-    if (cpu_supports(level)) return level;
+// The fastest level this CPU supports, by its instructions and its maker.
+// AMX first. VDPBF16PS doubles the multiply-adds of an FMA only on AMD (Zen 4
+// and 5 run it on both FMA pipes); Intel issues it on one port, so there it
+// does no more arithmetic than float32 and pays for its packing: the portable
+// level (float32 products of the bf16 values) is faster (docs/13-bf16.md).
+Bf16Gemm fastest_supported() {
+  if (cpu_supports(Bf16Gemm::kAmxBf16)) return Bf16Gemm::kAmxBf16;
+  __builtin_cpu_init();
+  if (cpu_supports(Bf16Gemm::kAvx512Bf16) && __builtin_cpu_is("amd")) return Bf16Gemm::kAvx512Bf16;
   return Bf16Gemm::kPortable;
 }
 
+// The fastest level, or the one SCRATCHFORMER_BF16_GEMM names (to measure or
+// test a level on a CPU whose default is another).
+Bf16Gemm initial_level() {
+  const char* forced = std::getenv("SCRATCHFORMER_BF16_GEMM");
+  if (!forced || !*forced) return fastest_supported();
+  for (Bf16Gemm level : kBf16Gemms)
+    if (std::string(forced) == to_string(level)) {
+      if (!cpu_supports(level)) fail("SCRATCHFORMER_BF16_GEMM=", forced, ": this CPU cannot run that level");
+      return level;
+    }
+  fail("SCRATCHFORMER_BF16_GEMM=", forced, " is not a bf16 GEMM level: use portable, avx512_bf16 or amx_bf16");
+}
+
 Bf16Gemm& current_level() {
-  static Bf16Gemm level = best_supported();
+  static Bf16Gemm level = initial_level();
   return level;
 }
 
@@ -196,6 +218,8 @@ bool cpu_supports(Bf16Gemm level) {
 }
 
 Bf16Gemm bf16_gemm() { return current_level(); }
+
+Bf16Gemm fastest_bf16_gemm() { return fastest_supported(); }
 
 bool set_bf16_gemm(Bf16Gemm level) {
   if (!cpu_supports(level)) return false;

@@ -79,6 +79,7 @@ void unary(Unary op, const float* x, float* y, int64_t n, float s) {
       case Unary::PowScalar: y[i] = std::pow(v, s); break;
       case Unary::RSubScalar: y[i] = s - v; break;
       case Unary::RDivScalar: y[i] = s / v; break;
+      case Unary::RoundBf16: y[i] = round_to_bf16(v); break;
     }
   }
 }

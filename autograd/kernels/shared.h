@@ -42,7 +42,7 @@ typedef uint32_t DropoutBits;
 #define SF_PREDICATE_CODES(X) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(And) X(Or)
 #define SF_UNARY_CODES(X)                                                                                    \
   X(Neg) X(Exp) X(Log) X(Sqrt) X(Relu) X(Tanh) X(Sigmoid) X(AddScalar) X(MulScalar) X(PowScalar) X(RSubScalar) \
-  X(RDivScalar)
+  X(RDivScalar) X(RoundBf16)
 #define SF_ENUMERATOR(code) code,
 SF_ENUM(Binary) { SF_BINARY_CODES(SF_ENUMERATOR) };
 SF_ENUM(Predicate) { SF_PREDICATE_CODES(SF_ENUMERATOR) };

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "bf16.h"
+
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
@@ -54,6 +56,15 @@ struct Vec {
   friend Vec select_positive(Vec a, Vec b) {
     return {_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a.v, _mm512_setzero_ps(), _CMP_GT_OQ), b.v)};
   }
+  // bf16.h's to_bf16 widened back: the low 16 bits rounded off to nearest
+  // even, a NaN kept as a quiet NaN.
+  friend Vec round_to_bf16(Vec a) {
+    const __m512i u = _mm512_castps_si512(a.v), high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd));
+    r = _mm512_mask_or_epi32(r, nan_lanes(a), u, _mm512_set1_epi32(0x00400000));
+    return {_mm512_castsi512_ps(_mm512_and_si512(r, high))};
+  }
   float sum() const { return _mm512_reduce_add_ps(v); }
 };
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -82,6 +93,14 @@ struct Vec {
   friend Vec select_positive(Vec a, Vec b) {
     return {_mm256_and_ps(_mm256_cmp_ps(a.v, _mm256_setzero_ps(), _CMP_GT_OQ), b.v)};
   }
+  friend Vec round_to_bf16(Vec a) {
+    const __m256i u = _mm256_castps_si256(a.v), high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd));
+    const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+    const __m256i out = _mm256_blendv_epi8(r, quiet, _mm256_castps_si256(nan_lanes(a)));
+    return {_mm256_castsi256_ps(_mm256_and_si256(out, high))};
+  }
   float sum() const {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -107,6 +126,7 @@ struct Vec {
   friend Vec sqrt(Vec a) { return {std::sqrt(a.v)}; }
   friend Vec exp2_int(Vec n) { return {std::exp2(n.v)}; }  // exact; NaN stays NaN
   friend Vec select_positive(Vec a, Vec b) { return {a.v > 0.0f ? b.v : 0.0f}; }
+  friend Vec round_to_bf16(Vec a) { return {kernels::round_to_bf16(a.v)}; }
   float sum() const { return v; }
 };
 #endif
