@@ -98,6 +98,10 @@ std::string first_lines(const std::string& log, int lines) {
 
 std::vector<DeviceInfo> list_devices() { return describe(all_devices()); }
 
+std::string device_string(cl_device_id device, cl_device_info param) {
+  return info_string(clGetDeviceInfo, device, param, "clGetDeviceInfo");
+}
+
 size_t choose_device(const std::vector<DeviceInfo>& devices, const char* requested, int local_rank) {
   if (requested && *requested) {
     char* end = nullptr;
