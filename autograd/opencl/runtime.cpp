@@ -86,11 +86,15 @@ std::vector<DeviceInfo> describe(const std::vector<Candidate>& candidates) {
   return infos;
 }
 
-// The first lines of a build log: enough to name the error on one line.
+// The first non-blank lines of a build log: enough to name the error on one
+// line (some drivers start their logs with blank lines).
 std::string first_lines(const std::string& log, int lines) {
   std::istringstream in(log);
   std::string line, out;
-  for (int i = 0; i < lines && std::getline(in, line); ++i) out += (i ? " | " : "") + line;
+  for (int i = 0; i < lines && std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    out += (i++ ? " | " : "") + line;
+  }
   return out;
 }
 
