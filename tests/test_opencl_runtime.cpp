@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -95,22 +96,31 @@ TEST_SUITE("opencl") {
       int status = std::system(command.c_str());
       return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     };
-    // The last device: the one a default choice takes least often.
-    const size_t last = devices.size() - 1;
-    CHECK(train_with(std::to_string(last)) == 0);
-    std::string log = read_file(dir.path / "log");
-    CHECK_MESSAGE(log.find("on opencl: " + devices[last].name + " (" + devices[last].platform + ")") !=
-                      std::string::npos,
-                  log);
-
+    // A number beyond the devices: exit 2, one line naming the variable and
+    // listing the devices (as the child sees them: see below).
     CHECK(train_with(std::to_string(devices.size())) == 2);
-    log = read_file(dir.path / "log");
+    std::string log = read_file(dir.path / "log");
     CHECK_MESSAGE(log.rfind("scratchformer: error: " + config + ": key 'device': opencl: SCRATCHFORMER_OPENCL_DEVICE=" +
-                                std::to_string(devices.size()) + " is not the number of an OpenCL device: 0 = " +
-                                devices[0].name + " (" + devices[0].platform,
+                                std::to_string(devices.size()) + " is not the number of an OpenCL device: 0 = ",
                             0) == 0,
                   log);
     CHECK_MESSAGE(std::count(log.begin(), log.end(), '\n') == 1, log);
+
+    // The last device: the one a default choice takes least often. This
+    // process holds the device it tests on (the runtime lives as long as the
+    // process), and a GPU in exclusive-process compute mode is then hidden
+    // from the child or refuses it a context: a skip whose reason
+    // tools/run-tests checks (nvidia-smi reports that mode), never a pass.
+    const size_t last = devices.size() - 1;
+    int status = train_with(std::to_string(last));
+    log = read_file(dir.path / "log");
+    if (status != 0 && (log.find("is not the number of an OpenCL device") != std::string::npos ||
+                        log.find("clCreateContext failed") != std::string::npos))
+      SF_SKIP("a child process cannot open the OpenCL device this process holds (exclusive-process compute mode)");
+    CHECK_MESSAGE(status == 0, log);
+    CHECK_MESSAGE(log.find("on opencl: " + devices[last].name + " (" + devices[last].platform + ")") !=
+                      std::string::npos,
+                  log);
   }
 
   TEST_CASE("opencl runtime: out of device memory, the cached buffers go back and the allocation is retried") {
@@ -161,9 +171,8 @@ TEST_SUITE("opencl") {
 
   TEST_CASE("opencl runtime: a kernel source that does not build is an error naming the program, with the log") {
     SF_NEED_OPENCL();
-    static const opencl_backend::Source broken{
-        "broken for the test", {"#line 1 \"broken.cl\"\n__kernel void broken(__global float* x) { x[0] = nowhere; }\n"},
-        "", {"broken"}};
+    const char* text = "#line 1 \"broken.cl\"\n__kernel void broken(__global float* x) { x[0] = nowhere; }\n";
+    static const opencl_backend::Source broken{"broken for the test", {text}, "", {"broken"}};
     std::string message;
     try {
       Runtime::get().kernel(broken, "broken");
@@ -171,9 +180,27 @@ TEST_SUITE("opencl") {
       message = e.what();
     }
     CHECK_MESSAGE(message.rfind("opencl: the program \"broken for the test\" does not build: ", 0) == 0, message);
-    // The compiler's log: where and what (the words are the compiler's own).
-    CHECK_MESSAGE(message.find("broken.cl:1:") != std::string::npos, message);
-    CHECK_MESSAGE(message.find("nowhere") != std::string::npos, message);
+    // The driver's log follows, whatever its format (PoCL's "broken.cl:1:...",
+    // NVIDIA's "<kernel>:2:50: error: ..."): its first non-blank line, as the
+    // driver gives it for the same source (named by its #line: PoCL's log
+    // would otherwise name a temporary file, a new one each build).
+    Runtime& runtime = Runtime::get();
+    cl_device_id device = runtime.device();
+    cl_program program = clCreateProgramWithSource(runtime.context(), 1, &text, nullptr, nullptr);
+    REQUIRE(program != nullptr);
+    CHECK(clBuildProgram(program, 1, &device, "-cl-std=CL1.2", nullptr, nullptr) == CL_BUILD_PROGRAM_FAILURE);
+    size_t size = 0;
+    clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
+    std::string log(size, '\0');
+    clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
+    while (!log.empty() && log.back() == '\0') log.pop_back();
+    clReleaseProgram(program);
+    std::istringstream lines(log);
+    std::string first;
+    while (std::getline(lines, first) && first.find_first_not_of(" \t\r") == std::string::npos) {
+    }
+    REQUIRE_FALSE(first.empty());
+    CHECK_MESSAGE(message.find(first) != std::string::npos, message, "\nlog: ", log);
   }
 
   TEST_CASE("opencl runtime: a program without a kernel its list names fails as it loads, naming the kernel") {

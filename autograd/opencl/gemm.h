@@ -1,7 +1,9 @@
 // The OpenCL GEMM: the tilings of its kernels (shared by their programs, as -D
 // options, and the launcher) and the table entry.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "../kernels/kernels.h"
 
@@ -9,13 +11,38 @@ namespace sf::opencl_backend {
 
 using kernels::Mem;
 
-// The tiled kernel (kernels/gemm_tiled.cl), for GPU shapes: a work-group of LX x LY items
-// computes a TM x TN tile of C, each item a WM x WN block of it, stepping
-// through k TK at a time with both panels in local memory.
-struct Tiled {
-  static constexpr int LX = 16, LY = 16, WM = 4, WN = 4, TK = 16;
-  static constexpr int TM = LY * WM, TN = LX * WN;
+// A tiling of the tiled kernel (kernels/gemm_tiled.cl), for GPU shapes: a
+// work-group of lx x ly items computes a tm x tn tile of C, each item a
+// wm x wn block of it, stepping through k tk at a time with both panels
+// double-buffered in local memory. The kernel moves panels in float4s, so
+// wm, wn and tk are multiples of 4 and each panel splits evenly into float4s
+// over the items.
+struct Tiling {
+  int lx, ly, wm, wn, tk;
+  constexpr int tm() const { return ly * wm; }
+  constexpr int tn() const { return lx * wn; }
+  constexpr int items() const { return lx * ly; }
+  // Its two double-buffered panels, each row padded by 4 floats.
+  constexpr size_t local_bytes() const { return 2 * size_t(tk) * (tm() + 4 + tn() + 4) * sizeof(float); }
 };
+
+// The candidates the tuner (gemm_tuning.h) times on a device: 64 to 128 wide
+// tiles, 4x4 to 8x8 per item, k steps of 8 or 16. The first is the old
+// fixed tiling, the fallback where none has been chosen.
+inline constexpr Tiling kTilings[] = {
+    {16, 16, 4, 4, 16},  // 64x64x16, 4x4 per item
+    {8, 8, 8, 8, 8},     // 64x64x8, 8x8
+    {8, 8, 8, 8, 16},    // 64x64x16, 8x8
+    {16, 16, 8, 4, 16},  // 128x64x16, 8x4
+    {16, 8, 8, 8, 16},   // 64x128x16, 8x8
+    {16, 16, 8, 8, 8},   // 128x128x8, 8x8
+    {16, 16, 8, 8, 16},  // 128x128x16, 8x8
+};
+inline constexpr size_t kTilingCount = sizeof kTilings / sizeof kTilings[0];
+
+// "128x128x16-8x8": tm x tn x tk, then wm x wn (what
+// SCRATCHFORMER_OPENCL_GEMM_TILING names and the tuning cache records).
+std::string tiling_name(const Tiling& tiling);
 
 // The blocked kernel (kernels/gemm_blocked.cl), for CPU shapes: one work-item per
 // RM x BN block of C, kept in RM x NV vectors of VW floats (VW = 16: one
@@ -36,5 +63,11 @@ inline constexpr Blocked kBlockings[] = {{6, 4}, {8, 2}, {16, 1}};
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, Mem<const float> a,
           int64_t lda, int64_t stride_a, Mem<const float> b, int64_t ldb, int64_t stride_b, float beta,
           Mem<float> c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+// gemm's product by the tiled kernel in kTilings[tiling], whatever the
+// shapes (for the tests and the tuner).
+void tiled_gemm(size_t tiling, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                Mem<const float> a, int64_t lda, int64_t stride_a, Mem<const float> b, int64_t ldb,
+                int64_t stride_b, float beta, Mem<float> c, int64_t ldc, int64_t stride_c, int64_t batch);
 
 }  // namespace sf::opencl_backend

@@ -1,9 +1,11 @@
 // Launching the GEMM kernels. With CPU shapes the blocked kernel
 // (kernels/gemm_blocked.cl) computes all of C, in the blocking that suits n,
 // after op(B) is packed when its rows are not contiguous whole blocks; with GPU
-// shapes the tiled kernel (kernels/gemm_tiled.cl) does.
+// shapes the tiled kernel (kernels/gemm_tiled.cl) does, in the tiling the
+// tuner chose for the device (gemm_tuning.h).
 #include "gemm.h"
 
+#include "gemm_tuning.h"
 #include "launch.h"
 #include "sources.h"
 
@@ -23,13 +25,13 @@ struct Operands {
 
 size_t blocks(int64_t n, int64_t block) { return static_cast<size_t>((n + block - 1) / block); }
 
-void tiled(int64_t m, int64_t n, int64_t k, float alpha, const Operands& o, float beta, int64_t batch) {
-  using T = Tiled;
+void tiled(const Tiling& t, const Source& source, int64_t m, int64_t n, int64_t k, float alpha, const Operands& o,
+           float beta, int64_t batch) {
   Grid grid{3,
-            {blocks(n, T::TN) * T::LX, blocks(m, T::TM) * T::LY, static_cast<size_t>(batch)},
-            {T::LX, T::LY, 1}};
-  launch(Runtime::get().kernel(gemm_tiled_source, "gemm"), grid, m, n, k, alpha, o.a, o.a_rs, o.a_cs, o.stride_a, o.b,
-         o.b_rs, o.b_cs, o.stride_b, beta, o.c, o.ldc, o.stride_c);
+            {blocks(n, t.tn()) * t.lx, blocks(m, t.tm()) * t.ly, static_cast<size_t>(batch)},
+            {static_cast<size_t>(t.lx), static_cast<size_t>(t.ly), 1}};
+  launch(Runtime::get().kernel(source, "gemm"), grid, m, n, k, alpha, o.a, o.a_rs, o.a_cs, o.stride_a, o.b, o.b_rs,
+         o.b_cs, o.stride_b, beta, o.c, o.ldc, o.stride_c);
 }
 
 // The blocking for C's width n: the wide one, unless C is at most four wide
@@ -70,18 +72,38 @@ void blocked(int64_t m, int64_t n, int64_t k, float alpha, Operands o, float bet
          o.b_rs, o.stride_b, beta, o.c, o.ldc, o.stride_c);
 }
 
+Operands operands(bool trans_a, bool trans_b, Mem<const float> a, int64_t lda, int64_t stride_a,
+                  Mem<const float> b, int64_t ldb, int64_t stride_b, Mem<float> c, int64_t ldc, int64_t stride_c) {
+  return {a,        trans_a ? 1 : lda, trans_a ? lda : 1, stride_a, b, trans_b ? 1 : ldb, trans_b ? ldb : 1,
+          stride_b, c,                 ldc,               stride_c};
+}
+
 }  // namespace
+
+std::string tiling_name(const Tiling& t) {
+  return std::to_string(t.tm()) + "x" + std::to_string(t.tn()) + "x" + std::to_string(t.tk) + "-" +
+         std::to_string(t.wm) + "x" + std::to_string(t.wn);
+}
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, Mem<const float> a,
           int64_t lda, int64_t stride_a, Mem<const float> b, int64_t ldb, int64_t stride_b, float beta,
           Mem<float> c, int64_t ldc, int64_t stride_c, int64_t batch) {
   if (m <= 0 || n <= 0 || batch <= 0) return;
-  Operands o{a,         trans_a ? 1 : lda, trans_a ? lda : 1, stride_a, b, trans_b ? 1 : ldb, trans_b ? ldb : 1,
-             stride_b,  c,                 ldc,               stride_c};
-  if (Runtime::get().shapes().tiled_gemm)
-    tiled(m, n, k, alpha, o, beta, batch);
-  else
+  Operands o = operands(trans_a, trans_b, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
+  if (Runtime::get().shapes().tiled_gemm) {
+    size_t index = gemm_tiling();
+    tiled(kTilings[index], tiled_source(index), m, n, k, alpha, o, beta, batch);
+  } else {
     blocked(m, n, k, alpha, o, beta, batch);
+  }
+}
+
+void tiled_gemm(size_t tiling, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                Mem<const float> a, int64_t lda, int64_t stride_a, Mem<const float> b, int64_t ldb,
+                int64_t stride_b, float beta, Mem<float> c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  if (m <= 0 || n <= 0 || batch <= 0) return;
+  tiled(kTilings[tiling], tiled_source(tiling), m, n, k, alpha,
+        operands(trans_a, trans_b, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c), beta, batch);
 }
 
 }  // namespace sf::opencl_backend

@@ -86,17 +86,25 @@ std::vector<DeviceInfo> describe(const std::vector<Candidate>& candidates) {
   return infos;
 }
 
-// The first lines of a build log: enough to name the error on one line.
+// The first non-blank lines of a build log: enough to name the error on one
+// line (some drivers start their logs with blank lines).
 std::string first_lines(const std::string& log, int lines) {
   std::istringstream in(log);
   std::string line, out;
-  for (int i = 0; i < lines && std::getline(in, line); ++i) out += (i ? " | " : "") + line;
+  for (int i = 0; i < lines && std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    out += (i++ ? " | " : "") + line;
+  }
   return out;
 }
 
 }  // namespace
 
 std::vector<DeviceInfo> list_devices() { return describe(all_devices()); }
+
+std::string device_string(cl_device_id device, cl_device_info param) {
+  return info_string(clGetDeviceInfo, device, param, "clGetDeviceInfo");
+}
 
 size_t choose_device(const std::vector<DeviceInfo>& devices, const char* requested, int local_rank) {
   if (requested && *requested) {

@@ -36,6 +36,9 @@ struct DeviceInfo {
 // them. Throws sf::Error when there is none.
 std::vector<DeviceInfo> list_devices();
 
+// A text property of a device (CL_DEVICE_NAME, CL_DRIVER_VERSION, ...).
+std::string device_string(cl_device_id device, cl_device_info param);
+
 // The index in `devices` (every device of every platform: platforms in
 // order, then their devices) of the one a process uses. `requested` is
 // SCRATCHFORMER_OPENCL_DEVICE (null or empty when unset): a number N picks

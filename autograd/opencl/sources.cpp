@@ -8,7 +8,9 @@
 
 #include <iterator>
 #include <string>
+#include <vector>
 
+#include "base/digest.h"
 #include "launch.h"
 
 namespace sf::opencl_backend {
@@ -64,10 +66,28 @@ cl_kernel kernel(Kernel which) {
   return Runtime::get().kernel(kernels_source, kernels_source.kernels[static_cast<size_t>(which)]);
 }
 
-const Source gemm_tiled_source{"gemm_tiled", {gemm_tiled_cl},
-                               define("LX", Tiled::LX) + define("LY", Tiled::LY) + define("WM", Tiled::WM) +
-                                   define("WN", Tiled::WN) + define("TK", Tiled::TK),
-                               {"gemm"}};
+const Source& tiled_source(size_t index) {
+  static const std::vector<Source> sources = [] {
+    std::vector<Source> all;
+    for (const Tiling& t : kTilings)
+      all.push_back({"gemm_tiled " + tiling_name(t),
+                     {gemm_tiled_cl},
+                     define("LX", t.lx) + define("LY", t.ly) + define("WM", t.wm) + define("WN", t.wn) +
+                         define("TK", t.tk),
+                     {"gemm"}});
+    return all;
+  }();
+  return sources.at(index);
+}
+
+uint64_t tiled_sources_digest() {
+  Digest digest;
+  for (size_t i = 0; i < kTilingCount; ++i) {
+    for (const char* text : tiled_source(i).texts) digest.add(std::string(text));
+    digest.add(tiled_source(i).options);
+  }
+  return digest.value();
+}
 
 const Source& blocked_source(BlockingIndex index) {
   static const Source sources[] = {blocked_program(kBlockings[kWide]), blocked_program(kBlockings[kMedium]),

@@ -1,5 +1,8 @@
 // The OpenCL C programs of the backend, compiled into the library (sources.cpp).
 #pragma once
+#include <cstddef>
+#include <cstdint>
+
 #include "gemm.h"
 #include "runtime.h"
 
@@ -23,7 +26,11 @@ enum class Kernel {
 cl_kernel kernel(Kernel which);
 
 extern const Source kernels_source;     // every table entry but GEMM
-extern const Source gemm_tiled_source;  // the tiled GEMM (GPU shapes)
+// The tiled GEMM (GPU shapes) for kTilings[index], and a digest of what
+// every tiling's program is built from (its text and options), which the
+// tuning cache keys on: a changed kernel is tuned anew.
+const Source& tiled_source(size_t index);
+uint64_t tiled_sources_digest();
 // The blocked GEMM (CPU shapes) for kBlockings[index].
 const Source& blocked_source(BlockingIndex index);
 
