@@ -126,6 +126,8 @@ struct PeakRun {
 };
 std::optional<PeakRun> bf16_peak_run(int threads);
 void bench_gemm_bf16(int threads, std::optional<double> bf16_peak);  // gemm_bf16.cpp
+// JSON: our bf16 GEMM (its level) and float32 GEMM on size^3, GFLOP/s.
+void measure_gemm_bf16(int64_t size);  // gemm_bf16.cpp
 void bench_train_steps();  // train_step.cpp
 void bench_train_steps_bf16();  // train_step.cpp
 int measure(int argc, char** argv);  // train_step.cpp: `bench --measure ...`

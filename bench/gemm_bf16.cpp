@@ -197,6 +197,17 @@ void print_square_beside_peak(int threads) {
 
 }  // namespace
 
+void measure_gemm_bf16(int64_t size) {
+  const Product p{{false, false, size, size, size}};
+  const Timings t = time_product(p);
+  const double flops = product_flops(p);
+  nlohmann::json result = {{"level", kernels::to_string(kernels::bf16_gemm())},
+                           {"bf16_gflops", flops / t.ours_bf16 * 1e-9},
+                           {"fp32_gflops", flops / t.ours_fp32 * 1e-9},
+                           {"ratio", t.ours_fp32 / t.ours_bf16}};
+  std::printf("%s\n", result.dump().c_str());
+}
+
 void bench_gemm_bf16(int threads, std::optional<double> peak) {
   const std::string peak_text =
       peak ? std::to_string(static_cast<int>(*peak + 0.5)) + " GFLOP/s" : "none (no AVX512-BF16)";

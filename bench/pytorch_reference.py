@@ -2,8 +2,8 @@
 
 Usage:
   python3 bench/pytorch_reference.py train --model tiny|small --threads N [--precision fp32|bf16]
-                                     [--warmup 5] [--steps 20]
-  python3 bench/pytorch_reference.py decode --threads N [--warmup 3] [--steps 20]
+                                     [--warmup 5] [--steps 20] [--device cpu|cuda]
+  python3 bench/pytorch_reference.py decode --threads N [--warmup 3] [--steps 20] [--device cpu|cuda]
 
 Prints one JSON line on stdout:
   train:  {"step_ms", "peak_rss_mib", "torch_threads", "blas_threads"}
@@ -17,7 +17,9 @@ backward, Adam, zero_grad; the decode is greedy without a KV cache. With
 --precision bf16 the forward pass and the loss run under
 torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's mixed precision: its
 matrix products in bf16 through oneDNN, float32 master weights), as
-bench/train_step.cpp runs ours under an AutocastGuard.
+bench/train_step.cpp runs ours under an AutocastGuard. With --device cuda the
+model and batches live on the GPU (the reference for our OpenCL backend on
+one), and each timed step or decode ends when the GPU has finished it.
 
 N threads is PyTorch's best use of N cores: PyTorch's own OpenMP threads or
 OpenBLAS's threads. Each split runs in a child process (OpenBLAS reads its
@@ -65,15 +67,21 @@ def import_torch():
     return torch, pytorch_parity
 
 
-def build_model(torch, seed, c):
-    """The reference Transformer with Xavier-uniform initialisation of every 2-D+ parameter."""
+def build_model(torch, seed, c, device):
+    """The reference Transformer with Xavier-uniform initialisation of every 2-D+ parameter, on `device`."""
     torch.manual_seed(42)
     model = seed.Transformer(c["vocab"], c["vocab"], c["seq_len"], c["seq_len"],
                              c["d_model"], c["N"], c["h"], c["d_ff"], dropout=0.1)
     for p in model.parameters():
         if p.dim() > 1:
             torch.nn.init.xavier_uniform_(p)
-    return model
+    return model.to(device)
+
+
+def finished(torch, device):
+    """Waits until the device has done what was queued (a no-op on the CPU)."""
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 def masks(seed, src, tgt):
@@ -100,20 +108,20 @@ def random_batch(torch, seed, c, gen):
     return (src, tgt, label) + masks(seed, src, tgt)
 
 
-def train_step_ms(torch, seed, c, precision, warmup, steps):
+def train_step_ms(torch, seed, c, precision, warmup, steps, device):
     """Median milliseconds of `steps` training steps after `warmup`, over 4 batches in turn,
     the forward pass and the loss autocast to bf16 when `precision` is "bf16"."""
-    model = build_model(torch, seed, c)
+    model = build_model(torch, seed, c, device)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, eps=1e-9)
     loss_fn = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=0.1)
     gen = torch.Generator().manual_seed(7)
-    batches = [random_batch(torch, seed, c, gen) for _ in range(4)]
+    batches = [tuple(t.to(device) for t in random_batch(torch, seed, c, gen)) for _ in range(4)]
     times = []
     for i in range(warmup + steps):
         src, tgt, label, src_mask, tgt_mask = batches[i % len(batches)]
         start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
             memory = model.encode(src, src_mask)
             logprobs = model.project(model.decode(memory, src_mask, tgt, tgt_mask))
             loss = loss_fn(logprobs.view(-1, c["vocab"]), label.view(-1))
@@ -121,33 +129,36 @@ def train_step_ms(torch, seed, c, precision, warmup, steps):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         loss.item()
+        finished(torch, device)
         if i >= warmup:
             times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
 
 
-def decode_ms(torch, seed, warmup, steps):
+def decode_ms(torch, seed, warmup, steps, device):
     """Median milliseconds of one greedy decode with the tiny model, without a
     cache: encode once, then re-run the decoder on the whole prefix per token."""
     c = MODELS["tiny"]
-    model = build_model(torch, seed, c)
+    model = build_model(torch, seed, c, device)
     model.eval()
     gen = torch.Generator().manual_seed(7)
     # [SOS] x [EOS] padded to seq_len, as training frames a source sentence.
     src = torch.full((1, c["seq_len"]), PAD, dtype=torch.long)
     src[0, 0], src[0, DECODE_SOURCE_TOKENS + 1] = SOS, EOS
     src[0, 1:DECODE_SOURCE_TOKENS + 1] = torch.randint(4, c["vocab"], (DECODE_SOURCE_TOKENS,), generator=gen)
+    src = src.to(device)
     src_mask = (src != PAD).unsqueeze(1).unsqueeze(1).int()
     times = []
     with torch.no_grad():
         for i in range(warmup + steps):
             start = time.perf_counter()
             memory = model.encode(src, src_mask)
-            out = torch.full((1, 1), SOS, dtype=torch.long)
+            out = torch.full((1, 1), SOS, dtype=torch.long, device=device)
             for _ in range(DECODE_NEW_TOKENS):
                 tgt_mask = seed.causal_mask(out.shape[1]).type_as(src_mask)
                 logprobs = model.project(model.decode(memory, src_mask, out, tgt_mask)[:, -1])
                 out = torch.cat([out, logprobs.argmax(dim=1, keepdim=True)], dim=1)
+            finished(torch, device)
             if i >= warmup:
                 times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
@@ -165,9 +176,9 @@ def run_here(args):
     torch.set_num_threads(args.torch_threads)
     if args.mode == "train":
         result = {"step_ms": train_step_ms(torch, seed, MODELS[args.model], args.precision, args.warmup,
-                                           args.steps)}
+                                           args.steps, args.device)}
     else:
-        result = {"decode_ms": decode_ms(torch, seed, args.warmup, args.steps)}
+        result = {"decode_ms": decode_ms(torch, seed, args.warmup, args.steps, args.device)}
     result.update(peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   torch_threads=torch.get_num_threads(), blas_threads=args.blas_threads)
     print(json.dumps(result), flush=True)
@@ -178,7 +189,7 @@ def run_split(args, split, warmup, steps):
     child; a failing child's line (torch missing: {"error"}, exit 3) ends this
     process the same way."""
     command = [sys.executable, os.path.abspath(__file__), args.mode, "--model", args.model,
-               "--precision", args.precision,
+               "--precision", args.precision, "--device", args.device,
                "--warmup", str(warmup), "--steps", str(steps),
                "--torch-threads", str(split[0]), "--blas-threads", str(split[1])]
     child = subprocess.run(command, stdout=subprocess.PIPE, text=True)
@@ -208,6 +219,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="cores to use, split as fits PyTorch best")
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                         help="train: fp32, or bf16 autocast (torch.autocast on the CPU)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model runs")
     parser.add_argument("--warmup", type=int, help="untimed runs first (train 5, decode 3)")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps, or timed whole decodes")
     parser.add_argument("--torch-threads", type=int, help="one split, in this process: PyTorch's threads")

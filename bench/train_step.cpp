@@ -119,10 +119,16 @@ std::string torch_command(const std::string& what, const std::string& model, int
 }  // namespace
 
 // `bench --measure train|decode MODEL DEVICE THREADS [fp32|bf16]`: one
-// measurement, as JSON (the precision: the training step's).
+// measurement, as JSON (the precision: the training step's);
+// `bench --measure gemm_bf16 SIZE cpu THREADS`: the bf16 GEMM beside float32's.
 int measure(int argc, char** argv) {
   if (argc != 6 && argc != 7) return 2;
   std::string what = argv[2];
+  if (what == "gemm_bf16") {
+    kernels::set_num_threads(std::stoi(argv[5]));
+    measure_gemm_bf16(std::stoll(argv[3]));
+    return 0;
+  }
   const StepConfig& c = config_named(argv[3]);
   Device& device = device_named(argv[4]);
   kernels::set_num_threads(std::stoi(argv[5]));
