@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "autograd/device.h"
+#include "autograd/kernels/gemm.h"
 #include "base/error.h"
 #include "data/unicode.h"
 
@@ -210,7 +211,9 @@ Config from_json(const json& root, const std::string& source) {
   } catch (const Error& e) {
     r.error("device", e.what());
   }
-  r.string("precision", c.precision, precision_names());
+  std::vector<std::string> precisions = precision_names();
+  precisions.push_back("auto");
+  r.string("precision", c.precision, precisions);
   // OpenCL C 1.2 has no bf16 arithmetic: the device would widen every operand.
   if (c.precision == "bf16" && c.device != "cpu")
     r.error("precision", "\"bf16\" runs on the CPU only; device \"" + c.device + "\" computes in float32");
@@ -307,6 +310,27 @@ std::string Config::tokenizer_path(const std::string& lang) const {
   std::string path = tokenizer_file;
   for (size_t at = 0; (at = path.find("{0}", at)) != std::string::npos; at += lang.size()) path.replace(at, 3, lang);
   return path;
+}
+
+DType Config::precision_dtype() const {
+  if (precision != "auto") return precision_named(precision).value();
+  return device_named(device).multiplies_bf16_faster() ? DType::BF16 : DType::F32;
+}
+
+std::string Config::precision_note() const {
+  if (precision == "fp32") return "";
+  const bool faster = device_named(device).multiplies_bf16_faster();
+  const std::string level = kernels::to_string(kernels::bf16_gemm());
+  if (device != "cpu") return "precision auto: fp32 (device " + device + " computes in float32)";
+  const std::string no_gain =
+      "this CPU has no bf16 product faster than float32 (no AMX; AVX512-BF16's VDPBF16PS doubles an FMA's work "
+      "only on AMD)";
+  if (precision == "auto")
+    return faster ? "precision auto: bf16, matrix products on bf16 operands (" + level + "), faster than float32 here"
+                  : "precision auto: fp32: " + no_gain;
+  return faster ? "precision bf16: matrix products on bf16 operands (" + level + "), float32 accumulation"
+                : "precision bf16: " + no_gain +
+                      ", so the products run in float32 on bf16-rounded values: bf16's results, no speed-up";
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {

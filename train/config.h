@@ -54,9 +54,10 @@ struct Config {
   std::optional<float> clip_grad_norm;
   int64_t grad_accum = 1;
   std::string device = "cpu";  // one of device_names() (autograd/device.h)
-  // "fp32", or "bf16": matrix products on bf16 operands with float32
+  // "fp32", "bf16": matrix products on bf16 operands with float32
   // accumulation, float32 master weights and optimizer state, as PyTorch's CPU
-  // autocast (docs/13-bf16.md). precision_dtype() is the matching DType.
+  // autocast (docs/13-bf16.md), or "auto": bf16 where that is faster here.
+  // precision_dtype() is the matching DType.
   std::string precision = "fp32";
   int64_t threads = 0, val_examples = 2, beam = 1;
   // Under MPI, 1 shards the optimizer state across the ranks (ZeRO stage 1).
@@ -73,7 +74,11 @@ struct Config {
 
   // tokenizer_file with {0} replaced by the language.
   std::string tokenizer_path(const std::string& lang) const;
-  DType precision_dtype() const { return precision_named(precision).value(); }
+  // "auto": bf16 where the device multiplies bf16 faster than float32
+  // (Device::multiplies_bf16_faster), else fp32.
+  DType precision_dtype() const;
+  // What the precision brings on this machine, for the log ("" for fp32).
+  std::string precision_note() const;
 };
 
 // Reads `path`, applies each "key=value" override (dotted keys reach into

@@ -157,6 +157,7 @@ void Trainer::build_model_and_optimizer() {
   // (data, decoding's bookkeeping) beside an OpenCL device.
   say(comm, "model: %lld parameters on %s, %d CPU threads\n", static_cast<long long>(model->num_parameters()),
       device.description().c_str(), kernels::num_threads());
+  if (std::string note = config.precision_note(); !note.empty()) say(comm, "%s\n", note.c_str());
   optimizer = make_optimizer(config, model->named_parameters());
   if (comm.size() > 1) {
     // ZeRO-1 shards the optimizer at the first step (GradientReducer).
