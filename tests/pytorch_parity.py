@@ -312,10 +312,11 @@ def compare_autocast_loss(model, src, tgt, src_mask, tgt_mask, labels, ours, our
           f"{abs(ours - bf16):.3g}, |ours - float32| {abs(ours - f32):.3g}); relative difference {diff:.3g} "
           f"(tolerance {AUTOCAST_TOLERANCE:g})")
     same = abs(ours - rounded) / abs(rounded)
-    check("rounded operands", same <= AUTOCAST_SAME_TOLERANCE and abs(ours - rounded) < abs(ours - f32),
+    nearer = abs(ours - rounded) < abs(ours - f32)
+    check("rounded operands", same <= AUTOCAST_SAME_TOLERANCE and nearer,
           f"PyTorch's products on bf16-rounded operands {rounded:.7f}; relative difference {same:.3g} (tolerance "
-          f"{AUTOCAST_SAME_TOLERANCE:g}); |ours - rounded| {abs(ours - rounded):.3g} < |ours - float32| "
-          f"{abs(ours - f32):.3g}")
+          f"{AUTOCAST_SAME_TOLERANCE:g}); |ours - rounded| {abs(ours - rounded):.3g} {'<' if nearer else '>='} "
+          f"|ours - float32| {abs(ours - f32):.3g}")
     if ours_f32 is not None:
         ours_f32 = ours_f32.item()
         f32_diff = abs(ours_f32 - f32) / abs(f32)
