@@ -3,6 +3,7 @@
 // both passes) and what it does not (everything else, the parameters).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "autograd/ops.h"
 #include "base/error.h"
 #include "base/random.h"
+#include "nn/layers.h"
 
 using namespace sf;
 
@@ -34,7 +36,8 @@ void at_each_bf16_level(F body) {
   const kernels::Bf16Gemm original = kernels::bf16_gemm();
   for (kernels::Bf16Gemm level : kernels::kBf16Gemms) {
     if (!kernels::set_bf16_gemm(level)) continue;
-    CAPTURE(kernels::to_string(level));
+    const std::string name = kernels::to_string(level);  // a std::string: CAPTURE prints a char* as an address
+    CAPTURE(name);
     body();
   }
   kernels::set_bf16_gemm(original);
@@ -149,12 +152,145 @@ TEST_CASE("bf16: the backward's products round the output gradient and use the s
   });
 }
 
+// Autocast changes matrix products only (docs/13-bf16.md): a forward and
+// backward through every other op a Transformer runs (the embedding, positional
+// encoding and its dropout, a pre-norm residual with bias_relu, attention's
+// masked softmax and dropout_add with the scores formed without a matmul,
+// layer norm, tanh, sigmoid, log_softmax, var, the label-smoothed cross-entropy
+// with padding) gives the same bits inside an autocast scope as outside it:
+// the loss, the output, and every gradient. An op that rounded its operands
+// to bf16 would move them by up to 2^-9 of their size.
 TEST_CASE("bf16: every op but matmul computes in float32 under autocast") {
-  Tensor x = random_matrix({4, 10}, 8), keep = Tensor::from_ints(std::vector<int32_t>(40, 1), {4, 10});
-  Tensor plain = layer_norm(softmax(exp(x) + x), Tensor::ones({10}), Tensor::zeros({10}), 1e-6f);
-  AutocastGuard autocast(DType::BF16);
-  CHECK(max_difference(layer_norm(softmax(exp(x) + x), Tensor::ones({10}), Tensor::zeros({10}), 1e-6f), plain) ==
-        0.0);
+  constexpr int64_t kVocab = 16, kDim = 16, kLen = 7;
+  struct Outcome {
+    std::vector<float> loss, out, grad_embedding, grad_alpha, grad_bias, grad_b1, grad_norm_alpha;
+  };
+  auto forward_and_backward = [&] {
+    Rng init(21), noise(22), attention_noise(23);
+    nn::InputEmbeddings embed(kDim, kVocab, init);
+    nn::PositionalEncoding positions(kDim, kLen, 0.1f, noise);
+    nn::ResidualConnection residual(kDim, 0.1f, noise);
+    nn::LayerNormalization norm(kDim);
+    for (nn::Module* m : std::initializer_list<nn::Module*>{&embed, &positions, &residual, &norm}) m->train();
+    Tensor b1 = random_matrix({kDim}, 24).set_requires_grad();
+    residual.norm.alpha.data()[3] = 1.5f;  // not all ones, so its gradient is not trivially the same
+    Tensor ids = Tensor::from_ints({1, 5, 7, 9, 11, 13, 15, 2, 4, 6, 8, 0, 0, 0}, {2, kLen});  // 0: padding
+    Tensor labels = Tensor::from_ints({5, 7, 9, 11, 13, 15, 3, 4, 6, 8, 3, 0, 0, 0}, {2, kLen});
+    Tensor x = positions.forward(embed.forward(ids));
+    x = residual.forward(x, [&](const Tensor& h) { return bias_relu(h, b1); });
+    // Attention scores q.k without a product: sum over d of x[b,i,d] x[b,j,d].
+    Tensor scores = sum(mul(unsqueeze(x, 2), unsqueeze(x, 1)), 3);  // [2, 7, 7]
+    Tensor causal = Tensor::from_ints(std::vector<int32_t>(kLen * kLen, 1), {1, kLen, kLen});
+    for (int64_t i = 0; i < kLen; ++i)
+      for (int64_t j = i + 1; j < kLen; ++j) causal.ints()[i * kLen + j] = 0;
+    Tensor weights = masked_softmax(scores, causal, 0.25f);
+    Tensor context = sum(mul(unsqueeze(weights, 3), unsqueeze(x, 1)), 2);  // [2, 7, 16]
+    Tensor y = norm.forward(dropout_add(x, tanh(context), 0.1f, attention_noise));
+    Tensor logits = y + sigmoid(y) * 0.5f;
+    Tensor loss = cross_entropy(logits, labels, /*ignore_index=*/0, /*label_smoothing=*/0.1f) +
+                  mean(var(log_softmax(logits), -1)) * 0.01f + mean(softmax(logits)) * 0.1f;
+    loss.backward();
+    return Outcome{loss.to_vector(), y.to_vector(), embed.embedding.weight.grad().to_vector(),
+                   norm.alpha.grad().to_vector(), norm.bias.grad().to_vector(), b1.grad().to_vector(),
+                   residual.norm.alpha.grad().to_vector()};
+  };
+  // Bit patterns, so that -0 against 0 or a NaN would show too.
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = std::bit_cast<uint32_t>(v[i]);
+    return out;
+  };
+  const Outcome plain = forward_and_backward();
+  at_each_bf16_level([&] {
+    Outcome mixed;
+    {
+      AutocastGuard autocast(DType::BF16);
+      mixed = forward_and_backward();
+    }
+    CHECK(bits(mixed.loss) == bits(plain.loss));
+    CHECK(bits(mixed.out) == bits(plain.out));
+    CHECK(bits(mixed.grad_embedding) == bits(plain.grad_embedding));
+    CHECK(bits(mixed.grad_alpha) == bits(plain.grad_alpha));
+    CHECK(bits(mixed.grad_bias) == bits(plain.grad_bias));
+    CHECK(bits(mixed.grad_b1) == bits(plain.grad_b1));
+    CHECK(bits(mixed.grad_norm_alpha) == bits(plain.grad_norm_alpha));
+  });
+  // The gradient reached the embedding through every op.
+  CHECK(std::any_of(plain.grad_embedding.begin(), plain.grad_embedding.end(), [](float g) { return g != 0; }));
+}
+
+// The error bound of one product under autocast, element by element. Rounding
+// to nearest bf16 (8 significant bits) moves an operand by at most u = 2^-9 of
+// itself, so a product of rounded operands a(1+d1) b(1+d2) is off by at most
+// (2u + u^2)|a||b| (and is exact in float32: 8 + 8 significant bits). The
+// float32 sums of k products (ours and float32's, in whatever order or
+// blocking) each add at most gamma_k = k 2^-24 / (1 - k 2^-24) of the sum of
+// their products' magnitudes. So with S = (|op(A)| |op(B)|)_ij,
+//   |C_bf16 - C_f32|_ij <= (2u + u^2) S + gamma_k ((1 + u)^2 + 1) S
+//                        = 2^-8 (1 + 2^-10 + 2^8 gamma_k (2 + 2u + u^2)) S,
+// 1.0102 * 2^-8 S at k = 301; c = 1.05 leaves room. Operands whose rows and
+// columns span 2^-20 to 2^20 make the bound element-wise: a bound on the
+// whole matrix's largest error would let the small elements be wrong.
+TEST_CASE("bf16: under autocast each product element is within 1.05 * 2^-8 of (|A||B|)_ij of float32's, and differs from it") {
+  constexpr double kC = 1.05;
+  at_each_bf16_level([&] {
+    uint64_t seed = 100;
+    double worst = 0;  // the largest |C_bf16 - C_f32|_ij / (2^-8 S_ij) over every shape
+    for (int64_t k : {300, 301})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          CAPTURE(k);
+          CAPTURE(ta);
+          CAPTURE(tb);
+          const int64_t m = 37, n = 45;
+          // op(A) [m, k], op(B) [k, n], stored transposed where asked.
+          std::vector<double> opa(m * k), opb(k * n);
+          Tensor a = random_matrix(ta ? Shape{k, m} : Shape{m, k}, ++seed);
+          Tensor b = random_matrix(tb ? Shape{n, k} : Shape{k, n}, ++seed);
+          float* pa = a.data();
+          float* pb = b.data();
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t p = 0; p < k; ++p) {
+              float& v = ta ? pa[p * m + i] : pa[i * k + p];
+              v = std::ldexp(v, int(i % 9) * 5 - 20);  // row i of op(A) scaled by 2^-20 .. 2^20
+              opa[i * k + p] = v;
+            }
+          for (int64_t p = 0; p < k; ++p)
+            for (int64_t j = 0; j < n; ++j) {
+              float& v = tb ? pb[j * k + p] : pb[p * n + j];
+              v = std::ldexp(v, int(j % 7) * 6 - 18);  // column j of op(B) by 2^-18 .. 2^18
+              opb[p * n + j] = v;
+            }
+          const MatmulOptions o{.trans_a = ta, .trans_b = tb};
+          const std::vector<float> f32 = matmul(a, b, o).to_vector();
+          std::vector<float> bf16;
+          {
+            AutocastGuard autocast(DType::BF16);
+            bf16 = matmul(a, b, o).to_vector();
+          }
+          const double gamma = double(k) * 0x1p-24 / (1 - double(k) * 0x1p-24), u = 0x1p-9;
+          REQUIRE((2 * u + u * u + gamma * (2 + 2 * u + u * u)) <= kC * 0x1p-8);  // the derivation above
+          int64_t over = 0, differ = 0;
+          double worst_here = 0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double s = 0;
+              for (int64_t p = 0; p < k; ++p) s += std::fabs(opa[i * k + p] * opb[p * n + j]);
+              const double error = std::fabs(double(bf16[i * n + j]) - double(f32[i * n + j]));
+              over += error > kC * 0x1p-8 * s;
+              differ += bf16[i * n + j] != f32[i * n + j];
+              worst_here = std::max(worst_here, error / (0x1p-8 * s));
+            }
+          CHECK(over == 0);
+          // The operands really were rounded: nearly every element moved (a
+          // sum of k rounding errors is rarely exactly 0), by a visible part
+          // of the bound (0.13 to 0.17 of it on these operands).
+          CHECK(differ > m * n * 9 / 10);
+          CHECK(worst_here > 0.05);
+          worst = std::max(worst, worst_here);
+        }
+    MESSAGE("worst element: ", worst, " * 2^-8 (|A||B|)_ij, bound ", kC);
+  });
 }
 
 TEST_CASE("bf16: a parameter is rounded once per autocast scope when nothing records gradients") {
