@@ -107,6 +107,13 @@ constexpr int kRing = 3;         // tag of the ring all-reduce's chunks
 
 constexpr auto kSpin = 50us;       // a wait tests without pause this long: short collectives end sooner
 constexpr auto kSleep = 100us;     // then sleeps between tests, leaving the core to the compute threads
+// A message moves only while MPI is called: without a single-copy mechanism
+// (where the machine forbids one process reading another's memory, CMA),
+// Open MPI's shared memory copies it through small fragments, a few per call,
+// and a wait that slept between tests would stretch a ring step of 8 MB from
+// ~2 ms to ~16 ms. So a wait for a transfer of `bytes` tests without pause
+// for as long as moving them could take at this rate before it sleeps.
+constexpr double kSpinBytesPerNanosecond = 1.0;  // 1 GB/s
 constexpr auto kPollEvery = 50ms;  // how often a waiting rank looks for census messages
 constexpr auto kGrace = 2s;        // how long a census collects replies (at most the timeout)
 
@@ -430,7 +437,7 @@ class MpiWorld final : public Communicator {
     for (size_t s = 0; s < ring.sends.size(); ++s) {
       MPI_Request pair[2] = {ring.sends[s], ring.receives[s]};
       MPI_Startall(2, pair);
-      wait_loop(pair, kAllReduce);
+      wait_loop(pair, kAllReduce, size_t(ring.sent[s]));
       bytes_sent_ += ring.sent[s];
       if (s < ring.add_at.size()) {
         float* into = values.data() + ring.add_at[s];
@@ -460,10 +467,11 @@ class MpiWorld final : public Communicator {
   }
 
   // The one wait loop: tests until `requests` are done, answers censuses, and
-  // runs one when the timeout passes.
-  void wait_loop(std::span<MPI_Request> requests, Op op) {
+  // runs one when the timeout passes. `bytes`: what the requests move.
+  void wait_loop(std::span<MPI_Request> requests, Op op, size_t bytes = 0) {
     waiting_in_ = op;
     const auto since = Clock::now();
+    const auto spin = kSpin + std::chrono::nanoseconds(int64_t(double(bytes) / kSpinBytesPerNanosecond));
     auto deadline = since + timeout_, next_poll = since + kPollEvery;
     for (;;) {
       int done = 0;
@@ -480,7 +488,7 @@ class MpiWorld final : public Communicator {
         deadline = Clock::now() + timeout_;
       }
       if (abort_code_ >= 0) mpi_abort(abort_code_);
-      if (now - since >= kSpin) std::this_thread::sleep_for(kSleep);
+      if (now - since >= spin) std::this_thread::sleep_for(kSleep);
     }
   }
 
