@@ -29,6 +29,7 @@
 // (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 on):
 // without it the first tile instruction kills the process, so the level counts
 // as supported only once the request succeeded.
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -205,8 +206,11 @@ SF_AMX void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n
 bool amx_bf16_usable() {
   static const bool usable = [] {
     __builtin_cpu_init();  // may run before the library's constructors
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") ||
-        !__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw") ||
+    // CPUID leaf 7: EDX bit 22 is AMX-BF16, bit 24 AMX-TILE (Intel SDM; read
+    // directly, as Clang's __builtin_cpu_supports does not know them).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool amx = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx >> 22 & 1) && (edx >> 24 & 1);
+    if (!amx || !__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw") ||
         !__builtin_cpu_supports("avx512vl"))
       return false;
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // <asm/prctl.h>, the kernel's xstate
