@@ -86,7 +86,11 @@ std::unique_ptr<Communicator> single_process();
 // printf to stderr on rank 0; the other ranks keep quiet.
 template <class... Args>
 void say(const Communicator& comm, const char* format, Args... args) {
-  if (comm.rank() == 0) std::fprintf(stderr, format, args...);
+  if (comm.rank() != 0) return;
+  if constexpr (sizeof...(Args) == 0)
+    std::fputs(format, stderr);  // no arguments: the text as it is, no format to read
+  else
+    std::fprintf(stderr, format, args...);
 }
 
 }  // namespace sf::train
