@@ -28,6 +28,7 @@
 
 using namespace sf;
 using namespace sf::kernels;
+using sf::testing::DeviceArray;
 using sf::testing::opencl_device;
 
 namespace {
@@ -39,35 +40,6 @@ using sf::detail::broadcast_strides;
 // ---- the device ---------------------------------------------------------------
 
 const HostTable& S = scalar_table();
-
-// An array on the OpenCL device holding a copy of a host vector. It starts
-// kPad elements into its buffer, so every kernel is also tested with offsets.
-template <class T>
-class DeviceArray {
- public:
-  static constexpr int64_t kPad = 3;
-
-  explicit DeviceArray(const std::vector<T>& host)
-      : dev_(opencl()), size_(host.size()), bytes_((host.size() + kPad) * sizeof(T)),
-        buffer_(dev_.allocate(bytes_)) {
-    dev_.write(host.data(), mem(), host.size() * sizeof(T));
-  }
-  ~DeviceArray() { dev_.release(buffer_, bytes_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  Mem<T> mem() const { return {buffer_, kPad * sizeof(T)}; }
-  std::vector<T> read() const {
-    std::vector<T> host(size_);
-    dev_.read(mem(), host.data(), size_ * sizeof(T));
-    return host;
-  }
-
- private:
-  Device& dev_;
-  size_t size_, bytes_;
-  void* buffer_;
-};
 
 // ---- inputs -------------------------------------------------------------------
 

@@ -27,6 +27,7 @@
 
 using namespace sf;
 using namespace sf::opencl_backend;
+using sf::testing::DeviceArray;
 using sf::testing::opencl_device;
 using sf::testing::TempDir;
 
@@ -39,32 +40,6 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
   for (float& x : v) x = dist(gen);
   return v;
 }
-
-// Host values on the device, `offset` floats into their buffer (a view into
-// a larger one, as a sliced tensor's): 4 keeps float4 alignment, 3 breaks it.
-class DeviceArray {
- public:
-  DeviceArray(const std::vector<float>& host, int64_t offset)
-      : dev_(*opencl_device()), size_(host.size()), offset_(offset), bytes_((size_ + offset) * sizeof(float)),
-        buffer_(dev_.allocate(bytes_)) {
-    dev_.write(host.data(), mem(), size_ * sizeof(float));
-  }
-  ~DeviceArray() { dev_.release(buffer_, bytes_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  kernels::Mem<float> mem() const { return {buffer_, offset_ * sizeof(float)}; }
-  std::vector<float> read() const {
-    std::vector<float> host(size_);
-    dev_.read(mem(), host.data(), size_ * sizeof(float));
-    return host;
-  }
-
- private:
-  Device& dev_;
-  size_t size_, offset_, bytes_;
-  void* buffer_;
-};
 
 struct Case {
   bool ta, tb;
@@ -99,7 +74,7 @@ void check(size_t tiling, const Case& c) {
                      b = random_floats(b_size * (c.share_b ? 1 : c.batch), seed + 1),
                      out = random_floats(c_size * c.batch, seed + 2);
   if (c.beta == 0.0f) std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
-  DeviceArray da(a, c.offset), db(b, c.offset), dc(out, c.offset);
+  DeviceArray<float> da(a, c.offset), db(b, c.offset), dc(out, c.offset);
   tiled_gemm(tiling, c.ta, c.tb, c.m, c.n, c.k, c.alpha, da.mem(), lda, stride_a, db.mem(), ldb, stride_b, c.beta,
              dc.mem(), ldc, c_size, c.batch);
   kernels::scalar_table().gemm(c.ta, c.tb, c.m, c.n, c.k, c.alpha, a.data(), lda, stride_a, b.data(), ldb,

@@ -319,9 +319,9 @@ DType Config::precision_dtype() const {
 
 std::string Config::precision_note() const {
   if (precision == "fp32") return "";
+  if (device != "cpu") return "precision auto: fp32 (device " + device + " computes in float32)";
   const bool faster = device_named(device).multiplies_bf16_faster();
   const std::string level = kernels::to_string(kernels::bf16_gemm());
-  if (device != "cpu") return "precision auto: fp32 (device " + device + " computes in float32)";
   const std::string no_gain =
       "this CPU has no bf16 product faster than float32 (no AMX; AVX512-BF16's VDPBF16PS doubles an FMA's work "
       "only on AMD)";
