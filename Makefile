@@ -137,7 +137,8 @@ MPI_OBJ := $(patsubst %.cpp,$(BUILD)/mpi/obj/%.o,train/main.cpp $(wildcard train
 $(BUILD)/mpi/scratchformer: $(MPI_OBJ) $(LIB)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $$(mpicxx --showme:link) $(LDLIBS)
 
-# The all-reduce table's program (bench/mpi/allreduce.cpp, run by make bench).
+# The all-reduce table's program (bench/mpi/allreduce.cpp, run by make bench;
+# the suite "mpi" runs its exact-sum check).
 $(BUILD)/mpi/allreduce-bench: $(BUILD)/mpi/obj/bench/mpi/allreduce.o $(filter $(BUILD)/mpi/obj/train/mpi/%,$(MPI_OBJ)) $(LIB)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $$(mpicxx --showme:link) $(LDLIBS)
 
@@ -167,7 +168,7 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)
 # the kernels, gradients, layers and a Transformer step on 1 and 2 threads).
 TSAN_TESTS := thread pool*,kernels*,grad*,engine*,nn*
 # The suite "mpi" also trains on OpenCL under mpirun where the OpenCL variant was built.
-MPI_TEST_BUILD := $(MAKE) MPI=1 build/mpi/scratchformer && { [ ! -e build/opencl/tests ] || \
+MPI_TEST_BUILD := $(MAKE) MPI=1 build/mpi/scratchformer build/mpi/allreduce-bench && { [ ! -e build/opencl/tests ] || \
   $(MAKE) MPI=1 OPENCL=1 build/opencl/mpi/scratchformer build/opencl/scratchformer; }
 # PyTorch, the reference of the parity tests (tests/test_nn_pytorch.cpp: our
 # checkpoints, bf16 exports and bf16 autocast against PyTorch's) and of the
@@ -186,7 +187,7 @@ MIN_TESTS := 270
 MIN_TSAN_TESTS := 80
 MIN_KERNEL_LEVEL_TESTS := 13
 MIN_OPENCL_TESTS := 29
-MIN_MPI_TESTS := 12
+MIN_MPI_TESTS := 13
 KERNEL_LEVEL_RUNS = $(KERNEL_LEVEL_TESTS:%=--kernel-level $(MIN_KERNEL_LEVEL_TESTS) %)
 
 test: $(TESTS) | torch-deps

@@ -60,7 +60,7 @@ def train(args):
 
         def __init__(self):
             super().__init__()
-            self.model = reference.build_model(torch, parity, c)
+            self.model = reference.build_model(torch, parity, c, "cpu")
 
         def forward(self, src, tgt, src_mask, tgt_mask):
             return self.model.project(self.model.decode(self.model.encode(src, src_mask), src_mask, tgt, tgt_mask))

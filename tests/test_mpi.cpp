@@ -337,6 +337,19 @@ TEST_CASE("data parallel: gradients are views into their buckets, each from a mu
 }
 
 TEST_SUITE("mpi" * doctest::skip()) {
+  TEST_CASE("mpi: the ring sums buckets of one element to several segments per chunk exactly, on 2, 3 and 4 ranks") {
+    const std::string program = fs::absolute(std::string(SF_BUILD_DIR) + "/mpi/allreduce-bench").string();
+    for (int ranks : {2, 3, 4}) {
+      CAPTURE(ranks);
+      TempDir dir;
+      std::vector<std::string> argv = kMpirun;
+      argv.insert(argv.end(), {"-np", std::to_string(ranks), program, "check"});
+      const fs::path log = dir.path / "log";
+      int status = wait_exit(spawn_program(argv, log, {}));
+      CHECK_MESSAGE(status == 0, read_file(log));
+    }
+  }
+
   TEST_CASE("mpi: 20 steps on 2 ranks end with the weights of 20 steps of one process (dropout 0)") {
     TempDir one, two;
     CHECK(distance_from_one_process(2, {}, one.path, two.path) <= 1e-5);

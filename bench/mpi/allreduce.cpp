@@ -4,12 +4,15 @@
 // a bare blocking MPI_Allreduce, beside the bandwidth of memcpy on this
 // machine. Run under mpirun:
 //
-//   mpirun -np 2 BUILD/mpi/allreduce-bench ours|mpi
+//   mpirun -np 2 BUILD/mpi/allreduce-bench ours|mpi|check
 //
 // Rank 0 prints one JSON line per size: {"bytes", "seconds"} (the mean over
 // the timed repetitions, after warm-up ones), and, with `ours`, "memcpy_gbs",
 // the best of memcpy between two buffers of that size. Every buffer is
 // allocated and touched before it is timed, as a training run's buckets are.
+// `check` times nothing: it sums known values through our communicator, in
+// buckets from one element to several of the ring's segments per chunk, and
+// exits 1 at the first wrong element (tests/test_mpi.cpp runs it).
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
@@ -61,6 +64,40 @@ void table(bool rank0, bool with_memcpy, Sum sum, Sync sync) {
   }
 }
 
+// Rank r's element i: small integers, so that every sum is exact in float.
+float known_value(int rank, size_t i) { return static_cast<float>((rank + 1) * (i % 1000 + 1)); }
+
+// The all-reduce and the reduce-scatter (runs of unequal lengths, one empty)
+// of known values; 0 when every element holds the exact sum.
+int check(sf::train::Communicator& comm) {
+  const int ranks = comm.size(), rank = comm.rank();
+  const float rank_sum = static_cast<float>(ranks * (ranks + 1) / 2);
+  for (size_t n : {size_t{1}, size_t{1000}, size_t{262144 * 3 + 17}, size_t{(1 << 22) + 5}}) {
+    std::vector<float> values(n);
+    for (size_t i = 0; i < n; ++i) values[i] = known_value(rank, i);
+    comm.wait(comm.start_all_reduce_sum(values));
+    for (size_t i = 0; i < n; ++i)
+      if (values[i] != rank_sum * known_value(0, i)) {
+        std::fprintf(stderr, "rank %d: all-reduce of %zu floats: element %zu is %g, not %g\n", rank, n, i, values[i],
+                     rank_sum * known_value(0, i));
+        return 1;
+      }
+    // The reduce-scatter's runs: rank 0's empty, rank r's of a length in proportion to r.
+    std::vector<int64_t> begins{0, 0};
+    const int64_t weights = ranks * (ranks - 1) / 2;
+    for (int r = 1; r < ranks; ++r) begins.push_back(r + 1 == ranks ? int64_t(n) : begins.back() + int64_t(n) * r / weights);
+    for (size_t i = 0; i < n; ++i) values[i] = known_value(rank, i);
+    comm.wait(comm.start_reduce_scatter_sum(values, begins));
+    for (int64_t i = begins[rank]; i < begins[rank + 1]; ++i)
+      if (values[size_t(i)] != rank_sum * known_value(0, size_t(i))) {
+        std::fprintf(stderr, "rank %d: reduce-scatter of %zu floats: element %lld is %g, not %g\n", rank, n,
+                     static_cast<long long>(i), values[size_t(i)], rank_sum * known_value(0, size_t(i)));
+        return 1;
+      }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,6 +110,7 @@ int main(int argc, char** argv) {
         [&] { comm->all_reduce_sum(token); });
     return 0;
   }
+  if (mode == "check") return check(*sf::train::mpi_world(&argc, &argv));
   if (mode == "mpi") {
     MPI_Init(&argc, &argv);
     int rank = 0;
@@ -86,6 +124,6 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   }
-  std::fprintf(stderr, "usage: mpirun -np N %s ours|mpi\n", argv[0]);
+  std::fprintf(stderr, "usage: mpirun -np N %s ours|mpi|check\n", argv[0]);
   return 2;
 }

@@ -32,8 +32,10 @@
 // reduce-scatter is the ring's first half alone, over chunks its caller cuts.
 // The messages are
 // persistent requests (MPI_Send_init, MPI_Recv_init) made once per bucket,
-// the received chunk lands in a buffer allocated once, and the sums are a
-// vectorised loop of ours: nothing is allocated or faulted in per step. Every
+// a chunk travels in segments that land in two halves of a buffer allocated
+// once, each added while the next arrives and while it is still in cache,
+// and the sums are a vectorised loop of ours: nothing is allocated or
+// faulted in per step. Every
 // chunk's sum is formed on one rank and copied to the others, so every rank
 // gets the same bits.
 //
@@ -104,6 +106,9 @@ constexpr int kOpCodes[] = {kAllReduce, kBroadcast, kAllGather, kFinalBarrier};
 constexpr int kCensusAsk = 1;    // tag of "are you alive?" (no content)
 constexpr int kCensusReply = 2;  // tag of the answer: the Op the rank waits in
 constexpr int kRing = 3;         // tag of the ring all-reduce's chunks
+// A ring step's chunk travels in segments of this many floats (1 MiB): two
+// fit in a core's L2 cache, and each pays MPI's few microseconds per message.
+constexpr size_t kSegment = size_t{1} << 18;
 
 constexpr auto kSpin = 50us;       // a wait tests without pause this long: short collectives end sooner
 constexpr auto kSleep = 100us;     // then sleeps between tests, leaving the core to the compute threads
@@ -145,16 +150,27 @@ Clock::duration timeout_from_environment() {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-// One bucket's ring (see the top of the file): its persistent requests, made
-// once, and the buffer the received chunks land in.
+// One step of a bucket's ring: the chunk it sends and the one it receives,
+// each cut into segments of at most kSegment elements, a message each. A
+// reduce-scatter step receives segment k into half k % 2 of the ring's
+// buffer and adds it into `add_into` while segment k + 1 arrives in the other
+// half: the received values are added while still in cache, not after the
+// whole chunk has gone through memory. An all-gather step receives in place.
+struct RingStep {
+  std::vector<MPI_Request> sends, receives;  // persistent, one per segment
+  int64_t bytes = 0;                         // sent
+  float* add_into = nullptr;                 // a reduce-scatter step's own chunk; null in the all-gather
+  size_t add_count = 0;                      // its elements
+};
+
+// One bucket's ring (see the top of the file): its steps' persistent
+// requests, made once, and the buffer the received segments land in.
 struct Ring {
-  size_t elements = 0;                       // the bucket's
-  std::vector<int64_t> begins;               // chunk c is [begins[c], begins[c + 1])
-  bool all_gather = true;                    // an all-reduce; else a reduce-scatter
-  std::vector<MPI_Request> sends, receives;  // one pair per step: N - 1 steps, or 2 (N - 1) with the all-gather
-  std::vector<int64_t> sent;                 // bytes, per step
-  std::vector<size_t> add_at, add_count;     // per reduce-scatter step: the chunk the received one adds into
-  std::vector<float> received;               // the largest chunk
+  size_t elements = 0;          // the bucket's
+  std::vector<int64_t> begins;  // chunk c is [begins[c], begins[c + 1])
+  bool all_gather = true;       // an all-reduce; else a reduce-scatter
+  std::vector<RingStep> steps;  // N - 1, or 2 (N - 1) with the all-gather
+  std::vector<float> received;  // two segments
 };
 
 class MpiWorld final : public Communicator {
@@ -393,57 +409,75 @@ class MpiWorld final : public Communicator {
   // Reduce-scatter step s sends chunk (rank - s - 1) and receives chunk
   // (rank - s - 2), adding it into its own, so that rank r ends with chunk r
   // summed; all-gather step s sends chunk (rank - s), summed, and receives
-  // chunk (rank - s - 1) in place.
+  // chunk (rank - s - 1) in place. Sender and receiver cut a chunk into the
+  // same segments, and MPI matches one sender's messages in the order sent.
   Ring& ring_of(std::span<float> values, const std::vector<int64_t>& begins, bool all_gather) {
     auto [found, added] = rings_.try_emplace(values.data());
     Ring& ring = found->second;
     if (!added && ring.elements == values.size() && ring.begins == begins && ring.all_gather == all_gather) return ring;
     free_ring(ring);  // another sum over the same address
-    ring = Ring{values.size(), begins, all_gather, {}, {}, {}, {}, {}, {}};
+    ring = Ring{values.size(), begins, all_gather, {}, {}};
     const int next = (rank_ + 1) % size_, previous = (rank_ + size_ - 1) % size_;
     auto chunk = [&](int c) { return ((c % size_) + size_) % size_; };
-    int64_t largest = 0;
-    for (int c = 0; c < size_; ++c) largest = std::max(largest, begins[c + 1] - begins[c]);
-    if (largest > int64_t(kMaxCount)) internal_fail("all-reduce: a chunk of ", largest, " elements, more than MPI's INT_MAX");
-    ring.received.assign(size_t(largest), 0.0f);  // touched once, here
+    ring.received.assign(2 * kSegment, 0.0f);  // touched once, here
     for (int s = 0; s < (all_gather ? 2 : 1) * (size_ - 1); ++s) {
       const bool scatter = s < size_ - 1;
       const int step = scatter ? s : s - (size_ - 1);
       const int send = chunk(rank_ - step - (scatter ? 1 : 0)), receive = chunk(rank_ - step - (scatter ? 2 : 1));
-      const size_t send_at = size_t(begins[send]), receive_at = size_t(begins[receive]);
-      const int send_count = int(begins[send + 1] - begins[send]), receive_count = int(begins[receive + 1] - begins[receive]);
-      ring.sends.emplace_back();
-      ring.receives.emplace_back();
-      ring.sent.push_back(send_count * int64_t(sizeof(float)));
-      MPI_Send_init(values.data() + send_at, send_count, MPI_FLOAT, next, kRing, comm_, &ring.sends.back());
-      MPI_Recv_init(scatter ? ring.received.data() : values.data() + receive_at, receive_count, MPI_FLOAT, previous,
-                    kRing, comm_, &ring.receives.back());
+      RingStep& r = ring.steps.emplace_back();
+      for (int64_t at = begins[send]; at < begins[send + 1]; at += kSegment) {
+        const int count = int(std::min<int64_t>(kSegment, begins[send + 1] - at));
+        MPI_Send_init(values.data() + at, count, MPI_FLOAT, next, kRing, comm_, &r.sends.emplace_back());
+        r.bytes += count * int64_t(sizeof(float));
+      }
+      for (int64_t at = begins[receive], k = 0; at < begins[receive + 1]; at += kSegment, ++k) {
+        const int count = int(std::min<int64_t>(kSegment, begins[receive + 1] - at));
+        float* into = scatter ? ring.received.data() + (k % 2) * kSegment : values.data() + at;
+        MPI_Recv_init(into, count, MPI_FLOAT, previous, kRing, comm_, &r.receives.emplace_back());
+      }
       if (scatter) {
-        ring.add_at.push_back(receive_at);
-        ring.add_count.push_back(size_t(receive_count));
+        r.add_into = values.data() + begins[receive];
+        r.add_count = size_t(begins[receive + 1] - begins[receive]);
       }
     }
     return ring;
   }
 
   void free_ring(Ring& ring) {
-    for (MPI_Request& r : ring.sends) MPI_Request_free(&r);
-    for (MPI_Request& r : ring.receives) MPI_Request_free(&r);
+    for (RingStep& step : ring.steps) {
+      for (MPI_Request& r : step.sends) MPI_Request_free(&r);
+      for (MPI_Request& r : step.receives) MPI_Request_free(&r);
+    }
+  }
+
+  // Starts the first `count` of `requests` (an empty chunk has none: Open MPI
+  // refuses MPI_Startall of none).
+  static void start(std::vector<MPI_Request>& requests, size_t count) {
+    if (count > 0) MPI_Startall(int(count), requests.data());
   }
 
   void ring_sum(std::span<float> values, const std::vector<int64_t>& begins, bool all_gather) {
     if (size_ == 1) return;
     Ring& ring = ring_of(values, begins, all_gather);
-    for (size_t s = 0; s < ring.sends.size(); ++s) {
-      MPI_Request pair[2] = {ring.sends[s], ring.receives[s]};
-      MPI_Startall(2, pair);
-      wait_loop(pair, kAllReduce, size_t(ring.sent[s]));
-      bytes_sent_ += ring.sent[s];
-      if (s < ring.add_at.size()) {
-        float* into = values.data() + ring.add_at[s];
-        const float* add = ring.received.data();
-        for (size_t i = 0, n = ring.add_count[s]; i < n; ++i) into[i] += add[i];  // vectorised by the compiler
+    for (RingStep& step : ring.steps) {
+      start(step.sends, step.sends.size());
+      if (!step.add_into) {
+        start(step.receives, step.receives.size());
+        wait_loop(step.receives, kAllReduce, size_t(step.bytes));
+      } else {
+        const size_t segments = step.receives.size();
+        start(step.receives, std::min<size_t>(2, segments));
+        for (size_t k = 0; k < segments; ++k) {
+          wait_loop({&step.receives[k], 1}, kAllReduce, kSegment * sizeof(float));
+          float* into = step.add_into + k * kSegment;
+          const float* add = ring.received.data() + (k % 2) * kSegment;
+          for (size_t i = 0, n = std::min(kSegment, step.add_count - k * kSegment); i < n; ++i)
+            into[i] += add[i];  // vectorised by the compiler
+          if (k + 2 < segments) MPI_Start(&step.receives[k + 2]);
+        }
       }
+      wait_loop(step.sends, kAllReduce);
+      bytes_sent_ += step.bytes;
     }
   }
 
