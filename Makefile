@@ -45,8 +45,11 @@ else
   BUILD := build
   CXXFLAGS ?= -O3 -g
 endif
+# The rooms above nn/, optim/ and data/ (README.md's layout): all but cli/,
+# the command's main(), are library.
+ROOMS := setup dist infer eval report train
 LIB_SRC := $(wildcard base/*.cpp autograd/*.cpp autograd/kernels/*.cpp nn/*.cpp optim/*.cpp data/*.cpp) \
-           $(filter-out train/main.cpp,$(wildcard train/*.cpp))
+           $(foreach room,$(ROOMS),$(wildcard $(room)/*.cpp))
 # The OpenCL backend (autograd/opencl/): its own build folder, the ICD loader,
 # and PoCL so that a machine without a GPU still has an OpenCL device. (PoCL's
 # marker is its copyright file: its .icd file is a conffile, which outlives a
@@ -75,15 +78,15 @@ $(BUILD)/gen/%.inc: %
 	{ printf 'R"CLC(#line 1 "%s"\n' $<; cat $<; printf ')CLC"\n'; } > $@
 $(BUILD)/obj/autograd/opencl/sources.o: $(OPENCL_TEXTS:%=$(BUILD)/gen/%.inc)
 
-# The attention explorer's script and style (train/attention_explorer.js and
+# The attention explorer's script and style (report/attention_explorer.js and
 # .css) become raw string literals the same way, in $(GENERATED), shared by
 # every build; the page carries them, nothing is fetched.
-WEB_TEXTS := train/attention_explorer.js train/attention_explorer.css
+WEB_TEXTS := report/attention_explorer.js report/attention_explorer.css
 $(WEB_TEXTS:%=$(GENERATED)/%.inc): $(GENERATED)/%.inc: %
 	@mkdir -p $(dir $@)
 	@! grep -q ')WEB"' $< || { echo '$<: holds )WEB", which ends its embedding early' >&2; exit 1; }
 	{ printf 'R"WEB('; cat $<; printf ')WEB"\n'; } > $@
-$(BUILD)/obj/train/attention_explorer.o: $(WEB_TEXTS:%=$(GENERATED)/%.inc)
+$(BUILD)/obj/report/attention_explorer.o: $(WEB_TEXTS:%=$(GENERATED)/%.inc)
 
 # The suite replays the fuzz targets' regression inputs, so it holds the targets.
 TEST_SRC := $(wildcard tests/*.cpp) $(filter-out fuzz/libfuzzer_main.cpp,$(wildcard fuzz/*.cpp))
@@ -98,7 +101,7 @@ obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
 CLI := $(BUILD)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
 
-$(CLI): $(BUILD)/obj/train/main.o $(LIB)
+$(CLI): $(BUILD)/obj/cli/main.o $(LIB)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
 # Headers the build writes into $(GENERATED), shared by every variant (each
@@ -123,8 +126,8 @@ $(LIB): $(call obj,$(LIB_SRC))
 	ar rcs $@ $^
 
 # The MPI variant (MPI=1): $(BUILD)/mpi/scratchformer, run as `mpirun -np N
-# $(BUILD)/mpi/scratchformer train ...`. Only train/main.cpp (built with
-# -DSF_MPI) and train/mpi/ differ from the plain command, so they alone are
+# $(BUILD)/mpi/scratchformer train ...`. Only cli/main.cpp (built with
+# -DSF_MPI) and dist/mpi/ differ from the plain command, so they alone are
 # compiled, into $(BUILD)/mpi/obj/, and linked with the same $(LIB). mpicxx's
 # flags are read as the recipes run: deps may install Open MPI in this make.
 MPI_PACKAGES := libopenmpi-dev:/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h openmpi-bin:/usr/bin/orterun
@@ -133,13 +136,13 @@ mpi-deps:
 ifeq ($(MPI),1)
 all: $(BUILD)/mpi/scratchformer
 
-MPI_OBJ := $(patsubst %.cpp,$(BUILD)/mpi/obj/%.o,train/main.cpp $(wildcard train/mpi/*.cpp))
+MPI_OBJ := $(patsubst %.cpp,$(BUILD)/mpi/obj/%.o,cli/main.cpp $(wildcard dist/mpi/*.cpp))
 $(BUILD)/mpi/scratchformer: $(MPI_OBJ) $(LIB)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $$(mpicxx --showme:link) $(LDLIBS)
 
 # The all-reduce table's program (bench/mpi/allreduce.cpp, run by make bench;
 # the suite "mpi" runs its exact-sum check).
-$(BUILD)/mpi/allreduce-bench: $(BUILD)/mpi/obj/bench/mpi/allreduce.o $(filter $(BUILD)/mpi/obj/train/mpi/%,$(MPI_OBJ)) $(LIB)
+$(BUILD)/mpi/allreduce-bench: $(BUILD)/mpi/obj/bench/mpi/allreduce.o $(filter $(BUILD)/mpi/obj/dist/mpi/%,$(MPI_OBJ)) $(LIB)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $$(mpicxx --showme:link) $(LDLIBS)
 
 $(BUILD)/mpi/obj/%.o: %.cpp | deps
@@ -211,8 +214,10 @@ endif
 # tools/docs-check explains the rules; `make test` counts each as one test.
 # The docs run build/tests and build/scratchformer, so those are built first.
 # tools/docs-check is Python 3 (standard library only), installed when missing.
+# And the layers: no #include runs from a folder to one above it (tools/check-layers).
 DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" "$(MAKE) docs-deps && tools/docs-check" \
-  --command "docs-check --self-test: broken docs fail" "$(MAKE) docs-deps && tools/docs-check --self-test"
+  --command "docs-check --self-test: broken docs fail" "$(MAKE) docs-deps && tools/docs-check --self-test" \
+  --command "check-layers: no include runs from a folder to one above it" "$(MAKE) docs-deps && tools/check-layers"
 docs-deps:
 	@tools/need-packages python3:/usr/bin/python3
 docs-check: $(TESTS) $(CLI) $(EXAMPLES) | docs-deps

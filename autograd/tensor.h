@@ -122,7 +122,7 @@ class Tensor {
   Tensor view(int64_t offset, const Shape& shape) const;
   // Internal: makes `grad` (this tensor's shape, float32, on its device) the
   // gradient slot itself, so backward accumulates into it where it lies (a
-  // view into a communication buffer: train/data_parallel.h); zero_grad()
+  // view into a communication buffer: dist/data_parallel.h); zero_grad()
   // then zeroes it in place instead of dropping it. An undefined `grad`
   // drops the slot.
   void set_grad(const Tensor& grad) const;

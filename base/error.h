@@ -63,7 +63,7 @@ template <class... Parts>
   internal_fail(parts...);
 }
 
-// The command's exit status for the exception that ends it (train/main.cpp):
+// The command's exit status for the exception that ends it (cli/main.cpp):
 // 2 for bad input, 1 for anything else, which is a bug.
 inline int exit_status(const std::exception& e) { return dynamic_cast<const Error*>(&e) ? 2 : 1; }
 

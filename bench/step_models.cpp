@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "data/batching.h"
-#include "train/loss.h"
+#include "setup/loss.h"
 
 namespace sf::bench {
 

@@ -17,8 +17,8 @@
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "train/decoding.h"
-#include "train/loss.h"
+#include "infer/decoding.h"
+#include "setup/loss.h"
 
 using namespace sf;
 
@@ -74,7 +74,7 @@ int main() {
     std::printf("epoch %lld  loss %.4f\n", static_cast<long long>(epoch), epoch_loss);
   }
 
-  // 6. Greedy decoding (train/decoding.h) of the held-out sources, each framed
+  // 6. Greedy decoding (infer/decoding.h) of the held-out sources, each framed
   //    [SOS] src [EOS] and padded to the longest (data/framing.h).
   model->eval();
   std::vector<std::vector<int32_t>> ids;

@@ -13,8 +13,8 @@
 
 #include "base/error.h"
 #include "data/detokenizer.h"
-#include "train/config.h"
-#include "train/inference.h"
+#include "setup/config.h"
+#include "infer/inference.h"
 
 using namespace sf;
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "targets.h"
-#include "train/config.h"
+#include "setup/config.h"
 
 namespace sf::fuzz {
 

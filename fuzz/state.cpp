@@ -6,7 +6,7 @@
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "targets.h"
-#include "train/checkpoints.h"
+#include "setup/checkpoints.h"
 
 namespace sf::fuzz {
 

@@ -39,7 +39,7 @@ class MultiHeadAttentionBlock : public Module {
 
   // Observes each call's attention weights [B, h, Sq, Sk] (before dropout,
   // detached), as a PyTorch forward hook would: how decoding records what
-  // the model attended to (train/decoding.h: AttentionRecorder). The block
+  // the model attended to (infer/decoding.h: AttentionRecorder). The block
   // keeps nothing itself.
   std::function<void(const Tensor& weights)> weights_hook;
 

@@ -12,7 +12,7 @@ float grad_norm(const NamedTensors& params);
 float clip_grad_norm(const NamedTensors& params, float max_norm);
 
 // The same in pieces, for a ZeRO-1 rank that holds the summed gradients of
-// its slices alone (train/data_parallel.h): the sum of the squares of the
+// its slices alone (dist/data_parallel.h): the sum of the squares of the
 // elements `slices[i]` of each gradient (the ranks' sums add up to the
 // squared norm), and the scaling of those elements given the whole norm.
 double grad_squares(const NamedTensors& params, const std::vector<Slice>& slices);

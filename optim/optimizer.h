@@ -48,7 +48,7 @@ class Optimizer {
   int64_t steps() const { return steps_; }  // updates done so far
   const NamedTensors& params() const { return params_; }
 
-  // Sharding for ZeRO-1 (train/data_parallel.h): from now on only elements
+  // Sharding for ZeRO-1 (dist/data_parallel.h): from now on only elements
   // `owned[i]` of parameter i are updated, and only their state is kept
   // (state held so far, whole, is cut down to them). Every update is
   // element-wise, so the owned elements change exactly as they would in an

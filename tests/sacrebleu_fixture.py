@@ -1,5 +1,5 @@
 """Writes tests/sacrebleu_fixture.json: what sacreBLEU itself answers on real
-sentences, which tests/test_sacrebleu.cpp compares with train/sacrebleu.cpp.
+sentences, which tests/test_sacrebleu.cpp compares with eval/sacrebleu.cpp.
 
 Usage: python3 sacrebleu_fixture.py CORPUS.tsv OUT.json     (writes the fixture)
        python3 sacrebleu_fixture.py CORPUS.tsv --check FILE (exit 0 when FILE

@@ -8,8 +8,8 @@
 #include "cli_process.h"
 #include "test_nn_helpers.h"
 #include "autograd/kernels/gemm.h"
-#include "train/config.h"
-#include "train/resources.h"
+#include "setup/config.h"
+#include "setup/resources.h"
 
 using namespace sf;
 using namespace sf::train;

@@ -9,7 +9,7 @@
 #include "autograd/engine.h"
 #include "optim/optimizer.h"
 #include "test_nn_helpers.h"
-#include "train/decoding.h"
+#include "infer/decoding.h"
 
 using namespace sf;
 using namespace sf::train;

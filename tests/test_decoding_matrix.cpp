@@ -29,8 +29,8 @@
 #include "cli_process.h"
 #include "data/detokenizer.h"
 #include "names_model.h"
-#include "train/inference.h"
-#include "train/metrics.h"
+#include "infer/inference.h"
+#include "eval/metrics.h"
 
 using namespace sf;
 using namespace sf::train;

@@ -79,11 +79,11 @@ TEST_CASE("export: a trained model in bf16 is half the file, same names, order a
 
   // A training run preloads the export: a fresh optimizer from the rounded weights.
   Trainer trainer(load_config(config, {"preload=" + bf16.string(), "model_folder=" + (dir.path / "w2").string()}));
-  NamedTensors loaded = trainer.model->state_dict(), exported = safetensors::load(bf16.string()).tensors;
+  NamedTensors loaded = trainer.model().state_dict(), exported = safetensors::load(bf16.string()).tensors;
   REQUIRE(loaded.size() == exported.size());
   for (size_t i = 0; i < loaded.size(); ++i) {
     CAPTURE(loaded[i].first);
     CHECK(loaded[i].second.to_vector() == exported[i].second.to_vector());
   }
-  CHECK(trainer.optimizer->steps() == 0);
+  CHECK(trainer.optimizer().steps() == 0);
 }

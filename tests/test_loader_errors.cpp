@@ -10,7 +10,7 @@
 #include "data/tokenizer.h"
 #include "optim/optimizer.h"
 #include "test_nn_helpers.h"
-#include "train/checkpoints.h"
+#include "setup/checkpoints.h"
 
 using namespace sf;
 using sf::testing::TempDir;

@@ -10,7 +10,7 @@
 #include "autograd/ops.h"
 #include "data/framing.h"
 #include "test_nn_helpers.h"
-#include "train/loss.h"
+#include "setup/loss.h"
 
 using namespace sf;
 using namespace sf::testing;

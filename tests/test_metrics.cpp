@@ -5,7 +5,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "train/metrics.h"
+#include "eval/metrics.h"
 
 using namespace sf::train;
 using doctest::Approx;

@@ -22,9 +22,9 @@
 #include "skip.h"
 #include "autograd/ops.h"
 #include "base/random.h"
-#include "train/checkpoints.h"
-#include "train/data_parallel.h"
-#include "train/inference.h"
+#include "setup/checkpoints.h"
+#include "dist/data_parallel.h"
+#include "infer/inference.h"
 
 using namespace sf;
 using namespace sf::train;

@@ -11,12 +11,12 @@
 #include "train_helpers.h"
 #include "data/detokenizer.h"
 #include "data/toy_tasks.h"
-#include "train/attention_explorer.h"
-#include "train/attention_maps.h"
-#include "train/inference.h"
-#include "train/metrics.h"
-#include "train/report.h"
-#include "train/sacrebleu.h"
+#include "report/attention_explorer.h"
+#include "infer/attention_maps.h"
+#include "infer/inference.h"
+#include "eval/metrics.h"
+#include "report/report.h"
+#include "eval/sacrebleu.h"
 #include "train/trainer.h"
 
 using namespace sf;

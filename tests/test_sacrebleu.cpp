@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/sacrebleu.h"
+#include "eval/sacrebleu.h"
 
 using namespace sf::train;
 using doctest::Approx;

@@ -401,7 +401,7 @@ TEST_CASE("train: keep_checkpoints prunes old epochs; the best by BLEU is kept a
   Trainer trainer(load_config(config, {"preload=" + (dir.path / "export/model.safetensors").string(),
                                         "num_epochs=1", "model_folder=" + (dir.path / "w2").string()}));
   Session reference = Session::open(load_config(config), weights.string() + "/tmodel_02.safetensors");
-  CHECK(trainer.model->state_dict()[0].second.to_vector() == reference.model->state_dict()[0].second.to_vector());
+  CHECK(trainer.model().state_dict()[0].second.to_vector() == reference.model->state_dict()[0].second.to_vector());
   CHECK(trainer.run() == 0);
   CheckpointStore fresh((dir.path / "w2").string(), "tmodel_", 2);
   CHECK(fresh.latest_epoch() == 0);  // trained epoch 0, not a continuation of epoch 2

@@ -1,4 +1,4 @@
-// Unknown-word replacement (train/unknown_words.h): the alignment worked by
+// Unknown-word replacement (infer/unknown_words.h): the alignment worked by
 // hand, then real sentences of both corpora whose rare words a made-up
 // alignment must put back, then a trained model that copies names it has
 // never seen through `translate`.
@@ -10,9 +10,9 @@
 #include "data/detokenizer.h"
 #include "real_corpora.h"
 #include "skip.h"
-#include "train/metrics.h"
+#include "eval/metrics.h"
 #include "names_model.h"
-#include "train/unknown_words.h"
+#include "infer/unknown_words.h"
 #include "train_helpers.h"
 
 using namespace sf;

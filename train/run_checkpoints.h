@@ -1,26 +1,44 @@
 // A training run's checkpoints (docs/07-training.md): the one it resumes
 // from, when it saves (each epoch; the position reached when stopped or
 // diverged), which it keeps (the newest keep_checkpoints epochs) and which is
-// "best". The files themselves are CheckpointStore's (train/checkpoints.h).
+// "best". The files themselves are CheckpointStore's (setup/checkpoints.h).
 #pragma once
+#include <optional>
 #include <string>
 
-#include "train/metrics.h"
+#include "dist/communicator.h"
+#include "dist/gradient_sync.h"
+#include "nn/transformer.h"
+#include "optim/accumulation.h"
+#include "optim/optimizer.h"
+#include "setup/checkpoints.h"
+#include "setup/config.h"
 
 namespace sf::train {
 
-struct Run;  // train/trainer.h
+// What saving and resuming read and write; each outlives the calls.
+struct CheckpointParts {
+  const Config& config;
+  const CheckpointStore& store;
+  nn::Transformer& model;
+  optim::Optimizer& optimizer;
+  GradientSync& gradients;
+  optim::GradAccumulation& accumulation;
+  Communicator& comm;
+};
 
 // Rank 0 reads the checkpoint `preload` names (only its machine need have the
 // files) and every rank receives what it read: the weights (also when
 // starting fresh, so that every replica starts equal), the optimizer state
-// and the position. True when the run resumes from a saved position.
-bool restore_checkpoint(Run& run);
+// and the position, which it returns when the run resumes from one.
+// `batches_per_epoch`: this run's, which a half-done epoch must have had.
+std::optional<TrainingState> restore_checkpoint(const CheckpointParts& parts, int64_t batches_per_epoch);
 // Collective: every rank hands rank 0 what only it holds (its dropout stream,
-// its share of a sharded optimizer state); rank 0 writes the files.
-void save_checkpoint(Run& run, const std::string& tag);
+// its share of a sharded optimizer state); rank 0 writes the files, with
+// `position` as the state.
+void save_checkpoint(const CheckpointParts& parts, const std::string& tag, TrainingState position);
 // The epoch's checkpoint, older epochs beyond keep_checkpoints deleted, and
-// "best" when `scores` (null: nothing was validated) beat the best so far.
-void save_epoch_checkpoint(Run& run, int64_t epoch, const Scores* scores);
+// "best" too when `best`.
+void save_epoch_checkpoint(const CheckpointParts& parts, int64_t epoch, const TrainingState& position, bool best);
 
 }  // namespace sf::train

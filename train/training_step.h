@@ -10,23 +10,46 @@
 // its step; after max_nonfinite_steps skips in a row the run has diverged,
 // and the trainer saves its last good state and stops.
 #pragma once
+#include <atomic>
 #include <chrono>
+#include <string>
 #include <vector>
 
+#include "data/batching.h"
+#include "dist/communicator.h"
+#include "dist/gradient_sync.h"
+#include "nn/transformer.h"
+#include "optim/accumulation.h"
+#include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "setup/checkpoints.h"
+#include "setup/config.h"
 
 namespace sf::train {
 
-struct Run;  // train/trainer.h
-
 class TrainingStep {
  public:
-  explicit TrainingStep(Run& run);  // which outlives this
+  // What a step works on; each outlives the step.
+  struct Parts {
+    const Config& config;
+    const data::BatchedDataset& train_set;
+    nn::Transformer& model;
+    optim::Optimizer& optimizer;
+    GradientSync& gradients;
+    optim::GradAccumulation& accumulation;
+    Communicator& comm;
+  };
+  // `metrics_path`: where each update's record goes ("" for none: the ranks
+  // but 0).
+  TrainingStep(const Parts& parts, std::string metrics_path);
   // One batch of the training set (this rank's share of it); `batches_left`:
-  // in the epoch, this one included. Returns the whole batch's label tokens.
-  int64_t train_batch(const std::vector<size_t>& batch, int64_t batches_left);
+  // in the epoch, this one included; `position`: where training stands, which
+  // the trainer alone advances (by one optimizer step when status().updated).
+  // Returns the whole batch's label tokens.
+  int64_t train_batch(const std::vector<size_t>& batch, int64_t batches_left, const TrainingState& position);
 
   struct Status {
+    bool updated = false;       // the last batch ended with an optimizer update
     float last_loss = 0;        // the last step's mean loss
     double epoch_loss_sum = 0;  // every step's summed batch losses this epoch
     bool stop_agreed = false;   // a stop asked on some rank, as the ranks agreed at the last batch
@@ -43,10 +66,11 @@ class TrainingStep {
   void start_epoch() { status_.epoch_loss_sum = 0; }
 
  private:
-  void optimizer_step();
-  void skip_nonfinite_step(float loss, float grad_norm);
+  void optimizer_step(const TrainingState& position);
+  void skip_nonfinite_step(float loss, float grad_norm, int64_t step);
 
-  Run& run_;
+  Parts parts_;
+  std::string metrics_path_;
   optim::ScheduleOptions schedule_;
   Status status_;
   int64_t bytes_sent_before_ = 0;  // the communicator's count at the end of the previous step
@@ -57,5 +81,11 @@ class TrainingStep {
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_step_ = start_;
 };
+
+// Stopping on SIGINT / SIGTERM: a signal only sets the flag; the loop
+// finishes its step, saves the position reached and exits 130. A second
+// signal ends the process at once.
+extern std::atomic<bool> g_stop_requested;
+void install_stop_handlers();
 
 }  // namespace sf::train

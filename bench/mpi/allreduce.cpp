@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "train/mpi/communicator.h"
+#include "dist/mpi/communicator.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 // all-reduced sum of the ranks' gradients is the gradient of the whole batch.
 //
 // The pieces here are what the trainer calls; the communicator
-// (train/communicator.h) carries the bytes.
+// (dist/communicator.h) carries the bytes.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,7 +20,7 @@
 #include "autograd/engine.h"
 #include "base/random.h"
 #include "optim/optimizer.h"
-#include "train/communicator.h"
+#include "dist/communicator.h"
 
 namespace sf::train {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "data/tokenizer.h"
-#include "train/decoding.h"
+#include "infer/decoding.h"
 
 namespace sf::train {
 

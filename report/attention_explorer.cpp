@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/attention_maps.h"
+#include "infer/attention_maps.h"
 
 namespace sf::train {
 
@@ -13,10 +13,10 @@ namespace {
 
 // The script and style, embedded at build time (see the Makefile).
 const char kScript[] =
-#include "train/attention_explorer.js.inc"
+#include "report/attention_explorer.js.inc"
     ;
 const char kStyle[] =
-#include "train/attention_explorer.css.inc"
+#include "report/attention_explorer.css.inc"
     ;
 
 nlohmann::json layers(const std::vector<AttentionWeights>& block) {

@@ -1,16 +1,19 @@
 // Validation at the end of each epoch (docs/07-training.md): the loss over
 // the validation pairs, their translations with the config's decoding
-// settings, every metric of them; its log lines and the report it feeds.
+// settings, every metric of them, and its log lines. The report it feeds is
+// report/validation_report.h's.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "train/inference.h"
-#include "train/metrics.h"
+#include "data/batching.h"
+#include "data/tokenizer.h"
+#include "eval/metrics.h"
+#include "infer/inference.h"
+#include "nn/transformer.h"
+#include "setup/config.h"
 
 namespace sf::train {
-
-struct Run;  // train/trainer.h
 
 struct ValidationResult {
   double loss = 0;
@@ -29,13 +32,11 @@ struct ValidationResult {
 
 // In eval mode (no dropout), without gradients; the model is back in training
 // mode after. Nothing (no predictions) when the validation set is empty.
-ValidationResult validate(Run& run);
+// `config`: precision, label smoothing, decoding and val_examples.
+ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& valid_set,
+                          const data::Tokenizer& tgt_tokenizer, const Config& config);
 
-// On rank 0: the scores, then the first val_examples sentences beside their references.
-void print_validation(const Run& run, int64_t epoch, const ValidationResult& v);
-
-// {experiment_name}/report.html: the curves of metrics.jsonl, and the
-// first validation sentences as samples and in the attention explorer.
-void write_validation_report(const Run& run, const ValidationResult& v);
+// The log lines: the scores, then the first `examples` sentences beside their references.
+std::string validation_lines(int64_t epoch, const ValidationResult& v, int64_t examples);
 
 }  // namespace sf::train

@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "base/atomic_file.h"
-#include "train/attention_maps.h"
-#include "train/metrics_log.h"
-#include "train/sacrebleu.h"
+#include "infer/attention_maps.h"
+#include "report/metrics_log.h"
+#include "eval/sacrebleu.h"
 
 namespace sf::train {
 

@@ -12,7 +12,7 @@
 #include "data/detokenizer.h"
 #include "data/pretokenizer.h"
 #include "data/unicode.h"
-#include "train/sacrebleu.h"
+#include "eval/sacrebleu.h"
 
 namespace sf::train {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "data/tokenizer.h"
-#include "train/decoding.h"
+#include "infer/decoding.h"
 
 namespace sf::train {
 

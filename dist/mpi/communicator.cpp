@@ -1,4 +1,4 @@
-// The MPI communicator: the collectives of train/communicator.h over MPI, and
+// The MPI communicator: the collectives of dist/communicator.h over MPI, and
 // the timeout that turns a rank that stops responding into one clear error.
 //
 // The communication thread. MPI moves data only while the process is inside

@@ -10,8 +10,8 @@
 #include "data/batching.h"
 #include "data/tokenizer.h"
 #include "nn/transformer.h"
-#include "train/config.h"
-#include "train/decoding.h"
+#include "setup/config.h"
+#include "infer/decoding.h"
 
 namespace sf::train {
 
@@ -35,7 +35,7 @@ struct DecodeOptions {
   int64_t max_len;  // decoder positions (seq_len)
   int64_t batch_size;
   // Whether Translation::shown replaces each [UNK] by the source word it
-  // attends to most (train/unknown_words.h), which needs the attention.
+  // attends to most (infer/unknown_words.h), which needs the attention.
   bool replace_unknown_words = true;
 
   // The config's beam (or `beam`, e.g. --beam), length_penalty and seq_len,

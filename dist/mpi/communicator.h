@@ -1,9 +1,9 @@
 // The communicator of an MPI job (make MPI=1; the interface is
-// train/communicator.h): every process `mpirun -np N` starts is one rank.
+// dist/communicator.h): every process `mpirun -np N` starts is one rank.
 #pragma once
 #include <memory>
 
-#include "train/communicator.h"
+#include "dist/communicator.h"
 
 namespace sf::train {
 

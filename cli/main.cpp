@@ -20,17 +20,17 @@
 #include "data/detokenizer.h"
 #include "data/unicode.h"
 #include "nn/checkpoint.h"
-#include "train/attention_explorer.h"
-#include "train/attention_maps.h"
-#include "train/checkpoints.h"
-#include "train/communicator.h"
-#include "train/inference.h"
-#include "train/metrics.h"
-#include "train/resources.h"
-#include "train/sacrebleu.h"
+#include "report/attention_explorer.h"
+#include "infer/attention_maps.h"
+#include "setup/checkpoints.h"
+#include "dist/communicator.h"
+#include "infer/inference.h"
+#include "eval/metrics.h"
+#include "setup/resources.h"
+#include "eval/sacrebleu.h"
 #include "train/trainer.h"
 #ifdef SF_MPI
-#include "train/mpi/communicator.h"
+#include "dist/mpi/communicator.h"
 #endif
 
 using namespace sf;

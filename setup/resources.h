@@ -24,7 +24,7 @@ void check_writable_folder(const std::string& folder, const std::string& source,
 
 // The kernels' thread count for the config key `threads`: the key itself when
 // > 0; for 0, the cores this process may run on. With `communication_thread`
-// (data parallelism: each rank's MPI thread, train/mpi/communicator.cpp),
+// (data parallelism: each rank's MPI thread, dist/mpi/communicator.cpp),
 // one core of an unbound machine is left to the ranks' communication threads.
 int threads_to_use(int64_t threads_key, int ranks_on_this_machine = 1, bool communication_thread = false);
 

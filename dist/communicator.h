@@ -4,7 +4,7 @@
 //
 // A single process is a communicator of size 1 whose operations return at
 // once (single_process()). The MPI build (make MPI=1) adds one over
-// MPI_COMM_WORLD (train/mpi/communicator.cpp); nothing else in the project
+// MPI_COMM_WORLD (dist/mpi/communicator.cpp); nothing else in the project
 // calls MPI, and a build without it needs no MPI at all.
 //
 // Every collective must be called by every rank, in the same order, with the

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "train/metrics.h"
+#include "eval/metrics.h"
 
 namespace sf::train {
 

@@ -7,10 +7,10 @@
 #include "base/error.h"
 #include "data/unicode.h"
 #include "nn/checkpoint.h"
-#include "train/checkpoints.h"
-#include "train/loss.h"
-#include "train/resources.h"
-#include "train/unknown_words.h"
+#include "setup/checkpoints.h"
+#include "setup/loss.h"
+#include "setup/resources.h"
+#include "infer/unknown_words.h"
 
 namespace sf::train {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "train/metrics.h"
+#include "eval/metrics.h"
 
 namespace sf::train {
 

@@ -88,7 +88,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 
 // Bounds on sizes, so that an absurd value is a clear error before anything is
 // allocated (the model's memory is checked as a whole later, see
-// train/resources.h). Far beyond anything a CPU trains.
+// setup/resources.h). Far beyond anything a CPU trains.
 inline constexpr int64_t kMaxSeqLen = 1 << 16, kMaxWidth = 1 << 20, kMaxLayers = 1024;
 inline constexpr int64_t kMaxBatchSize = 1 << 20, kMaxEpochs = 1 << 20, kMaxThreads = 1024, kMaxBeam = 1024;
 

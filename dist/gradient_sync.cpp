@@ -1,0 +1,44 @@
+#include "gradient_sync.h"
+
+namespace sf::train {
+
+namespace {
+
+// Data-parallel ranks: the reducer's buckets, and ZeRO-1's shards.
+class RankGradients final : public GradientSync {
+ public:
+  RankGradients(const NamedTensors& params, Communicator& comm, size_t bucket_bytes, bool overlap, bool zero)
+      : reducer_(params, comm, bucket_bytes, overlap, zero), comm_(comm), zero_(zero) {}
+
+  BackwardHooks hooks() override { return reducer_.hooks(); }
+  // The buckets settle at the first step's finish(), and ZeRO's runs with
+  // them: the optimizer is sharded then, before its first update.
+  void finish(optim::Optimizer& optimizer) override {
+    reducer_.finish();
+    if (zero_ && !optimizer.sharded()) optimizer.shard(reducer_.owned(comm_.rank()));
+  }
+  void after_update(optim::Optimizer& optimizer) override {
+    if (optimizer.sharded()) all_gather_parameters(optimizer, reducer_.shard_runs(), comm_);
+  }
+  void zero_grad(optim::Optimizer&) override { reducer_.zero_grad(); }
+  optim::OptimizerState whole_state(const optim::Optimizer& optimizer) override {
+    return optimizer.sharded() ? gather_optimizer_state(optimizer, reducer_.shard_runs(), comm_)
+                               : optimizer.state_dict();
+  }
+  const GradientReducer* reducer() const override { return &reducer_; }
+
+ private:
+  GradientReducer reducer_;
+  Communicator& comm_;
+  bool zero_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradientSync> make_gradient_sync(const NamedTensors& params, Communicator& comm, size_t bucket_bytes,
+                                                 bool overlap, bool zero) {
+  if (comm.size() == 1) return std::make_unique<GradientSync>();
+  return std::make_unique<RankGradients>(params, comm, bucket_bytes, overlap, zero);
+}
+
+}  // namespace sf::train
