@@ -42,7 +42,7 @@ Trainer::Trainer(Config c, Communicator* given)
 }
 
 // What the run needs, checked before any data is read or written: memory for
-// the model_, and every folder it writes to (rank 0's: no other rank writes).
+// the model, and every folder it writes to (rank 0's: no other rank writes).
 void Trainer::check_outputs() {
   // The vocabularies are not known yet: without them, a lower bound.
   check_fits_in_memory(training_bytes(model_config(0, 0), config_.batch_size), "training this model", config_.source);
@@ -58,7 +58,7 @@ void Trainer::check_outputs() {
   store_.remove_unfinished();
 }
 
-// Every rank reads the config_ and the data itself (on several machines, its
+// Every rank reads the config and the data itself (on several machines, its
 // own copies); a digest of what each read, compared across ranks, refuses a
 // run whose ranks would train on different things.
 static uint64_t data_digest(const std::vector<data::Example>& train, const std::vector<data::Example>& valid,
@@ -110,13 +110,11 @@ void Trainer::prepare_data() {
           static_cast<long long>(dropped), static_cast<long long>(data::longest_source(config_.seq_len)));
     if (train.empty()) fail(config_.source, ": every training pair is longer than seq_len - 2 tokens");
   }
-  if (comm_.size() > 1) {
-    Digest setup;
-    setup.add(config_.canonical);
-    check_same_on_every_rank(setup.value(), "settings (config_ file and --set)", config_.source, comm_);
-    check_same_on_every_rank(data_digest(train, valid, *src_tokenizer_, *tgt_tokenizer_),
-                             "data (pairs or tokenizers)", config_.source, comm_);
-  }
+  Digest settings;
+  settings.add(config_.canonical);
+  check_same_on_every_rank(settings.value(), "settings (config file and --set)", config_.source, comm_);
+  check_same_on_every_rank(data_digest(train, valid, *src_tokenizer_, *tgt_tokenizer_), "data (pairs or tokenizers)",
+                           config_.source, comm_);
   data::BatchOptions batching{config_.batch_size, config_.seq_len, config_.bucket, true,
                               static_cast<uint64_t>(config_.seed)};
   train_set_ = std::make_unique<data::BatchedDataset>(std::move(train), batching);
