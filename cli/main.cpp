@@ -48,6 +48,7 @@ subcommands:
   eval       translate a TSV file's sources and score them against its targets
   score      teacher-forced negative log-likelihood of source/target pairs
   export     write a checkpoint's weights in bf16 (half the file) for inference
+  average    write the mean of several checkpoints' weights
 
 Run "scratchformer SUBCOMMAND --help" for a subcommand's options.
 )";
@@ -113,6 +114,17 @@ any weights file. PATH may be neither the checkpoint read nor a name in
 model_folder that starts with model_basename (the run's own files).
 )";
 
+const char* kAverageHelp = R"(usage: scratchformer average --config FILE [--set key=value ...]
+                             (--last K | CHECKPOINT...) --out PATH
+
+Writes to PATH a weights file whose every tensor is the element-wise mean of
+the given checkpoints' (weights files), or of the last K epochs' checkpoints in
+model_folder: checkpoint averaging, which Vaswani et al. (2017, section 6.1)
+used for their results. translate, eval, score and preload load it as they
+load any weights file. PATH may be neither a checkpoint read nor a name in
+model_folder that starts with model_basename (the run's own files).
+)";
+
 class UsageError : public Error {
  public:
   using Error::Error;
@@ -122,7 +134,7 @@ struct Arguments {
   std::string config;
   std::vector<std::string> sets, texts;
   std::optional<std::string> checkpoint, data, attention, out;
-  std::optional<int64_t> beam;
+  std::optional<int64_t> beam, last;  // --beam; average --last
   DType dtype = DType::BF16;  // export --dtype
   bool tokens = false;     // translate --tokens: the spaced tokens, not detokenized text
   bool keep_unknown = false;  // --keep-unk: [UNK] printed, not replaced by a source word
@@ -160,6 +172,11 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
         std::optional<DType> dtype = precision_named(value);
         if (!dtype) throw UsageError(command + ": --dtype needs bf16 or fp32, got '" + value + "'");
         a.dtype = *dtype;
+      }
+      else if (arg == "--last") {
+        std::optional<int64_t> last = parse_int64(value);
+        if (!last || *last < 1) throw UsageError(command + ": --last needs an integer >= 1, got '" + value + "'");
+        a.last = *last;
       }
       else if (arg == "--beam") {
         std::optional<int64_t> beam = parse_int64(value);
@@ -279,17 +296,18 @@ int score_command(int argc, char** argv) {
   return 0;
 }
 
-// Exporting over the checkpoint it reads, or into model_folder under
+// Writing over a checkpoint it reads, or into model_folder under
 // model_basename (where it could replace one of the run's files, or be taken
 // for a stray checkpoint by a later "preload": "latest"), is refused.
-void check_export_target(const Session& session, const std::string& out) {
+void check_output(const std::string& command, const std::string& out, const std::vector<std::string>& read,
+                  const Config& c) {
   std::error_code ec;
-  if (std::filesystem::equivalent(out, session.checkpoint, ec))
-    throw UsageError("export: --out " + out + " is the checkpoint being exported; write the export elsewhere");
-  const Config& c = session.config;
+  for (const std::string& path : read)
+    if (std::filesystem::equivalent(out, path, ec))
+      throw UsageError(command + ": --out " + out + " is a checkpoint it reads; write to another file");
   if (CheckpointStore(c.model_folder, c.model_basename, c.keep_checkpoints).has_name_of_its_own(out))
-    throw UsageError("export: --out " + out + " is in model_folder and starts with model_basename '" +
-                     c.model_basename + "', as the run's checkpoint files do; write the export elsewhere");
+    throw UsageError(command + ": --out " + out + " is in model_folder and starts with model_basename '" +
+                     c.model_basename + "', as the run's checkpoint files do; write it elsewhere");
 }
 
 int export_command(int argc, char** argv) {
@@ -297,10 +315,41 @@ int export_command(int argc, char** argv) {
   if (a.help) return std::fputs(kExportHelp, stdout), 0;
   if (!a.out) throw UsageError("export: --out PATH is required");
   Session session = open_session(a);
-  check_export_target(session, *a.out);
+  check_output("export", *a.out, {session.checkpoint}, session.config);
   nn::save_checkpoint(*session.model, *a.out, a.dtype);
   std::printf("export: wrote %s (%s, %llu bytes) from %s\n", a.out->c_str(), precision_name(a.dtype),
               static_cast<unsigned long long>(std::filesystem::file_size(*a.out)), session.checkpoint.c_str());
+  return 0;
+}
+
+// The weights files of the last `k` epochs' complete checkpoints, oldest first.
+std::vector<std::string> last_epochs(const Config& c, int64_t k) {
+  CheckpointStore store(c.model_folder, c.model_basename, c.keep_checkpoints);
+  std::vector<std::string> paths;
+  for (int64_t epoch = store.latest_epoch().value_or(-1); epoch >= 0 && int64_t(paths.size()) < k; --epoch)
+    if (std::optional<CheckpointFiles> files = store.complete(CheckpointStore::epoch_tag(epoch)))
+      paths.insert(paths.begin(), files->weights);
+  if (int64_t(paths.size()) < k)
+    fail(c.source, ": --last ", k, ": model_folder ", c.model_folder, " has ", paths.size(),
+         " complete epoch checkpoint", paths.size() == 1 ? "" : "s");
+  return paths;
+}
+
+int average_command(int argc, char** argv) {
+  Arguments a = parse("average", argc, argv, {"--config", "--set", "--last", "--out"}, true);
+  if (a.help) return std::fputs(kAverageHelp, stdout), 0;
+  if (!a.out) throw UsageError("average: --out PATH is required");
+  if (a.last && !a.texts.empty()) throw UsageError("average: --last K or checkpoints to average, not both");
+  if (!a.last && a.texts.empty()) throw UsageError("average: --last K or the checkpoints to average is required");
+  Config config = load_config(a.config, a.sets);
+  std::vector<std::string> paths = a.last ? last_epochs(config, *a.last) : a.texts;
+  check_output("average", *a.out, paths, config);
+  Session session = Session::open(config, paths[0]);
+  nn::load_average(*session.model, paths);
+  nn::save_checkpoint(*session.model, *a.out);
+  std::printf("average: wrote %s, the mean of %zu checkpoints:", a.out->c_str(), paths.size());
+  for (const std::string& path : paths) std::printf(" %s", path.c_str());
+  std::printf("\n");
   return 0;
 }
 
@@ -351,6 +400,7 @@ int main(int argc, char** argv) {
     if (command == "eval") return eval_command(argc, argv);
     if (command == "score") return score_command(argc, argv);
     if (command == "export") return export_command(argc, argv);
+    if (command == "average") return average_command(argc, argv);
     throw UsageError(command.empty() ? "no subcommand (try --help)" : "unknown subcommand '" + command + "' (try --help)");
   } catch (const std::exception& e) {
     return report_failure(e, *comm);

@@ -173,6 +173,20 @@ static double length_ratio(const PreTokenizedPairs& p) {
 }
 
 // The table: a metric is a function above and a row here.
+// The share of hypotheses in which some word comes three or more times in a
+// row ("La La La"): the degenerate output of an undertrained or overconfident
+// model, which BLEU hides in an average.
+static double repeats(const PreTokenizedPairs& p) {
+  int64_t degenerate = 0;
+  for (const Words& w : p.hyp_words)
+    for (size_t i = 2; i < w.size(); ++i)
+      if (w[i] == w[i - 1] && w[i] == w[i - 2]) {
+        ++degenerate;
+        break;
+      }
+  return p.hyp_words.empty() ? 0.0 : double(degenerate) / double(p.hyp_words.size());
+}
+
 static const std::vector<Metric> kMetrics = {
     {"bleu", "token BLEU", Better::higher, "BLEU and chrF", "%.2f",
      [](const PreTokenizedPairs& p) { return corpus_bleu(p.hyp_words, p.ref_words); }},
@@ -184,6 +198,7 @@ static const std::vector<Metric> kMetrics = {
      [](const PreTokenizedPairs& p) { return corpus_cer(p.hyp_chars, p.ref_chars); }},
     {"wer", "WER", Better::lower, "error and exact-match rates", "%.4f",
      [](const PreTokenizedPairs& p) { return corpus_wer(p.hyp_words, p.ref_words); }},
+    {"repeats", "a word 3 times in a row", Better::lower, "error and exact-match rates", "%.3f", repeats},
     {"exact_match", "exact match", Better::higher, "error and exact-match rates", "%.3f", exact_match},
     {"length_ratio", "length ratio", Better::neither, "length ratio (hypothesis / reference)", "%.3f", length_ratio},
 };

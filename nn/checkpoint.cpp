@@ -76,6 +76,28 @@ void load_checkpoint(Transformer& model, const std::string& path) {
   model.load_state_dict(contents.tensors, path);
 }
 
+void load_average(Transformer& model, const std::vector<std::string>& paths) {
+  if (paths.empty()) internal_fail("load_average: no checkpoints");
+  std::vector<std::vector<double>> sums;
+  for (const std::string& path : paths) {
+    load_checkpoint(model, path);
+    NamedTensors tensors = model.state_dict();
+    sums.resize(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      std::vector<float> values = tensors[i].second.to_vector();
+      sums[i].resize(values.size(), 0.0);
+      for (size_t k = 0; k < values.size(); ++k) sums[i][k] += values[k];
+    }
+  }
+  NamedTensors tensors = model.state_dict();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::vector<float> mean(sums[i].size());
+    for (size_t k = 0; k < mean.size(); ++k) mean[k] = static_cast<float>(sums[i][k] / static_cast<double>(paths.size()));
+    const Tensor& t = tensors[i].second;
+    t.device().write(mean.data(), t.mem(), mean.size() * sizeof(float));
+  }
+}
+
 TransformerConfig read_checkpoint_config(const std::string& path) {
   TransformerConfig config = config_from_metadata(safetensors::load_metadata(path), path);
   // A few bytes of metadata can describe any model: the file must hold its

@@ -6,6 +6,7 @@
 // Dropout is not stored: it is a training setting, not part of the model's shape.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "autograd/safetensors.h"
 #include "transformer.h"
@@ -22,6 +23,11 @@ void save_checkpoint(const Transformer& model, const std::string& path, DType dt
 // model, and the metadata, when the file has any (a file exported from
 // PyTorch may not), must describe the same model.
 void load_checkpoint(Transformer& model, const std::string& path);
+// Loads into `model` the element-wise mean of the weights of `paths` (each
+// checked as load_checkpoint checks it): checkpoint averaging, as Vaswani et
+// al. 2017 (§6.1) averaged the last checkpoints of a run. The sums are kept in
+// double and rounded once, so the mean does not depend on the files' order.
+void load_average(Transformer& model, const std::vector<std::string>& paths);
 // Reads only the header: the config to pass to build_transformer.
 TransformerConfig read_checkpoint_config(const std::string& path);
 

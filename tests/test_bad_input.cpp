@@ -505,20 +505,43 @@ TEST_CASE("bad input: export") {
           "weights: no complete checkpoint 'tmodel_NN' here (train first, or pass --checkpoint)"},
       Row{"--out the checkpoint exported", nullptr,
           exporting({"--checkpoint", "weights/tmodel_00.safetensors", "--out", "./weights/tmodel_00.safetensors"}),
-          "export: --out ./weights/tmodel_00.safetensors is the checkpoint being exported; write the export "
-          "elsewhere"},
+          "export: --out ./weights/tmodel_00.safetensors is a checkpoint it reads; write to another file"},
       Row{"--out over the run's optimizer file", nullptr, exporting({"--out", "weights/tmodel_00.optim.safetensors"}),
           "export: --out weights/tmodel_00.optim.safetensors is in model_folder and starts with model_basename "
-          "'tmodel_', as the run's checkpoint files do; write the export elsewhere"},
+          "'tmodel_', as the run's checkpoint files do; write it elsewhere"},
       Row{"--out a new name under model_basename", nullptr, exporting({"--out", "weights/tmodel_bf16.safetensors"}),
           "export: --out weights/tmodel_bf16.safetensors is in model_folder and starts with model_basename "
-          "'tmodel_', as the run's checkpoint files do; write the export elsewhere"},
+          "'tmodel_', as the run's checkpoint files do; write it elsewhere"},
       Row{"--out in a missing folder", nullptr, exporting({"--out", "nope/m.safetensors"}),
           "nope/m.safetensors: cannot write (No such file or directory)"},
       Row{"--dtype to translate", nullptr, {"translate", "--config", "config.json", "--dtype", "bf16", "x"},
           "translate: unknown option --dtype"},
       Row{"--tokens to eval", nullptr, {"eval", "--config", "config.json", "--tokens", "--data", "x.tsv"},
           "eval: unknown option --tokens"},
+  });
+}
+
+TEST_CASE("bad input: average") {
+  auto averaging = [](std::vector<std::string> options) {
+    std::vector<std::string> args = {"average", "--config", "config.json"};
+    args.insert(args.end(), options.begin(), options.end());
+    return args;
+  };
+  const std::string epoch0 = "weights/tmodel_00.safetensors";
+  check_table(trained_fixture(), {
+      Row{"no --out", nullptr, averaging({"--last", "1"}), "average: --out PATH is required"},
+      Row{"neither --last nor checkpoints", nullptr, averaging({"--out", "m.safetensors"}),
+          "average: --last K or the checkpoints to average is required"},
+      Row{"both --last and checkpoints", nullptr, averaging({"--last", "1", "--out", "m.safetensors", epoch0}),
+          "average: --last K or checkpoints to average, not both"},
+      Row{"--last 0", nullptr, averaging({"--last", "0", "--out", "m.safetensors"}),
+          "average: --last needs an integer >= 1, got '0'"},
+      Row{"--last beyond the epochs saved", nullptr, averaging({"--last", "3", "--out", "m.safetensors"}),
+          "config.json: --last 3: model_folder weights has 1 complete epoch checkpoint"},
+      Row{"--out a checkpoint averaged", nullptr, averaging({"--out", "./" + epoch0, epoch0, epoch0}),
+          "average: --out ./" + epoch0 + " is a checkpoint it reads; write to another file"},
+      Row{"a missing checkpoint", nullptr, averaging({"--out", "m.safetensors", epoch0, "nope.safetensors"}),
+          "nope.safetensors: cannot open for reading"},
   });
 }
 

@@ -87,3 +87,43 @@ TEST_CASE("export: a trained model in bf16 is half the file, same names, order a
   }
   CHECK(trainer.optimizer().steps() == 0);
 }
+
+TEST_CASE("average: each tensor the mean of the checkpoints' (--last K or listed); translate uses the file") {
+  TempDir dir;
+  std::string config = write_config(dir.path, std::string(R"("data": {"task": "dates", "size": 500},
+    "lang_src": "en", "lang_tgt": "iso", "num_epochs": 3, )") + kSmall);
+  REQUIRE(Trainer(load_config(config)).run() == 0);
+  auto epoch = [&](int e) { return (dir.path / ("weights/tmodel_0" + std::to_string(e) + ".safetensors")).string(); };
+  // The mean in double of each element, rounded once.
+  auto check_mean = [](const fs::path& average, const std::vector<std::string>& inputs) {
+    NamedTensors got = safetensors::load(average.string()).tensors;
+    std::vector<NamedTensors> each;
+    for (const std::string& path : inputs) each.push_back(safetensors::load(path).tensors);
+    REQUIRE(got.size() == each[0].size());
+    int differ = 0;  // elements where the checkpoints disagree: the mean must be new
+    for (size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(got[i].first);
+      REQUIRE(got[i].first == each[0][i].first);
+      std::vector<float> values = got[i].second.to_vector();
+      for (size_t k = 0; k < values.size(); ++k) {
+        double sum = 0;
+        for (const NamedTensors& t : each) sum += t[i].second.to_vector()[k];
+        REQUIRE(values[k] == static_cast<float>(sum / static_cast<double>(each.size())));
+        differ += each[0][i].second.to_vector()[k] != each.back()[i].second.to_vector()[k];
+      }
+    }
+    CHECK(differ > 0);
+  };
+
+  std::vector<std::string> said = run_in(dir.path, "average --config config.json --last 2 --out avg.safetensors", "");
+  REQUIRE(said.size() == 1);
+  CHECK(said[0] == "average: wrote avg.safetensors, the mean of 2 checkpoints: " + epoch(1) + " " + epoch(2));
+  check_mean(dir.path / "avg.safetensors", {epoch(1), epoch(2)});
+  run_in(dir.path, "average --config config.json --out avg3.safetensors " + epoch(0) + " " + epoch(1) + " " + epoch(2),
+         "");
+  check_mean(dir.path / "avg3.safetensors", {epoch(0), epoch(1), epoch(2)});
+
+  std::string sources;
+  for (const data::Pair& p : data::generate_toy_task("dates", 20, 99)) sources += p.src + "\n";
+  CHECK(run_in(dir.path, "translate --config config.json --checkpoint avg.safetensors", sources).size() == 20);
+}

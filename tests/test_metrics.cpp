@@ -105,3 +105,14 @@ TEST_CASE("metrics: length ratio, total hypothesis words over total reference wo
   CHECK(s.at("length_ratio") == Approx(7.0 / 8));
   CHECK(score_translations({"a b"}, {"a b"}).at("length_ratio") == Approx(1.0));
 }
+
+TEST_CASE("metrics: repeats, the share of hypotheses with a word three times in a row") {
+  // Degenerate: "La La La" and a run of three "x" after a run of two; not:
+  // an alternation, two in a row, three of one word apart, and the empty line.
+  Scores s = score_translations({"La La La", "a b a b", "x x y x x x .", "no no", "y z y z y", ""},
+                                {"Das ist gut", "a b", "x y", "no", "y", "z"});
+  CHECK(s.at("repeats") == Approx(2.0 / 6));
+  CHECK(score_translations({"a b c"}, {"a b c"}).at("repeats") == 0.0);
+  // Punctuation is a word: "! ! !" repeats, "!!!" is one word.
+  CHECK(score_translations({"wow ! ! !", "wow!!!"}, {"wow", "wow"}).at("repeats") == Approx(0.5));
+}
