@@ -30,6 +30,13 @@ static void check_config_matches(const Config& config, const nn::TransformerConf
   check("N", config.N, std::to_string(model.N));
   check("h", config.h, std::to_string(model.h));
   check("d_ff", config.d_ff, std::to_string(model.d_ff));
+  auto check_text = [&](const char* key, const std::string& configured, const std::string& trained) {
+    if (configured != trained)
+      fail(config.source, ": key '", key, "' is ", configured, ", but ", checkpoint, " was trained with ", key, " ",
+           trained);
+  };
+  check_text("norm", config.norm, model.post_norm ? "post" : "pre");
+  check_text("tie_embeddings", config.tie_embeddings ? "true" : "false", model.tie_embeddings ? "true" : "false");
 }
 
 Session Session::open(const Config& config, const std::optional<std::string>& checkpoint) {

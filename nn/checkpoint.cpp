@@ -1,5 +1,6 @@
 #include "checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "autograd/engine.h"
@@ -21,6 +22,9 @@ safetensors::Metadata checkpoint_metadata(const TransformerConfig& c) {
     m["src_seq_len"] = std::to_string(c.src_seq_len);
     m["tgt_seq_len"] = std::to_string(c.tgt_seq_len);
   }
+  // Written only where they differ from the seed's model, whose files stay as they were.
+  if (c.post_norm) m["norm"] = "post";
+  if (c.tie_embeddings) m["tie_embeddings"] = "true";
   return m;
 }
 
@@ -32,6 +36,16 @@ static int64_t metadata_int(const safetensors::Metadata& m, const std::string& k
   if (!value || *value <= 0)
     fail(path, ": __metadata__ '", key, "' is \"", text, "\", not a positive integer");
   return *value;
+}
+
+// An optional key's value, one of `choices` (absent: the first).
+static std::string metadata_choice(const safetensors::Metadata& m, const std::string& key,
+                                   const std::vector<std::string>& choices, const std::string& path) {
+  auto it = m.find(key);
+  if (it == m.end()) return choices[0];
+  if (std::find(choices.begin(), choices.end(), it->second) == choices.end())
+    fail(path, ": __metadata__ '", key, "' is \"", it->second, "\", not \"", choices[0], "\" or \"", choices[1], "\"");
+  return it->second;
 }
 
 // The config a checkpoint's metadata describes (dropout left at its default).
@@ -51,6 +65,8 @@ static TransformerConfig config_from_metadata(const safetensors::Metadata& m, co
   }
   if (c.d_model % c.h != 0)
     fail(path, ": __metadata__ d_model ", c.d_model, " is not divisible by h ", c.h);
+  c.post_norm = metadata_choice(m, "norm", {"pre", "post"}, path) == "post";
+  c.tie_embeddings = metadata_choice(m, "tie_embeddings", {"false", "true"}, path) == "true";
   return c;
 }
 

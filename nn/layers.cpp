@@ -83,13 +83,14 @@ Tensor FeedForwardBlock::forward(const Tensor& x) {
   return linear_2.forward(dropout.forward(linear_1.forward_relu(x)));
 }
 
-ResidualConnection::ResidualConnection(int64_t features, float p, Rng& noise)
-    : dropout(p, noise), norm(features) {
+ResidualConnection::ResidualConnection(int64_t features, float p, Rng& noise, bool post_norm)
+    : dropout(p, noise), norm(features), post_norm_(post_norm) {
   register_module("dropout", dropout);
   register_module("norm", norm);
 }
 
 Tensor ResidualConnection::forward(const Tensor& x, const std::function<Tensor(const Tensor&)>& sublayer) {
+  if (post_norm_) return norm.forward(dropout.forward_add(x, sublayer(x)));
   return dropout.forward_add(x, sublayer(norm.forward(x)));
 }
 

@@ -18,6 +18,8 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, Rng& init);
   Tensor forward(const Tensor& x) const;
   Tensor forward_relu(const Tensor& x) const;  // relu(forward(x)), bias and relu fused
+  // Weight tying: this layer's weight becomes `shared` (same shape).
+  void share_weight(const Tensor& shared) { weight = replace_parameter("weight", shared); }
 
   Tensor weight, bias;
 };
@@ -27,6 +29,8 @@ class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t dim, Rng& init);
   Tensor forward(const Tensor& ids) const { return embedding(weight, ids); }
+  // Weight tying: this table becomes `shared` (same shape).
+  void share_weight(const Tensor& shared) { weight = replace_parameter("weight", shared); }
 
   Tensor weight;
 };
@@ -84,11 +88,15 @@ class FeedForwardBlock : public Module {
 // Pre-norm residual: x + dropout(sublayer(norm(x))).
 class ResidualConnection : public Module {
  public:
-  ResidualConnection(int64_t features, float dropout, Rng& noise);
+  // `post_norm`: norm(x + dropout(sublayer(x))); else x + dropout(sublayer(norm(x))).
+  ResidualConnection(int64_t features, float dropout, Rng& noise, bool post_norm = false);
   Tensor forward(const Tensor& x, const std::function<Tensor(const Tensor&)>& sublayer);
 
   Dropout dropout;
   LayerNormalization norm;
+
+ private:
+  bool post_norm_;
 };
 
 // [..., d_model] -> log-probabilities [..., vocab_size]: log_softmax(proj(x)).

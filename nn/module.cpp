@@ -20,6 +20,17 @@ Tensor Module::register_buffer(const std::string& name, Tensor value) {
   return value;
 }
 
+Tensor Module::replace_parameter(const std::string& name, const Tensor& shared) {
+  for (auto& [own, t] : parameters_)
+    if (own == name) {
+      if (t.shape() != shared.shape())
+        internal_fail("replace_parameter: '", name, "' is ", to_string(t.shape()), ", the shared tensor ",
+                      to_string(shared.shape()));
+      return t = shared;
+    }
+  internal_fail("replace_parameter: no parameter '", name, "'");
+}
+
 void Module::register_module(const std::string& name, Module& child) {
   children_.emplace_back(name, &child);
 }
@@ -37,7 +48,15 @@ NamedTensors Module::collect(bool parameters, bool buffers, const std::string& p
   return out;
 }
 
-NamedTensors Module::named_parameters() const { return collect(true, false); }
+// A tensor shared by several modules (tied weights) is one parameter, listed
+// under the first name it has, as PyTorch's named_parameters() lists it.
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  std::set<const TensorImpl*> seen;
+  for (auto& [name, t] : collect(true, false))
+    if (seen.insert(t.id()).second) out.emplace_back(name, t);
+  return out;
+}
 NamedTensors Module::named_buffers() const { return collect(false, true); }
 NamedTensors Module::state_dict() const { return collect(true, true); }
 
@@ -90,6 +109,14 @@ void Module::load_state_dict(const NamedTensors& tensors, const std::string& sou
   }
   for (const auto& [name, t] : given)
     if (!expected.count(name)) fail(source, ": unexpected tensor '", name, "' (not in the model)");
+  // A tied tensor has several names: the file must give each the same values.
+  std::map<const TensorImpl*, size_t> first_name;
+  for (size_t i = 0; i < own.size(); ++i) {
+    auto [first, added] = first_name.emplace(own[i].second.id(), i);
+    if (!added && values[i].to_vector() != values[first->second].to_vector())
+      fail(source, ": tensors '", own[first->second].first, "' and '", own[i].first,
+           "' are one matrix in this model (tie_embeddings) but differ in the file");
+  }
   for (size_t i = 0; i < own.size(); ++i) own[i].second.copy_from(values[i]);
 }
 

@@ -58,6 +58,10 @@ class Module {
   // Registration returns the handle the subclass keeps as its member.
   Tensor register_parameter(const std::string& name, Tensor value);
   Tensor register_buffer(const std::string& name, Tensor value);
+  // The registered parameter `name` becomes `shared`, a parameter of another
+  // module (weight tying); returns the handle. named_parameters() then lists
+  // it once, under its first name; state_dict() under every name.
+  Tensor replace_parameter(const std::string& name, const Tensor& shared);
   void register_module(const std::string& name, Module& child);
 
  private:

@@ -11,7 +11,7 @@ EncoderBlock::EncoderBlock(const TransformerConfig& c, Rng& init, Rng& noise)
   register_module("self_attention_block", self_attention_block);
   register_module("feed_forward_block", feed_forward_block);
   register_module("residual_connections", residual_connections);
-  for (int i = 0; i < 2; ++i) residual_connections.append(c.d_model, c.dropout, noise);
+  for (int i = 0; i < 2; ++i) residual_connections.append(c.d_model, c.dropout, noise, c.post_norm);
 }
 
 Tensor EncoderBlock::forward(const Tensor& x, const Tensor& src_mask) {
@@ -23,16 +23,16 @@ Tensor EncoderBlock::forward(const Tensor& x, const Tensor& src_mask) {
   });
 }
 
-Encoder::Encoder(const TransformerConfig& c, Rng& init, Rng& noise) : norm(c.d_model) {
+Encoder::Encoder(const TransformerConfig& c, Rng& init, Rng& noise) {
   register_module("layers", layers);
-  register_module("norm", norm);
+  if (!c.post_norm) register_module("norm", norm.emplace(c.d_model));
   for (int64_t i = 0; i < c.N; ++i) layers.append(c, init, noise);
 }
 
 Tensor Encoder::forward(const Tensor& x, const Tensor& mask) {
   Tensor y = x;
   for (size_t i = 0; i < layers.size(); ++i) y = layers[i].forward(y, mask);
-  return norm.forward(y);
+  return norm ? norm->forward(y) : y;
 }
 
 DecoderBlock::DecoderBlock(const TransformerConfig& c, Rng& init, Rng& noise)
@@ -43,7 +43,7 @@ DecoderBlock::DecoderBlock(const TransformerConfig& c, Rng& init, Rng& noise)
   register_module("cross_attention_block", cross_attention_block);
   register_module("feed_forward_block", feed_forward_block);
   register_module("residual_connections", residual_connections);
-  for (int i = 0; i < 3; ++i) residual_connections.append(c.d_model, c.dropout, noise);
+  for (int i = 0; i < 3; ++i) residual_connections.append(c.d_model, c.dropout, noise, c.post_norm);
 }
 
 Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask, const Tensor& tgt_mask) {
@@ -80,16 +80,16 @@ Tensor DecoderBlock::forward_cached(const Tensor& x, LayerCache& cache, const Te
   });
 }
 
-Decoder::Decoder(const TransformerConfig& c, Rng& init, Rng& noise) : norm(c.d_model) {
+Decoder::Decoder(const TransformerConfig& c, Rng& init, Rng& noise) {
   register_module("layers", layers);
-  register_module("norm", norm);
+  if (!c.post_norm) register_module("norm", norm.emplace(c.d_model));
   for (int64_t i = 0; i < c.N; ++i) layers.append(c, init, noise);
 }
 
 Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask, const Tensor& tgt_mask) {
   Tensor y = x;
   for (size_t i = 0; i < layers.size(); ++i) y = layers[i].forward(y, memory, src_mask, tgt_mask);
-  return norm.forward(y);
+  return norm ? norm->forward(y) : y;
 }
 
 Tensor Decoder::forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask,
@@ -105,7 +105,7 @@ Tensor Decoder::forward_cached(const Tensor& x, DecoderCache& cache, const Tenso
   for (size_t i = 0; i < layers.size(); ++i)
     y = layers[i].forward_cached(y, cache.layers[i], src_mask, self_mask);
   cache.length += n;
-  return norm.forward(y);
+  return norm ? norm->forward(y) : y;
 }
 
 Transformer::Transformer(const TransformerConfig& config, Rng& init)
@@ -122,6 +122,13 @@ Transformer::Transformer(const TransformerConfig& config, Rng& init)
   register_module("src_pos", src_pos);
   register_module("tgt_pos", tgt_pos);
   register_module("projection_layer", projection_layer);
+  if (config.tie_embeddings) {
+    if (config.src_vocab_size != config.tgt_vocab_size)
+      fail("tie_embeddings: the source and target vocabularies differ (", config.src_vocab_size, " and ",
+           config.tgt_vocab_size, " tokens); one matrix needs one vocabulary (shared_vocab: true)");
+    tgt_embed.embedding.share_weight(src_embed.embedding.weight);
+    projection_layer.proj.share_weight(src_embed.embedding.weight);
+  }
 }
 
 // Token ids and masks are built on the host; each entry point takes the masks
@@ -169,13 +176,18 @@ double parameter_count(const TransformerConfig& c) {
   double norm = 2 * d;                                  // alpha and bias
   double encoder_layer = attention + feed_forward + 2 * norm;
   double decoder_layer = 2 * attention + feed_forward + 3 * norm;
-  double embeddings = static_cast<double>(c.src_vocab_size + c.tgt_vocab_size) * d;
-  double projection = d * static_cast<double>(c.tgt_vocab_size) + static_cast<double>(c.tgt_vocab_size);
-  return embeddings + static_cast<double>(c.N) * (encoder_layer + decoder_layer) + 2 * norm + projection;
+  double src_matrix = static_cast<double>(c.src_vocab_size) * d, tgt_matrix = static_cast<double>(c.tgt_vocab_size) * d;
+  double projection_bias = static_cast<double>(c.tgt_vocab_size);
+  double final_norms = c.post_norm ? 0 : 2 * norm;
+  double matrices = c.tie_embeddings ? src_matrix : src_matrix + 2 * tgt_matrix;
+  return matrices + projection_bias + static_cast<double>(c.N) * (encoder_layer + decoder_layer) + final_norms;
 }
 
 double state_dict_floats(const TransformerConfig& c) {
-  return parameter_count(c) + static_cast<double>(c.src_seq_len + c.tgt_seq_len) * static_cast<double>(c.d_model);
+  // A tied matrix is written under each of its three names.
+  double tied_copies = c.tie_embeddings ? 2 * static_cast<double>(c.src_vocab_size) * static_cast<double>(c.d_model) : 0;
+  return parameter_count(c) + tied_copies +
+         static_cast<double>(c.src_seq_len + c.tgt_seq_len) * static_cast<double>(c.d_model);
 }
 
 std::unique_ptr<Transformer> build_transformer(int64_t src_vocab_size, int64_t tgt_vocab_size,

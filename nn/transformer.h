@@ -1,7 +1,7 @@
 // The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et
 // al. 2017, §3), with PyTorch-style state_dict names (docs/05-transformer.md):
-// pre-norm residual blocks, a final norm after each stack, projection to
-// log-probabilities.
+// pre-norm residual blocks and a final norm after each stack (or the paper's
+// post-norm blocks), projection to log-probabilities.
 //
 //   encode(src, src_mask)                      -> memory   [B, S, d_model]
 //   decode(memory, src_mask, tgt, tgt_mask)    -> features [B, T, d_model]
@@ -24,6 +24,7 @@
 // model knows no token ids.
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "attention.h"
 
@@ -34,6 +35,15 @@ struct TransformerConfig {
   int64_t src_seq_len = 350, tgt_seq_len = 350;
   int64_t d_model = 512, N = 6, h = 8, d_ff = 2048;
   float dropout = 0.1f;
+  // Where each block's layer norm sits: before its sublayer, x +
+  // dropout(sublayer(norm(x))), with a final norm after each stack (the
+  // seed's pre-norm); or after the residual sum, norm(x +
+  // dropout(sublayer(x))), with none (the paper's post-norm, §5.4).
+  bool post_norm = false;
+  // The source embedding, the target embedding and the projection's weight
+  // are one matrix (Press & Wolf 2017; Vaswani et al. 2017, §3.4): one
+  // vocabulary for both languages. Each name is still in the state dict.
+  bool tie_embeddings = false;
 };
 
 class EncoderBlock : public Module {
@@ -52,7 +62,7 @@ class Encoder : public Module {
   Tensor forward(const Tensor& x, const Tensor& mask);
 
   ModuleList<EncoderBlock> layers;
-  LayerNormalization norm;
+  std::optional<LayerNormalization> norm;  // pre-norm only
 };
 
 // One decoder layer's cache: its self-attention keys/values of every position
@@ -86,7 +96,7 @@ class Decoder : public Module {
   Tensor forward_cached(const Tensor& x, DecoderCache& cache, const Tensor& src_mask, const Tensor& self_mask);
 
   ModuleList<DecoderBlock> layers;
-  LayerNormalization norm;
+  std::optional<LayerNormalization> norm;  // pre-norm only
 };
 
 class Transformer : public Module {

@@ -169,6 +169,8 @@ Config from_json(const json& root, const std::string& source) {
     r.error("d_model", "must be divisible by h (" + std::to_string(c.d_model) + " % " +
                            std::to_string(c.h) + " != 0)");
   r.number("dropout", c.dropout, probability);
+  r.string("norm", c.norm, {"pre", "post"});
+  r.boolean("tie_embeddings", c.tie_embeddings);
   r.number("label_smoothing", c.label_smoothing, fraction);
   r.integer("seed", c.seed, 0);
   r.string("lang_src", c.lang_src);

@@ -44,6 +44,20 @@ TEST_CASE("nn: PyTorch loads our checkpoint (strict) and gives the same log-prob
   check_parity(python, *model, {{"src", src}, {"tgt", tgt}, {"logprobs", testing::log_probs(*model, src, tgt)}});
 }
 
+// Tied embeddings: the file holds the one matrix under each of its three
+// names, so the seed's untied model loads it and computes the same function.
+TEST_CASE("nn: PyTorch loads a tied-embeddings checkpoint (strict) and gives the same log-probs") {
+  SF_NEED_TORCH(python);
+
+  auto model = testing::tiny_model({.src_vocab_size = 19, .tgt_vocab_size = 19, .src_seq_len = 12, .tgt_seq_len = 10,
+                                    .d_model = 16, .N = 2, .h = 4, .d_ff = 32, .tie_embeddings = true},
+                                   7);
+  model->eval();
+  Tensor src = testing::pad_batch({{4, 5, 6, 7, 8, 9, 10}, {11, 12, 13}, {14, 15, 16, 4, 5}}, 9);
+  Tensor tgt = testing::pad_batch({{2, 4, 5, 6}, {2, 7, 8, 9, 10, 11, 12}, {2, 18}}, 7);
+  check_parity(python, *model, {{"src", src}, {"tgt", tgt}, {"logprobs", testing::log_probs(*model, src, tgt)}});
+}
+
 // Mixed precision (docs/13-bf16.md): the same batch's training loss under our
 // bf16 autocast and under torch.autocast("cpu", dtype=torch.bfloat16), to 1e-2
 // relative and nearer to it than to PyTorch's float32 loss, on a random model

@@ -1,5 +1,6 @@
 // The whole Transformer: gradients of the training loss, padding invariance,
 // and incremental (KV-cache) decoding against full decoding.
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -163,4 +164,99 @@ TEST_CASE("nn: decoding past tgt_seq_len is an error") {
   model->decode_next(cache, data::encoder_keep_mask(src), Tensor::from_ints({2, 4, 5}, {1, 3}), data::causal_keep_mask(3, 3));
   CHECK_THROWS_WITH_AS(model->decode_next(cache, data::encoder_keep_mask(src), Tensor::from_ints({6}, {1, 1})),
                        doctest::Contains("beyond seq_len 3"), InternalError);
+}
+
+// Post-norm (the paper's blocks): each sublayer's output is added to its
+// input, then normalised; the stacks end without a norm of their own.
+TEST_CASE("nn: post-norm blocks give norm(x + sublayer(x)); no final stack norm; the gradient along random directions") {
+  nn::TransformerConfig c = testing::tiny_config();
+  c.post_norm = true;
+  auto model = testing::tiny_model(c, 43);
+  for (const auto& [name, t] : model->state_dict()) {
+    CAPTURE(name);
+    CHECK(name != "encoder.norm.alpha");
+    CHECK(name != "decoder.norm.alpha");
+  }
+  CHECK(static_cast<double>(model->num_parameters()) == parameter_count(c));
+  CHECK(static_cast<double>(model->num_parameters()) == parameter_count(testing::tiny_config()) - 4 * c.d_model);
+
+  // The encoder by hand: each block's two sublayers, each followed by its norm.
+  model->eval();
+  Tensor x = Tensor::from(std::vector<float>(2 * 3 * 8), {2, 3, 8});
+  Rng rng(5);
+  for (int64_t k = 0; k < x.numel(); ++k) x.data()[k] = static_cast<float>(rng.uniform()) - 0.5f;
+  Tensor mask = Tensor::from_ints({1, 1, 1, 1, 1, 0}, {2, 1, 1, 3});  // the second sentence has 2 tokens
+  Tensor want = x;
+  for (size_t i = 0; i < model->encoder.layers.size(); ++i) {
+    EncoderBlock& block = model->encoder.layers[i];
+    want = block.residual_connections[0].norm.forward(
+        want + block.self_attention_block.forward(want, want, want, mask));
+    want = block.residual_connections[1].norm.forward(want + block.feed_forward_block.forward(want));
+  }
+  CHECK(model->encoder.forward(x, mask).to_vector() == want.to_vector());
+
+  // The whole gradient along random directions, as for the pre-norm model
+  // above (the same ops, composed in another order).
+  model->train();
+  Batch batch = make_batch(kSources, kTargets, 8);
+  Rng::State start = model->dropout_rng().state();
+  auto loss = [&] {
+    model->dropout_rng().set_state(start);
+    return batch_loss(*model, batch);
+  };
+  auto precise_loss = [&] {
+    model->dropout_rng().set_state(start);
+    return loss_in_double(*model, batch);
+  };
+  testing::check_directional_derivatives(model->parameters(), loss, precise_loss, 16, 5e-3, 2e-3);
+}
+
+// Tied embeddings: one matrix under three names, one parameter for the
+// optimizer, whose gradient is the sum of what its three uses contribute.
+TEST_CASE("nn: tied embeddings are one parameter under three names; its gradient sums the three uses") {
+  nn::TransformerConfig c = testing::tiny_config();
+  c.tgt_vocab_size = c.src_vocab_size;
+  nn::TransformerConfig tied_config = c;
+  tied_config.tie_embeddings = true;
+  auto tied = testing::tiny_model(tied_config, 43), untied = testing::tiny_model(c, 43);
+  const Tensor& matrix = tied->src_embed.embedding.weight;
+  CHECK(tied->tgt_embed.embedding.weight.same_storage(matrix));
+  CHECK(tied->projection_layer.proj.weight.same_storage(matrix));
+  NamedTensors params = tied->named_parameters();
+  CHECK(std::count_if(params.begin(), params.end(), [&](const auto& p) { return p.second.same_storage(matrix); }) == 1);
+  CHECK(params.size() == untied->named_parameters().size() - 2);
+  CHECK(static_cast<double>(tied->num_parameters()) == parameter_count(tied_config));
+  CHECK(tied->state_dict().size() == untied->state_dict().size());
+
+  // The untied model with the tied one's weights in all three places.
+  untied->load_state_dict(tied->state_dict(), "tied");
+  tied->eval();
+  untied->eval();
+  Batch batch = make_batch(kSources, kTargets, 8);
+  run_backward(batch_loss(*tied, batch), Tensor::ones({}));
+  run_backward(batch_loss(*untied, batch), Tensor::ones({}));
+  std::vector<float> want = untied->src_embed.embedding.weight.grad().to_vector(),
+                     tgt = untied->tgt_embed.embedding.weight.grad().to_vector(),
+                     proj = untied->projection_layer.proj.weight.grad().to_vector(),
+                     got = matrix.grad().to_vector();
+  double worst = 0;
+  for (size_t k = 0; k < want.size(); ++k)
+    worst = std::max(worst, std::fabs(double(got[k]) - (double(want[k]) + tgt[k] + proj[k])));
+  CHECK(worst < 1e-6);
+  CHECK(std::any_of(tgt.begin(), tgt.end(), [](float g) { return g != 0; }));
+  CHECK(std::any_of(proj.begin(), proj.end(), [](float g) { return g != 0; }));
+
+  // A file whose three names disagree does not load into a tied model.
+  NamedTensors edited = tied->state_dict();
+  for (auto& [name, t] : edited)
+    if (name == "tgt_embed.embedding.weight") t = t + 1.0f;
+  CHECK_THROWS_WITH_AS(tied->load_state_dict(edited, "edited.safetensors"),
+                       "edited.safetensors: tensors 'src_embed.embedding.weight' and 'tgt_embed.embedding.weight' "
+                       "are one matrix in this model (tie_embeddings) but differ in the file",
+                       Error);
+  // Different vocabularies cannot share one matrix.
+  tied_config.tgt_vocab_size = c.src_vocab_size + 1;
+  CHECK_THROWS_WITH_AS(testing::tiny_model(tied_config), doctest::Contains("tie_embeddings: the source and target "
+                                                                           "vocabularies differ (13 and 14 tokens)"),
+                       Error);
 }

@@ -125,11 +125,14 @@ void Trainer::prepare_data() {
 nn::TransformerConfig Trainer::model_config(int64_t src_vocab_size, int64_t tgt_vocab_size) const {
   return {.src_vocab_size = src_vocab_size, .tgt_vocab_size = tgt_vocab_size, .src_seq_len = config_.seq_len,
           .tgt_seq_len = config_.seq_len, .d_model = config_.d_model, .N = config_.N, .h = config_.h, .d_ff = config_.d_ff,
-          .dropout = config_.dropout};
+          .dropout = config_.dropout, .post_norm = config_.norm == "post", .tie_embeddings = config_.tie_embeddings};
 }
 
 void Trainer::build_model_and_optimizer() {
   nn::TransformerConfig mc = model_config(src_tokenizer_->vocab_size(), tgt_tokenizer_->vocab_size());
+  if (mc.tie_embeddings && mc.src_vocab_size != mc.tgt_vocab_size)
+    fail(config_.source, ": key 'tie_embeddings': the source and target vocabularies differ (", mc.src_vocab_size,
+         " and ", mc.tgt_vocab_size, " tokens); one matrix needs one vocabulary for both languages");
   check_fits_in_memory(training_bytes(mc, config_.batch_size), "training this model", config_.source);
   Rng init(static_cast<uint64_t>(config_.seed));
   model_ = nn::build_transformer(mc, init);
