@@ -2,7 +2,8 @@
 // real corpus (../shared/data, see real_corpora.h), the BPE tokenizer its
 // configs/*_bpe.json builds is saved, loaded by the library's Node binding
 // (tools/hf-encode) and used to encode every sentence of the training and
-// validation pairs, both sides; the ids must be ours, sentence by sentence.
+// validation pairs, both sides, and a few of unusual characters; the ids must
+// be ours, sentence by sentence.
 // Skipped, with the reason, when the corpora are absent or when Node or the
 // npm package cannot be installed (no network, not root).
 #include <doctest/doctest.h>
@@ -62,7 +63,11 @@ TEST_CASE("data: Hugging Face tokenizers encodes both real corpora as our BPE do
 
     std::string prefix = (fs::temp_directory_path() / ("sf_hf_" + std::to_string(getpid()) + "_")).string();
     tokenizer.save(prefix + "tokenizer.json");
-    std::vector<std::string_view> sentences;
+    // And text no corpus has: unseen characters ([UNK] each), those whose
+    // class differs between Python and Oniguruma (CO₂, ½, a combining accent,
+    // the separator 0x1C), special tokens written in the text.
+    std::vector<std::string_view> sentences = {"zebra™ 北京 CO₂ naïve x½y ﬁne ᾯ", "e\u0301t\u00e9 a\x1c b\x1f",
+                                               "[UNK]ab ab[PAD] [SOS][EOS]"};
     for (const std::vector<Pair>* pairs : {&corpus.train, &corpus.valid})
       for (const Pair& pair : *pairs) sentences.insert(sentences.end(), {pair.src, pair.tgt});
     {
