@@ -73,7 +73,8 @@ prints one line per sentence, detokenized as the language writes it (no space
 before closing punctuation, "T-Shirt", "¿Qué?"), each [UNK] (a word outside the
 target vocabulary) replaced by the source word the model attends to most there;
 --keep-unk prints [UNK] instead. --tokens prints the target tokens as the model
-wrote them, joined by single spaces, [UNK] kept. Uses the
+wrote them (BPE subword units joined into words), joined by single spaces,
+[UNK] kept. Uses the
 latest checkpoint in model_folder unless --checkpoint names one. --beam N uses
 beam search of width N (default: the config's beam). --set overrides config
 keys as for train (e.g. model_folder). --attention OUT.svg writes the attention

@@ -31,17 +31,23 @@ Corpus load_corpus(const CorpusOptions& options) {
   return corpus;
 }
 
-Tokenizer build_tokenizer(const std::vector<Pair>& pairs, Side side, int64_t min_frequency) {
+Tokenizer build_tokenizer(const std::vector<Pair>& pairs, Side side, const TokenizerOptions& options) {
+  bool both = options.kind == "bpe" && options.shared_vocab;
   std::vector<std::string_view> texts;
-  texts.reserve(pairs.size());
-  for (const Pair& pair : pairs) texts.push_back(side == Side::Source ? pair.src : pair.tgt);
-  return Tokenizer::train(texts, min_frequency);
+  texts.reserve(pairs.size() * (both ? 2 : 1));
+  for (const Pair& pair : pairs) {
+    if (both || side == Side::Source) texts.push_back(pair.src);
+    if (both || side == Side::Target) texts.push_back(pair.tgt);
+  }
+  if (options.kind == "bpe") return Tokenizer::train_bpe(texts, options.vocab_size);
+  if (options.kind != "word") internal_fail("tokenizer kind \"", options.kind, "\"");
+  return Tokenizer::train(texts, options.min_frequency);
 }
 
 TokenizerFile load_or_build_tokenizer(const std::string& path, const std::vector<Pair>& train,
-                                      Side side, int64_t min_frequency, bool save) {
+                                      Side side, const TokenizerOptions& options, bool save) {
   if (std::filesystem::exists(path)) return {Tokenizer::load(path), true};
-  Tokenizer tokenizer = build_tokenizer(train, side, min_frequency);
+  Tokenizer tokenizer = build_tokenizer(train, side, options);
   if (save) tokenizer.save(path);
   return {std::move(tokenizer), false};
 }

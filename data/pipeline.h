@@ -32,9 +32,18 @@ Corpus load_corpus(const CorpusOptions& options);
 
 enum class Side { Source, Target };
 
-// A tokenizer trained on one side of `pairs`. Callers pass the training pairs
-// only, so no validation sentence shapes the vocabulary.
-Tokenizer build_tokenizer(const std::vector<Pair>& pairs, Side side, int64_t min_frequency);
+// The config's tokenizer keys (docs/10-formats.md).
+struct TokenizerOptions {
+  std::string kind = "word";  // word | bpe
+  int64_t min_frequency = 2;  // word
+  int64_t vocab_size = 8000;  // bpe, special tokens included
+  bool shared_vocab = false;  // bpe: one vocabulary learnt from both sides
+};
+
+// A tokenizer trained on one side of `pairs` (both sides with shared_vocab:
+// then the source's and the target's are the same). Callers pass the training
+// pairs only, so no validation sentence shapes the vocabulary.
+Tokenizer build_tokenizer(const std::vector<Pair>& pairs, Side side, const TokenizerOptions& options);
 
 struct TokenizerFile {
   Tokenizer tokenizer;
@@ -44,6 +53,6 @@ struct TokenizerFile {
 // If `path` exists the tokenizer is loaded from it, otherwise built
 // from the training pairs and, with `save`, saved to it (creating its folder).
 TokenizerFile load_or_build_tokenizer(const std::string& path, const std::vector<Pair>& train,
-                                      Side side, int64_t min_frequency, bool save = true);
+                                      Side side, const TokenizerOptions& options, bool save = true);
 
 }  // namespace sf::data

@@ -1,5 +1,7 @@
 #include "pretokenizer.h"
 
+#include <cstdio>
+
 #include "unicode.h"
 
 namespace sf::data {
@@ -28,6 +30,30 @@ std::vector<std::string_view> pre_tokenize(std::string_view text) {
   }
   if (run != CharClass::Space) words.push_back(text.substr(start));
   return words;
+}
+
+namespace {
+
+// Ranges as the inside of a regex character class: \x{41}-\x{5A}...
+std::string class_ranges(const detail::CodePointRange* ranges, size_t count) {
+  std::string out;
+  char buffer[32];
+  for (size_t i = 0; i < count; ++i) {
+    std::snprintf(buffer, sizeof buffer, "\\x{%X}", static_cast<unsigned>(ranges[i].first));
+    out += buffer;
+    if (ranges[i].last == ranges[i].first) continue;
+    std::snprintf(buffer, sizeof buffer, "-\\x{%X}", static_cast<unsigned>(ranges[i].last));
+    out += buffer;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string pre_tokenizer_regex() {
+  std::string word = class_ranges(detail::kWordRanges, detail::kWordRanges_size);
+  std::string space = class_ranges(detail::kSpaceRanges, detail::kSpaceRanges_size);
+  return "[" + word + "]+|[^" + word + space + "]+";
 }
 
 std::string pre_tokenized_text(std::string_view text) {

@@ -18,4 +18,11 @@ std::vector<std::string_view> pre_tokenize(std::string_view text);
 // CER and WER all compare these strings).
 std::string pre_tokenized_text(std::string_view text);
 
+// The same split as an Oniguruma regex whose matches are the words, for Hugging
+// Face's Split pre-tokenizer: \w+|[^\w\s]+ with Python's classes spelled out
+// as code-point ranges. HF's own Whitespace pre-tokenizer uses Oniguruma's \w
+// and \s, which differ from Python's on a few characters: "CO₂" is one word
+// here ("₂" is alphanumeric to Python) but "CO" "₂" there.
+std::string pre_tokenizer_regex();
+
 }  // namespace sf::data

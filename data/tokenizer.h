@@ -1,13 +1,20 @@
-// A word-level tokenizer as Hugging Face `tokenizers` builds one (WordLevel
-// model + Whitespace pre-tokenizer, no normaliser), saved and loaded in that
-// library's tokenizer.json format.
+// A tokenizer as Hugging Face `tokenizers` builds one (Whitespace
+// pre-tokenizer, no normaliser), saved and loaded in that library's
+// tokenizer.json format, with one of two models:
 //
-// Vocabulary order (as HF's WordLevelTrainer): the four special tokens of
-// framing.h with ids 0..3, then every word with count >= min_frequency, by
-// descending count, ties by ascending byte-wise string order. Unlike HF's
-// trainer there is no vocab_size cap: every frequent word is kept.
+// WordLevel, the default: one id per pre-tokenised word. Vocabulary order (as
+// HF's WordLevelTrainer): the four special tokens of framing.h with ids 0..3,
+// then every word with count >= min_frequency, by descending count, ties by
+// ascending byte-wise string order. Unlike HF's trainer there is no
+// vocab_size cap: every frequent word is kept.
+//
+// BPE: each word is split into subword units (bpe.h), so no word of seen
+// characters is [UNK]. Ids: the four special tokens, the alphabet, then one
+// token per learnt merge; the file's decoder is HF's BPEDecoder.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -15,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bpe.h"
 #include "framing.h"
 
 namespace sf::data {
@@ -28,19 +36,34 @@ class Tokenizer {
  public:
   // Counts the pre-tokenised words of `texts` (one side of the training pairs).
   static Tokenizer train(const std::vector<std::string_view>& texts, int64_t min_frequency);
-  // `source` names the file in error messages.
+  // Learns BPE merges from the pre-tokenised words of `texts` until the
+  // vocabulary, special tokens included, has vocab_size tokens (or no pair is
+  // left; it is never smaller than the specials and the alphabet).
+  static Tokenizer train_bpe(const std::vector<std::string_view>& texts, int64_t vocab_size);
+  // The model comes from the file's model.type. `source` names the file in
+  // error messages.
   static Tokenizer from_json(const nlohmann::json& json, const std::string& source);
   static Tokenizer load(const std::string& path);
 
   nlohmann::ordered_json to_json() const;  // keys in the order HF writes them
   void save(const std::string& path) const;  // creates missing parent folders
 
-  // Ids of the words; unknown words are [UNK]. As HF, the special tokens'
-  // texts ("[PAD]", ...) written in the input are recognised as those tokens.
+  bool is_bpe() const { return bpe_ != nullptr; }
+
+  // Ids of the words (WordLevel: unknown words are [UNK]) or of their subword
+  // units (BPE: characters without a token are [UNK]). As HF, the special
+  // tokens' texts ("[PAD]", ...) written in the input are recognised as those
+  // tokens.
   std::vector<int32_t> encode(std::string_view text) const;
-  // Tokens joined by single spaces, without [SOS], [EOS] and [PAD] ([UNK] kept
-  // as "[UNK]"), as `translate` prints them.
-  std::string decode(const std::vector<int32_t>& ids) const;
+  // What each id of encode(text) stands for, as views into `text`: a word, a
+  // special token, or (BPE) the part of a word a subword unit covers.
+  std::vector<std::string_view> token_texts(std::string_view text) const;
+  // The words joined by single spaces, without [SOS], [EOS] and [PAD] ([UNK]
+  // kept as "[UNK]"), as `translate --tokens` prints them: WordLevel writes
+  // each token as a word, BPE glues each unit to the next unless it ends with
+  // "</w>". With `unknown_as` (one entry per id), an [UNK] whose entry is not
+  // empty is written as that entry instead.
+  std::string decode(const std::vector<int32_t>& ids, std::span<const std::string_view> unknown_as = {}) const;
 
   int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
   const std::string& id_to_token(int32_t id) const;
@@ -48,9 +71,10 @@ class Tokenizer {
   int32_t token_to_id(std::string_view token) const;
 
  private:
-  explicit Tokenizer(std::vector<std::string> tokens);
+  explicit Tokenizer(std::vector<std::string> tokens, std::shared_ptr<const BpeModel> bpe = nullptr);
 
   std::vector<std::string> tokens_;  // by id
+  std::shared_ptr<const BpeModel> bpe_;  // null for WordLevel; shared by copies (its cache is a memo)
   // Transparent hash and equality, so lookups take a string_view.
   struct Hash {
     using is_transparent = void;

@@ -14,7 +14,8 @@ namespace sf::train {
 constexpr size_t kExplorerSentences = 20;
 
 ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& valid_set,
-                          const data::Tokenizer& tgt_tokenizer, const Config& config) {
+                          const data::Tokenizer& src_tokenizer, const data::Tokenizer& tgt_tokenizer,
+                          const Config& config) {
   ValidationResult result;
   const auto& examples = valid_set.examples();
   if (examples.empty()) return result;
@@ -36,7 +37,7 @@ ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& va
     // report's explorer (keeping every sentence's would hold every weight of
     // the validation set).
     std::vector<SourceSentence> sources;
-    for (const data::Example& e : examples) sources.push_back({e.src, data::split_words(e.text.src)});
+    for (const data::Example& e : examples) sources.push_back({e.src, src_tokenizer.token_texts(e.text.src)});
     size_t explored = std::min(kExplorerSentences, sources.size());
     size_t shown = std::min(sources.size(), std::max(explored, static_cast<size_t>(config.val_examples)));
     auto translate = [&](size_t begin, size_t end, bool replace, std::vector<AttentionRecord>* attention) {

@@ -34,7 +34,8 @@ struct ValidationResult {
 // mode after. Nothing (no predictions) when the validation set is empty.
 // `config`: precision, label smoothing, decoding and val_examples.
 ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& valid_set,
-                          const data::Tokenizer& tgt_tokenizer, const Config& config);
+                          const data::Tokenizer& src_tokenizer, const data::Tokenizer& tgt_tokenizer,
+                          const Config& config);
 
 // The log lines: the scores, then the first `examples` sentences beside their references.
 std::string validation_lines(int64_t epoch, const ValidationResult& v, int64_t examples);

@@ -151,7 +151,7 @@ std::vector<Translation> translate_lines(Session& session, const std::vector<std
     std::vector<int32_t> ids = session.src_tokenizer.encode(sentences[i]);
     if (static_cast<int64_t>(ids.size()) > limit)
       fail(where, ": the sentence has ", ids.size(), " tokens, more than seq_len - 2 = ", limit);
-    sources.push_back({std::move(ids), data::split_words(sentences[i])});
+    sources.push_back({std::move(ids), session.src_tokenizer.token_texts(sentences[i])});
   }
   return translate_sentences(*session.model, session.tgt_tokenizer, sources, options, attention);
 }

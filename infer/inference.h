@@ -49,8 +49,8 @@ struct DecodeOptions {
 std::vector<TokenIds> translate_ids(nn::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
                                     const DecodeOptions& options, std::vector<AttentionRecord>* attention = nullptr);
 
-// A sentence to translate: its token ids, and the words they encode (one per
-// id, see data::split_words), views into its text.
+// A sentence to translate: its token ids, and the words or subword units they
+// encode (one per id, see Tokenizer::token_texts), views into its text.
 struct SourceSentence {
   std::vector<int32_t> ids;
   std::vector<std::string_view> words;

@@ -39,16 +39,10 @@ std::string replace_unknown_words(const TokenIds& output, const AttentionRecord&
     internal_fail("a record of ", record.source.size(), " source positions for ", source_words.size(), " words");
   if (std::find(output.begin(), output.end(), data::kUnkId) == output.end()) return target_tokenizer.decode(output);
   std::vector<int64_t> attended = attended_source_words(record, output.size());
-  std::string out;
-  for (size_t j = 0; j < output.size(); ++j) {
-    // decode() of one token: its text, or nothing for [PAD], [SOS], [EOS].
-    std::string word = output[j] == data::kUnkId && attended[j] >= 0 ? std::string(source_words[attended[j]])
-                                                                      : target_tokenizer.decode({output[j]});
-    if (word.empty()) continue;
-    if (!out.empty()) out += ' ';
-    out += word;
-  }
-  return out;
+  std::vector<std::string_view> replacements(output.size());
+  for (size_t j = 0; j < output.size(); ++j)
+    if (attended[j] >= 0) replacements[j] = source_words[attended[j]];
+  return target_tokenizer.decode(output, replacements);
 }
 
 }  // namespace sf::train

@@ -24,7 +24,9 @@ std::vector<int64_t> attended_source_words(const AttentionRecord& record, size_t
 
 // `output` as spaced tokens (as Tokenizer::decode writes them), each [UNK]
 // replaced by the source word it attends to most. `source_words` are the
-// source's words, one per source id (data::split_words of its text).
+// source's words (BPE: subword units), one per source id (Tokenizer::token_texts
+// of its text). A BPE replacement is glued to the unit after it, as an [UNK]
+// is: with BPE only a character never seen in training is [UNK].
 std::string replace_unknown_words(const TokenIds& output, const AttentionRecord& record,
                                   const std::vector<std::string_view>& source_words,
                                   const data::Tokenizer& target_tokenizer);

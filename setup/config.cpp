@@ -10,6 +10,7 @@
 #include "autograd/device.h"
 #include "autograd/kernels/gemm.h"
 #include "base/error.h"
+#include "data/framing.h"
 #include "data/unicode.h"
 
 namespace sf::train {
@@ -181,6 +182,13 @@ Config from_json(const json& root, const std::string& source) {
   r.boolean("max_len_filter", c.max_len_filter);
   r.boolean("bucket", c.bucket);
   r.integer("min_frequency", c.min_frequency, 1, INT32_MAX);
+  r.string("tokenizer", c.tokenizer, {"word", "bpe"});
+  for (const char* key : {"vocab_size", "shared_vocab"})
+    if (c.tokenizer == "word" && r.find(key))
+      r.error(key, "applies to tokenizer \"bpe\" only (the word tokenizer keeps every word seen min_frequency times)");
+  // At least the special tokens and one character.
+  r.integer("vocab_size", c.vocab_size, static_cast<int64_t>(data::kSpecialTokens.size()) + 1, INT32_MAX);
+  r.boolean("shared_vocab", c.shared_vocab);
   r.string("model_folder", c.model_folder);
   r.string("model_basename", c.model_basename);
   if (c.model_basename.find('/') != std::string::npos)

@@ -45,7 +45,13 @@ struct Config {
   DataConfig data;
   float val_fraction = 0.1f;
   bool max_len_filter = true, bucket = false;
-  int64_t min_frequency = 2;
+  int64_t min_frequency = 2;  // tokenizer "word" only
+  // "word": one id per word (data/tokenizer.h); "bpe": subword units
+  // (data/bpe.h), vocab_size tokens with the specials, learnt from both sides
+  // into one vocabulary written to both tokenizer files when shared_vocab.
+  std::string tokenizer = "word";
+  int64_t vocab_size = 8000;
+  bool shared_vocab = false;
   std::string model_folder = "weights", model_basename = "tmodel_";
   int64_t keep_checkpoints = 5;
   std::optional<std::string> preload;  // "latest" or a path

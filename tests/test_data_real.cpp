@@ -47,8 +47,8 @@ TEST_CASE("data: real corpora, first 1000 lines, load and build vocabularies") {
       ReadResult read = read_tsv(head);
       fs::remove(head);
       CHECK(read.pairs.size() + read.blank_lines == 1000);
-      Tokenizer src = build_tokenizer(read.pairs, Side::Source, 2);
-      Tokenizer tgt = build_tokenizer(read.pairs, Side::Target, 2);
+      Tokenizer src = build_tokenizer(read.pairs, Side::Source, {.min_frequency = 2});
+      Tokenizer tgt = build_tokenizer(read.pairs, Side::Target, {.min_frequency = 2});
       CAPTURE(src.vocab_size());
       CAPTURE(tgt.vocab_size());
       CHECK(src.vocab_size() > 100);

@@ -130,7 +130,7 @@ TEST_CASE("data: encode/decode round trip") {
         std::vector<int32_t>{tokenizer.token_to_id("cane"), kPadId, kEosId, kUnkId});
 }
 
-TEST_CASE("data: loading a foreign WordLevel file works; other models are an error") {
+TEST_CASE("data: loading a foreign WordLevel file works; other models than WordLevel and BPE are an error") {
   // Written by hand, not by us: other vocabulary order, compact layout.
   nlohmann::json foreign = nlohmann::json::parse(R"({"version":"1.0","truncation":null,
     "padding":null,"added_tokens":[{"id":0,"content":"[UNK]","single_word":false,"lstrip":false,
@@ -150,9 +150,9 @@ TEST_CASE("data: loading a foreign WordLevel file works; other models are an err
     }
     return std::string("no error");
   };
-  nlohmann::json bpe = foreign;
-  bpe["model"]["type"] = "BPE";
-  CHECK(error_of(bpe) == "t.json: tokenizer model \"BPE\" is not supported (only WordLevel)");
+  nlohmann::json unigram = foreign;
+  unigram["model"]["type"] = "Unigram";
+  CHECK(error_of(unigram) == "t.json: tokenizer model \"Unigram\" is not supported (only WordLevel and BPE)");
   nlohmann::json bert = foreign;
   bert["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
   CHECK(error_of(bert).starts_with("t.json: pre_tokenizer"));

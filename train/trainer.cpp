@@ -88,17 +88,24 @@ void Trainer::prepare_data() {
     fail(d.is_task() ? config_.source : d.train, ": no training pairs");
   if (!d.valid.empty() && corpus.valid.empty()) fail(d.valid, ": no validation pairs");
 
+  data::TokenizerOptions tokenizer_options{config_.tokenizer, config_.min_frequency, config_.vocab_size, config_.shared_vocab};
   auto tokenizer = [&](const std::string& lang, data::Side side) {
     std::string path = config_.tokenizer_path(lang);
     data::TokenizerFile file =
-        data::load_or_build_tokenizer(path, corpus.train, side, config_.min_frequency, /*save=*/comm_.rank() == 0);
-    say(comm_, "tokenizer %s: %s %s (%lld tokens)\n", lang.c_str(),
+        data::load_or_build_tokenizer(path, corpus.train, side, tokenizer_options, /*save=*/comm_.rank() == 0);
+    if (file.tokenizer.is_bpe() != (config_.tokenizer == "bpe"))
+      fail(path, ": holds a ", file.tokenizer.is_bpe() ? "BPE" : "WordLevel", " tokenizer, but the config's tokenizer is \"",
+           config_.tokenizer, "\" (delete the file or change tokenizer_file)");
+    say(comm_, "tokenizer %s: %s %s (%lld%s tokens)\n", lang.c_str(),
         file.loaded ? "loaded from" : "built and saved to", path.c_str(),
-        static_cast<long long>(file.tokenizer.vocab_size()));
+        static_cast<long long>(file.tokenizer.vocab_size()), file.tokenizer.is_bpe() ? " BPE" : "");
     return std::make_unique<data::Tokenizer>(std::move(file.tokenizer));
   };
   src_tokenizer_ = tokenizer(config_.lang_src, data::Side::Source);
   tgt_tokenizer_ = tokenizer(config_.lang_tgt, data::Side::Target);
+  if (config_.shared_vocab && src_tokenizer_->to_json() != tgt_tokenizer_->to_json())
+    fail(config_.tokenizer_path(config_.lang_src), " and ", config_.tokenizer_path(config_.lang_tgt),
+         ": hold different tokenizers, but shared_vocab is true (delete them to build one shared vocabulary)");
 
   std::vector<data::Example> train = data::encode_pairs(corpus.train, *src_tokenizer_, *tgt_tokenizer_);
   std::vector<data::Example> valid = data::encode_pairs(corpus.valid, *src_tokenizer_, *tgt_tokenizer_);

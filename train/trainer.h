@@ -39,7 +39,7 @@ class Trainer {
   // Trains up to num_epochs. Returns 0 when done, 130 when a stop was
   // requested (after saving a checkpoint of the position reached).
   int run();
-  ValidationResult validate() { return train::validate(*model_, *valid_set_, *tgt_tokenizer_, config_); }
+  ValidationResult validate() { return train::validate(*model_, *valid_set_, *src_tokenizer_, *tgt_tokenizer_, config_); }
 
   const nn::Transformer& model() const { return *model_; }
   const optim::Optimizer& optimizer() const { return *optimizer_; }
