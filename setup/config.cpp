@@ -189,6 +189,8 @@ Config from_json(const json& root, const std::string& source) {
   // At least the special tokens and one character.
   r.integer("vocab_size", c.vocab_size, static_cast<int64_t>(data::kSpecialTokens.size()) + 1, INT32_MAX);
   r.boolean("shared_vocab", c.shared_vocab);
+  if (c.tie_embeddings && !c.shared_vocab)
+    r.error("tie_embeddings", "needs shared_vocab: true (one vocabulary for both languages, tokenizer \"bpe\")");
   r.string("model_folder", c.model_folder);
   r.string("model_basename", c.model_basename);
   if (c.model_basename.find('/') != std::string::npos)

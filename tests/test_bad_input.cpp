@@ -284,6 +284,9 @@ TEST_CASE("bad input: config files") {
           "config.json: key 'norm': must be one of \"pre\", \"post\", got \"middle\""),
       row("tie_embeddings as a string", R"({"tie_embeddings": "yes"})",
           "config.json: key 'tie_embeddings': expected true or false, got string \"yes\""),
+      row("tie_embeddings with two vocabularies", R"({"tie_embeddings": true})",
+          "config.json: key 'tie_embeddings': needs shared_vocab: true (one vocabulary for both languages, "
+          "tokenizer \"bpe\")"),
       row("the same language twice", R"({"lang_src": "en", "lang_tgt": "en"})",
           "config.json: key 'lang_tgt': must differ from lang_src (\"en\")"),
       row("an empty data object", R"({"data": {}})",
