@@ -17,16 +17,19 @@
 #define SF_ENUM(name) enum name
 #define SF_CONSTANT __constant
 #define SF_FUNCTION
+#define SF_EXP exp
 typedef int int32_t;
 typedef uint uint32_t;
 // OpenCL hashes the 16 lanes of a vector at once.
 typedef uint16 DropoutBits;
 #else
+#include <cmath>
 #include <cstdint>
 namespace sf::kernels {
 #define SF_ENUM(name) enum class name
 #define SF_CONSTANT constexpr
 #define SF_FUNCTION inline
+#define SF_EXP std::exp
 typedef uint32_t DropoutBits;
 #endif
 
@@ -43,10 +46,17 @@ typedef uint32_t DropoutBits;
 #define SF_UNARY_CODES(X)                                                                                    \
   X(Neg) X(Exp) X(Log) X(Sqrt) X(Relu) X(Tanh) X(Sigmoid) X(AddScalar) X(MulScalar) X(PowScalar) X(RSubScalar) \
   X(RDivScalar) X(RoundBf16)
+// Unary codes whose formula is a function of one float written below, once
+// for every backend: each backend's switch expands this list into a case that
+// calls the function (the scalar and fast tables element by element, OpenCL
+// lane by lane), so such a code is this line and its function, nothing else.
+// X(code, function).
+#define SF_FORMULA_CODES(X)
 #define SF_ENUMERATOR(code) code,
+#define SF_FORMULA_ENUMERATOR(code, function) code,
 SF_ENUM(Binary) { SF_BINARY_CODES(SF_ENUMERATOR) };
 SF_ENUM(Predicate) { SF_PREDICATE_CODES(SF_ENUMERATOR) };
-SF_ENUM(Unary) { SF_UNARY_CODES(SF_ENUMERATOR) };
+SF_ENUM(Unary) { SF_UNARY_CODES(SF_ENUMERATOR) SF_FORMULA_CODES(SF_FORMULA_ENUMERATOR) };
 
 // The score a hidden position gets before masked_softmax's softmax, as the
 // annotated Transformer's scores.masked_fill(mask == 0, -1e9): its weight
@@ -83,5 +93,6 @@ typedef struct {
 #undef SF_ENUM
 #undef SF_CONSTANT
 #undef SF_FUNCTION
+#undef SF_EXP
 
 #endif  // SF_KERNELS_SHARED_H
