@@ -21,6 +21,7 @@ safetensors::Metadata checkpoint_metadata(const TransformerConfig& c) {
     m["src_seq_len"] = std::to_string(c.src_seq_len);
     m["tgt_seq_len"] = std::to_string(c.tgt_seq_len);
   }
+  if (c.activation != Activation::Relu) m["activation"] = activation_name(c.activation);
   return m;
 }
 
@@ -51,6 +52,11 @@ static TransformerConfig config_from_metadata(const safetensors::Metadata& m, co
   }
   if (c.d_model % c.h != 0)
     fail(path, ": __metadata__ d_model ", c.d_model, " is not divisible by h ", c.h);
+  if (auto it = m.find("activation"); it != m.end()) {
+    std::optional<Activation> activation = activation_named(it->second);
+    if (!activation) fail(path, ": __metadata__ 'activation' is \"", it->second, "\", not \"relu\" or \"gelu\"");
+    c.activation = *activation;
+  }
   return c;
 }
 

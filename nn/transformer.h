@@ -34,6 +34,7 @@ struct TransformerConfig {
   int64_t src_seq_len = 350, tgt_seq_len = 350;
   int64_t d_model = 512, N = 6, h = 8, d_ff = 2048;
   float dropout = 0.1f;
+  Activation activation = Activation::Relu;  // the feed-forward blocks'
 };
 
 class EncoderBlock : public Module {

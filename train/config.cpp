@@ -10,6 +10,7 @@
 #include "autograd/device.h"
 #include "autograd/kernels/gemm.h"
 #include "base/error.h"
+#include "nn/layers.h"
 #include "data/unicode.h"
 
 namespace sf::train {
@@ -169,6 +170,7 @@ Config from_json(const json& root, const std::string& source) {
     r.error("d_model", "must be divisible by h (" + std::to_string(c.d_model) + " % " +
                            std::to_string(c.h) + " != 0)");
   r.number("dropout", c.dropout, probability);
+  r.string("activation", c.activation, nn::activation_names());
   r.number("label_smoothing", c.label_smoothing, fraction);
   r.integer("seed", c.seed, 0);
   r.string("lang_src", c.lang_src);

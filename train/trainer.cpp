@@ -141,7 +141,7 @@ void Trainer::prepare_data() {
 nn::TransformerConfig Trainer::model_config(int64_t src_vocab_size, int64_t tgt_vocab_size) const {
   return {.src_vocab_size = src_vocab_size, .tgt_vocab_size = tgt_vocab_size, .src_seq_len = config.seq_len,
           .tgt_seq_len = config.seq_len, .d_model = config.d_model, .N = config.N, .h = config.h, .d_ff = config.d_ff,
-          .dropout = config.dropout};
+          .dropout = config.dropout, .activation = *nn::activation_named(config.activation)};
 }
 
 void Trainer::build_model_and_optimizer() {
