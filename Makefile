@@ -274,12 +274,13 @@ fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
 # sources, which need nothing else of the library but the CPU device that the
 # kernel table's cases run through (autograd/device.cpp), and
 # tests/test_kernels.cpp with the table (tests/kernel_cases.cpp,
-# tests/kernel_conformance.cpp) are built again for each level the kernels are written for, into one small
-# doctest binary per level, $(KERNEL_LEVEL_DIR)/LEVEL/tests: seconds of
-# compiling, not a second library. tests/kernel_levels/cpu_check.cpp, built for
-# plain x86-64, makes a binary whose level this CPU cannot run report itself
-# skipped. `make test` runs them after the main suite; the OpenCL variant's
-# `make OPENCL=1 test` leaves them to the plain one.
+# tests/kernel_conformance.cpp) are built again for each level the kernels
+# are written for, into one small doctest binary per level,
+# $(KERNEL_LEVEL_DIR)/LEVEL/tests: seconds of compiling, not a second library.
+# tests/kernel_levels/cpu_check.cpp, built for plain x86-64, makes a binary
+# whose level this CPU cannot run report itself skipped. `make test` runs them
+# after the main suite; the OpenCL variant's `make OPENCL=1 test` leaves them
+# to the plain one.
 KERNEL_LEVEL_DIR := $(BUILD)/kernel-levels
 KERNEL_LEVEL_SRC := $(wildcard autograd/kernels/*.cpp) autograd/device.cpp tests/test_kernels.cpp \
                     tests/kernel_cases.cpp tests/kernel_conformance.cpp
