@@ -188,8 +188,8 @@ torch-deps: | deps
 # does a skip whose reason does not hold on this machine (tools/run-tests).
 MIN_TESTS := 270
 MIN_TSAN_TESTS := 80
-MIN_KERNEL_LEVEL_TESTS := 13
-MIN_OPENCL_TESTS := 29
+MIN_KERNEL_LEVEL_TESTS := 8
+MIN_OPENCL_TESTS := 31
 MIN_MPI_TESTS := 13
 KERNEL_LEVEL_RUNS = $(KERNEL_LEVEL_TESTS:%=--kernel-level $(MIN_KERNEL_LEVEL_TESTS) %)
 
@@ -276,15 +276,19 @@ fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
 # ---- The CPU kernels at every SIMD level --------------------------------------
 # simd.h fixes the vector width at compile time, so the build above runs the
 # kernels at one SIMD level only, this machine's (ARCH_FLAGS). The kernel
-# sources, which need nothing else of the library, and tests/test_kernels.cpp
-# are built again for each level the kernels are written for, into one small
-# doctest binary per level, $(KERNEL_LEVEL_DIR)/LEVEL/tests: seconds of
-# compiling, not a second library. tests/kernel_levels/cpu_check.cpp, built for
-# plain x86-64, makes a binary whose level this CPU cannot run report itself
-# skipped. `make test` runs them after the main suite; the OpenCL variant's
-# `make OPENCL=1 test` leaves them to the plain one.
+# sources, which need nothing else of the library but the CPU device that the
+# kernel table's cases run through (autograd/device.cpp), and
+# tests/test_kernels.cpp with the table (tests/kernel_cases.cpp,
+# tests/kernel_conformance.cpp) are built again for each level the kernels
+# are written for, into one small doctest binary per level,
+# $(KERNEL_LEVEL_DIR)/LEVEL/tests: seconds of compiling, not a second library.
+# tests/kernel_levels/cpu_check.cpp, built for plain x86-64, makes a binary
+# whose level this CPU cannot run report itself skipped. `make test` runs them
+# after the main suite; the OpenCL variant's `make OPENCL=1 test` leaves them
+# to the plain one.
 KERNEL_LEVEL_DIR := $(BUILD)/kernel-levels
-KERNEL_LEVEL_SRC := $(wildcard autograd/kernels/*.cpp) tests/test_kernels.cpp
+KERNEL_LEVEL_SRC := $(wildcard autograd/kernels/*.cpp) autograd/device.cpp tests/test_kernels.cpp \
+                    tests/kernel_cases.cpp tests/kernel_conformance.cpp
 KERNEL_LEVEL_FLAGS := $(filter-out $(ARCH_FLAGS),$(ALL_FLAGS))
 
 # $(1): the level; $(2): its -march; $(3): floats per vector there (simd.h's

@@ -26,6 +26,8 @@ Tensor sqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+// GELU as PyTorch's gelu(x, approximate='tanh') (kernels/shared.h: gelu_tanh).
+Tensor gelu(const Tensor& x);
 // out = where ? value : x: fills `value` where the int32 condition `where`
 // (nonzero = true, broadcast against x) holds, as torch.Tensor.masked_fill.
 // (An attention mask keeps where it is 1: to hide its 0s, pass eq(mask, 0).)

@@ -136,6 +136,15 @@ Tensor tanh(const Tensor& x) {
   });
 }
 
+// GELU, tanh form (shared.h: gelu_tanh); its backward is g * gelu'(x), the
+// derivative computed from x (shared.h: gelu_tanh_grad).
+Tensor gelu(const Tensor& x) {
+  Tensor out = unary_forward(Unary::Gelu, x, 0.0f, "gelu");
+  return record(out, "gelu", {x}, [x = x.detach()](const Tensor& g) -> Grads {
+    return {g * unary_forward(Unary::GeluGrad, x, 0.0f, "gelu")};
+  });
+}
+
 // d sigmoid(x)/dx = sigmoid(x) (1 - sigmoid(x))
 Tensor sigmoid(const Tensor& x) {
   Tensor out = unary_forward(Unary::Sigmoid, x, 0.0f, "sigmoid");

@@ -35,6 +35,7 @@ static void check_config_matches(const Config& config, const nn::TransformerConf
       fail(config.source, ": key '", key, "' is ", configured, ", but ", checkpoint, " was trained with ", key, " ",
            trained);
   };
+  check_text("activation", config.activation, nn::activation_name(model.activation));
   check_text("norm", config.norm, model.post_norm ? "post" : "pre");
   check_text("tie_embeddings", config.tie_embeddings ? "true" : "false", model.tie_embeddings ? "true" : "false");
 }

@@ -22,7 +22,8 @@ safetensors::Metadata checkpoint_metadata(const TransformerConfig& c) {
     m["src_seq_len"] = std::to_string(c.src_seq_len);
     m["tgt_seq_len"] = std::to_string(c.tgt_seq_len);
   }
-  // Written only where they differ from the seed's model, whose files stay as they were.
+  // Written only where they differ from the default model, whose files stay as they were.
+  if (c.activation != Activation::Relu) m["activation"] = activation_name(c.activation);
   if (c.post_norm) m["norm"] = "post";
   if (c.tie_embeddings) m["tie_embeddings"] = "true";
   return m;
@@ -65,6 +66,7 @@ static TransformerConfig config_from_metadata(const safetensors::Metadata& m, co
   }
   if (c.d_model % c.h != 0)
     fail(path, ": __metadata__ d_model ", c.d_model, " is not divisible by h ", c.h);
+  c.activation = *activation_named(metadata_choice(m, "activation", {"relu", "gelu"}, path));
   c.post_norm = metadata_choice(m, "norm", {"pre", "post"}, path) == "post";
   c.tie_embeddings = metadata_choice(m, "tie_embeddings", {"false", "true"}, path) == "true";
   return c;

@@ -72,15 +72,30 @@ Tensor LayerNormalization::forward(const Tensor& x) const {
   return layer_norm(x, alpha, bias, eps_);
 }
 
-FeedForwardBlock::FeedForwardBlock(int64_t d_model, int64_t d_ff, float p, Rng& init, Rng& noise)
-    : linear_1(d_model, d_ff, init), dropout(p, noise), linear_2(d_ff, d_model, init) {
+const char* activation_name(Activation a) { return a == Activation::Gelu ? "gelu" : "relu"; }
+
+std::optional<Activation> activation_named(const std::string& name) {
+  for (Activation a : {Activation::Relu, Activation::Gelu})
+    if (name == activation_name(a)) return a;
+  return std::nullopt;
+}
+
+std::vector<std::string> activation_names() {
+  return {activation_name(Activation::Relu), activation_name(Activation::Gelu)};
+}
+
+FeedForwardBlock::FeedForwardBlock(int64_t d_model, int64_t d_ff, float p, Rng& init, Rng& noise,
+                                   Activation activation)
+    : linear_1(d_model, d_ff, init), dropout(p, noise), linear_2(d_ff, d_model, init), activation_(activation) {
   register_module("linear_1", linear_1);
   register_module("dropout", dropout);
   register_module("linear_2", linear_2);
 }
 
 Tensor FeedForwardBlock::forward(const Tensor& x) {
-  return linear_2.forward(dropout.forward(linear_1.forward_relu(x)));
+  // ReLU fuses with linear_1's bias (Linear::forward_relu).
+  Tensor hidden = activation_ == Activation::Gelu ? gelu(linear_1.forward(x)) : linear_1.forward_relu(x);
+  return linear_2.forward(dropout.forward(hidden));
 }
 
 ResidualConnection::ResidualConnection(int64_t features, float p, Rng& noise, bool post_norm)

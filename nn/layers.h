@@ -6,6 +6,9 @@
 // Xavier-uniform), and `noise`, the model's dropout generator.
 #pragma once
 #include <functional>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "module.h"
 
@@ -74,15 +77,29 @@ class LayerNormalization : public Module {
   float eps_;
 };
 
-// linear_2(dropout(relu(linear_1(x)))).
+// The feed-forward block's nonlinearity: the paper's ReLU, or GELU (tanh
+// form, autograd/ops.h: gelu). Either has no parameters, so a model's state
+// dict is the same with both.
+enum class Activation { Relu, Gelu };
+// "relu", "gelu": the config's and a checkpoint's spelling.
+const char* activation_name(Activation a);
+// The activation of that name, or none.
+std::optional<Activation> activation_named(const std::string& name);
+std::vector<std::string> activation_names();
+
+// linear_2(dropout(activation(linear_1(x)))).
 class FeedForwardBlock : public Module {
  public:
-  FeedForwardBlock(int64_t d_model, int64_t d_ff, float dropout, Rng& init, Rng& noise);
+  FeedForwardBlock(int64_t d_model, int64_t d_ff, float dropout, Rng& init, Rng& noise,
+                   Activation activation = Activation::Relu);
   Tensor forward(const Tensor& x);
 
   Linear linear_1;
   Dropout dropout;
   Linear linear_2;
+
+ private:
+  Activation activation_;
 };
 
 // Pre-norm residual: x + dropout(sublayer(norm(x))).

@@ -7,7 +7,7 @@ namespace sf::nn {
 
 EncoderBlock::EncoderBlock(const TransformerConfig& c, Rng& init, Rng& noise)
     : self_attention_block(c.d_model, c.h, c.dropout, init, noise),
-      feed_forward_block(c.d_model, c.d_ff, c.dropout, init, noise) {
+      feed_forward_block(c.d_model, c.d_ff, c.dropout, init, noise, c.activation) {
   register_module("self_attention_block", self_attention_block);
   register_module("feed_forward_block", feed_forward_block);
   register_module("residual_connections", residual_connections);
@@ -38,7 +38,7 @@ Tensor Encoder::forward(const Tensor& x, const Tensor& mask) {
 DecoderBlock::DecoderBlock(const TransformerConfig& c, Rng& init, Rng& noise)
     : self_attention_block(c.d_model, c.h, c.dropout, init, noise),
       cross_attention_block(c.d_model, c.h, c.dropout, init, noise),
-      feed_forward_block(c.d_model, c.d_ff, c.dropout, init, noise) {
+      feed_forward_block(c.d_model, c.d_ff, c.dropout, init, noise, c.activation) {
   register_module("self_attention_block", self_attention_block);
   register_module("cross_attention_block", cross_attention_block);
   register_module("feed_forward_block", feed_forward_block);

@@ -35,6 +35,7 @@ struct TransformerConfig {
   int64_t src_seq_len = 350, tgt_seq_len = 350;
   int64_t d_model = 512, N = 6, h = 8, d_ff = 2048;
   float dropout = 0.1f;
+  Activation activation = Activation::Relu;  // the feed-forward blocks'
   // Where each block's layer norm sits: before its sublayer, x +
   // dropout(sublayer(norm(x))), with a final norm after each stack (the
   // seed's pre-norm); or after the residual sum, norm(x +

@@ -11,6 +11,7 @@
 #include "autograd/kernels/gemm.h"
 #include "base/error.h"
 #include "data/framing.h"
+#include "nn/layers.h"
 #include "data/unicode.h"
 
 namespace sf::train {
@@ -170,6 +171,7 @@ Config from_json(const json& root, const std::string& source) {
     r.error("d_model", "must be divisible by h (" + std::to_string(c.d_model) + " % " +
                            std::to_string(c.h) + " != 0)");
   r.number("dropout", c.dropout, probability);
+  r.string("activation", c.activation, nn::activation_names());
   r.string("norm", c.norm, {"pre", "post"});
   r.boolean("tie_embeddings", c.tie_embeddings);
   r.number("label_smoothing", c.label_smoothing, fraction);

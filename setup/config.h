@@ -38,6 +38,7 @@ struct Config {
   float lr = 1e-4f;
   int64_t seq_len = 350, d_model = 512, N = 6, h = 8, d_ff = 2048;
   float dropout = 0.1f, label_smoothing = 0.1f;
+  std::string activation = "relu";  // the feed-forward blocks': "relu" or "gelu" (nn/layers.h)
   std::string norm = "pre";     // "pre" | "post": where each block's layer norm sits (nn::TransformerConfig)
   bool tie_embeddings = false;  // one matrix for both embeddings and the projection (one vocabulary)
   int64_t seed = 42;

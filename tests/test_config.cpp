@@ -72,6 +72,7 @@ TEST_CASE("config: an empty object gives the documented defaults") {
   CHECK_FALSE(c.clip_grad_norm.has_value());
   CHECK(c.grad_accum == 1);
   CHECK(c.device == "cpu");
+  CHECK(c.activation == "relu");
   CHECK(c.precision == "fp32");
   CHECK(c.precision_dtype() == DType::F32);
   CHECK(c.val_examples == 2);
@@ -147,6 +148,7 @@ TEST_CASE("config: out-of-range values") {
   CHECK(error_for(R"({"dropout": 1})") == ": key 'dropout': must be in [0, 1), got 1");
   CHECK(error_for(R"({"schedule": "linear"})") ==
         ": key 'schedule': must be one of \"constant\", \"noam\", \"cosine\", got \"linear\"");
+  CHECK(error_for(R"({"activation": "swish"})") == ": key 'activation': must be one of \"relu\", \"gelu\", got \"swish\"");
   CHECK(error_for(R"({"data": {"task": "sorting"}})").find("'data.task': must be one of") != std::string::npos);
   CHECK(error_for(R"({"optimizer": {"name": "sgd", "nesterov": true}})") == ": key 'optimizer.nesterov': needs momentum > 0");
   CHECK(error_for(R"({"clip_grad_norm": 0})").find("'clip_grad_norm': expected null or a number > 0") != std::string::npos);

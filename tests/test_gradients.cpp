@@ -70,6 +70,11 @@ TEST_CASE("grad: relu") {
   check_gradients([](const V& v) { return relu(v[0]); }, {x});
 }
 
+// GELU is smooth everywhere, so inputs may straddle 0.
+TEST_CASE("grad: gelu") {
+  check_gradients([](const V& x) { return gelu(x[0]); }, {random_tensor({2, 3, 4, 5}, 29, -3, 3)});
+}
+
 TEST_CASE("grad: tanh") {
   check_gradients([](const V& x) { return tanh(x[0]); }, {random_tensor({2, 3, 4, 5}, 24, -2, 2)});
 }

@@ -176,6 +176,30 @@ TEST_CASE("nn: layer normalization of [1, 2, 3, 4] by hand") {
   CHECK(y.data()[3] == Approx(expect[3] + 1).epsilon(1e-6));
 }
 
+// Both linears the identity without bias, no dropout: the block is its
+// activation. GELU's values are PyTorch's gelu(x, approximate='tanh'),
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) worked out in double.
+TEST_CASE("nn: feed-forward block with gelu or relu, by hand") {
+  const std::vector<float> x = {1, -1, 2, 0.5f, -3, 0};
+  const double gelu_of_x[] = {0.8411919906082768, -0.15880800939172324, 1.954597694087775,
+                              0.34571400982514394, -0.0036373920817729943, 0};
+  for (Activation activation : {Activation::Gelu, Activation::Relu}) {
+    Rng init(1), noise(2);
+    FeedForwardBlock ffn(2, 2, 0.0f, init, noise, activation);
+    for (Linear* linear : {&ffn.linear_1, &ffn.linear_2}) {
+      std::copy_n(std::vector<float>{1, 0, 0, 1}.data(), 4, linear->weight.data());
+      std::copy_n(std::vector<float>{0, 0}.data(), 2, linear->bias.data());
+    }
+    Tensor y = ffn.forward(Tensor::from(x, {3, 2}));
+    for (int i = 0; i < 6; ++i) {
+      const double want = activation == Activation::Gelu ? gelu_of_x[i] : std::max(0.0f, x[i]);
+      CHECK(y.data()[i] == Approx(want).epsilon(1e-6));
+    }
+  }
+  CHECK(activation_named("gelu") == Activation::Gelu);
+  CHECK_FALSE(activation_named("swish").has_value());
+}
+
 TEST_CASE("nn: attention gives masked (padding) keys zero weight") {
   Rng init(3), noise(4);
   MultiHeadAttentionBlock attention(8, 2, 0.1f, init, noise);
@@ -302,6 +326,14 @@ TEST_CASE("grad: FeedForwardBlock and ResidualConnection") {
         return ffn.forward(x[0]);
       },
       with_parameters({random_tensor({2, 3, 6}, 127)}, ffn), kReluStep);
+
+  FeedForwardBlock gelu_ffn(6, 10, 0.2f, init, noise.rng, Activation::Gelu);
+  check_gradients(
+      [&](const V& x) {
+        noise.rewind();
+        return gelu_ffn.forward(x[0]);
+      },
+      with_parameters({random_tensor({2, 3, 6}, 128)}, gelu_ffn));
 
   ResidualConnection residual(6, 0.2f, noise.rng);
   check_gradients(

@@ -132,7 +132,8 @@ void Trainer::prepare_data() {
 nn::TransformerConfig Trainer::model_config(int64_t src_vocab_size, int64_t tgt_vocab_size) const {
   return {.src_vocab_size = src_vocab_size, .tgt_vocab_size = tgt_vocab_size, .src_seq_len = config_.seq_len,
           .tgt_seq_len = config_.seq_len, .d_model = config_.d_model, .N = config_.N, .h = config_.h, .d_ff = config_.d_ff,
-          .dropout = config_.dropout, .post_norm = config_.norm == "post", .tie_embeddings = config_.tie_embeddings};
+          .dropout = config_.dropout, .activation = *nn::activation_named(config_.activation),
+          .post_norm = config_.norm == "post", .tie_embeddings = config_.tie_embeddings};
 }
 
 void Trainer::build_model_and_optimizer() {

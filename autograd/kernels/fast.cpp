@@ -112,6 +112,9 @@ void unary(Unary op, const float* x, float* y, int64_t n, float s) {
     case Unary::RSubScalar: return vec_map([&](Vec v) { return vs - v; });
     case Unary::RDivScalar: return vec_map([&](Vec v) { return vs / v; });
     case Unary::RoundBf16: return vec_map([&](Vec v) { return round_to_bf16(v); });
+#define SF_FORMULA_CASE(code, function) case Unary::code:
+      SF_FORMULA_CODES(SF_FORMULA_CASE)  // shared.h's formulas, through the reference's loop
+#undef SF_FORMULA_CASE
     case Unary::Log:  // not on a hot path; the library functions are exact
     case Unary::Sqrt:
     case Unary::Tanh:

@@ -55,12 +55,14 @@ namespace sf::kernels {
 #define SF_BINARY_CODE(code) Binary::code,
 #define SF_PREDICATE_CODE(code) Predicate::code,
 #define SF_UNARY_CODE(code) Unary::code,
+#define SF_FORMULA_CODE(code, function) Unary::code,
 inline constexpr Binary kBinaryCodes[] = {SF_BINARY_CODES(SF_BINARY_CODE)};
 inline constexpr Predicate kPredicateCodes[] = {SF_PREDICATE_CODES(SF_PREDICATE_CODE)};
-inline constexpr Unary kUnaryCodes[] = {SF_UNARY_CODES(SF_UNARY_CODE)};
+inline constexpr Unary kUnaryCodes[] = {SF_UNARY_CODES(SF_UNARY_CODE) SF_FORMULA_CODES(SF_FORMULA_CODE)};
 #undef SF_BINARY_CODE
 #undef SF_PREDICATE_CODE
 #undef SF_UNARY_CODE
+#undef SF_FORMULA_CODE
 
 // Device memory as kernels see it: the device's handle of an allocation (on
 // the CPU its host address, on OpenCL a cl_mem) and a byte offset into it.

@@ -80,6 +80,10 @@ void unary(Unary op, const float* x, float* y, int64_t n, float s) {
       case Unary::RSubScalar: y[i] = s - v; break;
       case Unary::RDivScalar: y[i] = s / v; break;
       case Unary::RoundBf16: y[i] = round_to_bf16(v); break;
+#define SF_FORMULA_CASE(code, function) \
+  case Unary::code: y[i] = function(v); break;
+        SF_FORMULA_CODES(SF_FORMULA_CASE)
+#undef SF_FORMULA_CASE
     }
   }
 }

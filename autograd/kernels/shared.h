@@ -17,16 +17,19 @@
 #define SF_ENUM(name) enum name
 #define SF_CONSTANT __constant
 #define SF_FUNCTION
+#define SF_EXP exp
 typedef int int32_t;
 typedef uint uint32_t;
 // OpenCL hashes the 16 lanes of a vector at once.
 typedef uint16 DropoutBits;
 #else
+#include <cmath>
 #include <cstdint>
 namespace sf::kernels {
 #define SF_ENUM(name) enum class name
 #define SF_CONSTANT constexpr
 #define SF_FUNCTION inline
+#define SF_EXP std::exp
 typedef uint32_t DropoutBits;
 #endif
 
@@ -43,10 +46,35 @@ typedef uint32_t DropoutBits;
 #define SF_UNARY_CODES(X)                                                                                    \
   X(Neg) X(Exp) X(Log) X(Sqrt) X(Relu) X(Tanh) X(Sigmoid) X(AddScalar) X(MulScalar) X(PowScalar) X(RSubScalar) \
   X(RDivScalar) X(RoundBf16)
+// Unary codes whose formula is a function of one float written below, once
+// for every backend: each backend's switch expands this list into a case that
+// calls the function (the scalar and fast tables element by element, OpenCL
+// lane by lane), so such a code is this line and its function, nothing else.
+// X(code, function).
+#define SF_FORMULA_CODES(X) X(Gelu, gelu_tanh) X(GeluGrad, gelu_tanh_grad)
 #define SF_ENUMERATOR(code) code,
+#define SF_FORMULA_ENUMERATOR(code, function) code,
 SF_ENUM(Binary) { SF_BINARY_CODES(SF_ENUMERATOR) };
 SF_ENUM(Predicate) { SF_PREDICATE_CODES(SF_ENUMERATOR) };
-SF_ENUM(Unary) { SF_UNARY_CODES(SF_ENUMERATOR) };
+SF_ENUM(Unary) { SF_UNARY_CODES(SF_ENUMERATOR) SF_FORMULA_CODES(SF_FORMULA_ENUMERATOR) };
+
+// GELU (Hendrycks & Gimpel 2016) in its tanh form, PyTorch's
+// gelu(x, approximate='tanh'): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+// the form GPT-2 and BERT trained with, chosen over the exact erf form for
+// that reason. Computed as x sigmoid(2u), the same value, because OpenCL's
+// tanh may miss +-1 by an ulp where it saturates, which 0.5 x (1 + tanh(u))
+// multiplies by x (-1e30 would give -3e22, not -0); e^-2u overflows to inf
+// or underflows to 0 exactly. As PyTorch's formula gives, -inf is NaN.
+SF_FUNCTION float gelu_tanh(float x) {
+  float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + SF_EXP(-2.0f * u));
+}
+// d gelu_tanh / dx = s + x 2 s (1 - s) du/dx, s = sigmoid(2u),
+// du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+SF_FUNCTION float gelu_tanh_grad(float x) {
+  float s = 1.0f / (1.0f + SF_EXP(-1.5957691216057308f * (x + 0.044715f * x * x * x)));
+  return s + x * (2.0f * s * (1.0f - s)) * 0.7978845608028654f * (1.0f + 0.134145f * x * x);
+}
 
 // The score a hidden position gets before masked_softmax's softmax, as the
 // annotated Transformer's scores.masked_fill(mask == 0, -1e9): its weight
@@ -83,5 +111,6 @@ typedef struct {
 #undef SF_ENUM
 #undef SF_CONSTANT
 #undef SF_FUNCTION
+#undef SF_EXP
 
 #endif  // SF_KERNELS_SHARED_H

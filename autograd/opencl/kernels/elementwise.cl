@@ -123,6 +123,17 @@ __kernel void unary(int op, __global const float* x, long x_off, __global float*
       r = as_float16(select(rounded, quiet, as_uint16(isnan(v))));
       break;
     }
+    // shared.h's formula codes: its function of one float, lane by lane.
+#define SF_FORMULA_CASE(code, function)                                        \
+  case code: {                                                                 \
+    float lanes[16];                                                           \
+    vstore16(v, 0, lanes);                                                     \
+    for (int lane = 0; lane < 16; ++lane) lanes[lane] = function(lanes[lane]); \
+    r = vload16(0, lanes);                                                     \
+    break;                                                                     \
+  }
+    SF_FORMULA_CODES(SF_FORMULA_CASE)
+#undef SF_FORMULA_CASE
     default: r = (float16)(NAN); break;  // a code without a case: a poison the tests see
   }
   store16(r, y + y_off + i, 1, 0, count);

@@ -39,7 +39,9 @@ __kernel void max_axis(__global const float* x, long x_off, long outer, long n, 
 
 // Partial sums of a . b: item g of `items` adds a[i] b[i] for i = g, g + items,
 // ... (Kahan-compensated; neighbouring items read neighbouring elements);
-// sum_partials adds them up.
+// sum_partials adds them up. Once the sum is infinite the compensation stops
+// (inf - inf would make it NaN): an infinite term gives an infinite sum, as
+// the reference's, and NaN only where the reference's is NaN.
 __kernel void dot_partials(__global const float* a, long a_off, __global const float* b, long b_off,
                            long n, __global float* partials, long partials_off) {
   long g = get_global_id(0), items = get_global_size(0);
@@ -47,7 +49,7 @@ __kernel void dot_partials(__global const float* a, long a_off, __global const f
   for (long i = g; i < n; i += items) {
     float term = a[a_off + i] * b[b_off + i] - carry;
     float next = sum + term;
-    carry = (next - sum) - term;
+    carry = isfinite(next) ? (next - sum) - term : 0.0f;
     sum = next;
   }
   partials[partials_off + g] = sum;
@@ -61,7 +63,7 @@ __kernel void sum_partials(__global const float* partials, long partials_off, in
   for (int i = 0; i < count; ++i) {
     float term = partials[partials_off + i] - carry;
     float next = sum + term;
-    carry = (next - sum) - term;
+    carry = isfinite(next) ? (next - sum) - term : 0.0f;
     sum = next;
   }
   out[out_off] = sum;
