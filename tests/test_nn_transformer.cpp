@@ -61,23 +61,26 @@ static double loss_in_double(Transformer& model, const Batch& batch, double smoo
 // 5.5e-4 in the release build (typical 3e-4), 7.4e-4 with SANITIZE=1; at step
 // 2e-3 or 3e-3 the rounding noise reaches 1e-3, at 1e-2 a direction that
 // crosses a ReLU kink is 4.6e-3 off.
-TEST_CASE("grad: a 2-layer tiny Transformer's loss along random directions over all parameters") {
-  auto model = testing::tiny_model(testing::tiny_config(), 43);
+static void check_loss_directions(Transformer& model) {
   Batch batch = make_batch(kSources, kTargets, 8);
-  Rng::State start = model->dropout_rng().state();
+  Rng::State start = model.dropout_rng().state();
   auto loss = [&] {
-    model->dropout_rng().set_state(start);
-    return batch_loss(*model, batch);
+    model.dropout_rng().set_state(start);
+    return batch_loss(model, batch);
   };
   auto precise_loss = [&] {
-    model->dropout_rng().set_state(start);
-    return loss_in_double(*model, batch);
+    model.dropout_rng().set_state(start);
+    return loss_in_double(model, batch);
   };
   {
     NoGradGuard no_grad;
     CHECK(precise_loss() == doctest::Approx(loss().item()).epsilon(1e-6));
   }
-  testing::check_directional_derivatives(model->parameters(), loss, precise_loss, 16, 5e-3, 2e-3);
+  testing::check_directional_derivatives(model.parameters(), loss, precise_loss, 16, 5e-3, 2e-3);
+}
+
+TEST_CASE("grad: a 2-layer tiny Transformer's loss along random directions over all parameters") {
+  check_loss_directions(*testing::tiny_model(testing::tiny_config(), 43));
 }
 
 TEST_CASE("nn: padding to seq_len 10 or 20 gives the same loss and gradients") {
@@ -198,17 +201,7 @@ TEST_CASE("nn: post-norm blocks give norm(x + sublayer(x)); no final stack norm;
   // The whole gradient along random directions, as for the pre-norm model
   // above (the same ops, composed in another order).
   model->train();
-  Batch batch = make_batch(kSources, kTargets, 8);
-  Rng::State start = model->dropout_rng().state();
-  auto loss = [&] {
-    model->dropout_rng().set_state(start);
-    return batch_loss(*model, batch);
-  };
-  auto precise_loss = [&] {
-    model->dropout_rng().set_state(start);
-    return loss_in_double(*model, batch);
-  };
-  testing::check_directional_derivatives(model->parameters(), loss, precise_loss, 16, 5e-3, 2e-3);
+  check_loss_directions(*model);
 }
 
 // Tied embeddings: one matrix under three names, one parameter for the
