@@ -37,9 +37,9 @@ struct TransformerConfig {
   float dropout = 0.1f;
   Activation activation = Activation::Relu;  // the feed-forward blocks'
   // Where each block's layer norm sits: before its sublayer, x +
-  // dropout(sublayer(norm(x))), with a final norm after each stack (the
-  // seed's pre-norm); or after the residual sum, norm(x +
-  // dropout(sublayer(x))), with none (the paper's post-norm, §5.4).
+  // dropout(sublayer(norm(x))), with a final norm after each stack
+  // (pre-norm, the default); or after the residual sum, norm(x +
+  // dropout(sublayer(x))), with none (the paper's post-norm, §3.1).
   bool post_norm = false;
   // The source embedding, the target embedding and the projection's weight
   // are one matrix (Press & Wolf 2017; Vaswani et al. 2017, §3.4): one

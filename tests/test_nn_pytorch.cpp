@@ -45,7 +45,7 @@ TEST_CASE("nn: PyTorch loads our checkpoint (strict) and gives the same log-prob
 }
 
 // Tied embeddings: the file holds the one matrix under each of its three
-// names, so the seed's untied model loads it and computes the same function.
+// names, so the reference's untied model loads it and computes the same function.
 TEST_CASE("nn: PyTorch loads a tied-embeddings checkpoint (strict) and gives the same log-probs") {
   SF_NEED_TORCH(python);
 
