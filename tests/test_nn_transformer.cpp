@@ -175,10 +175,9 @@ TEST_CASE("nn: post-norm blocks give norm(x + sublayer(x)); no final stack norm;
   nn::TransformerConfig c = testing::tiny_config();
   c.post_norm = true;
   auto model = testing::tiny_model(c, 43);
-  for (const auto& [name, t] : model->state_dict()) {
-    CAPTURE(name);
-    CHECK(name != "encoder.norm.alpha");
-    CHECK(name != "decoder.norm.alpha");
+  for (const auto& entry : model->state_dict()) {
+    CHECK(entry.first != "encoder.norm.alpha");
+    CHECK(entry.first != "decoder.norm.alpha");
   }
   CHECK(static_cast<double>(model->num_parameters()) == parameter_count(c));
   CHECK(static_cast<double>(model->num_parameters()) == parameter_count(testing::tiny_config()) - 4 * c.d_model);
