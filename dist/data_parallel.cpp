@@ -190,6 +190,7 @@ void GradientReducer::finish() {
 // ---- Broadcasts ------------------------------------------------------------
 
 void broadcast_tensors(const NamedTensors& tensors, Communicator& comm) {
+  if (comm.size() == 1) return;  // alone, rank 0's values are already everyone's
   for (const auto& [name, t] : tensors) {
     std::vector<float> values(static_cast<size_t>(t.numel()));
     if (comm.rank() == 0) read_elements(t, 0, t.numel(), values.data());
@@ -289,6 +290,7 @@ optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded,
 }
 
 optim::OptimizerState broadcast_optimizer_state(const optim::OptimizerState& on_root, Communicator& comm) {
+  if (comm.size() == 1) return on_root;
   nlohmann::json header = {{"kind", on_root.kind}, {"steps", on_root.steps}, {"tensors", nlohmann::json::array()}};
   for (const auto& [name, t] : on_root.tensors) header["tensors"].push_back({name, t.shape()});
   header = nlohmann::json::parse(broadcast_string(comm.rank() == 0 ? header.dump() : "", comm));
