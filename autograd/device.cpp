@@ -171,6 +171,10 @@ void release_cached_cpu_memory() { cpu_device().release_cached(); }
 Storage::Storage(Device& device, size_t bytes)
     : device_(device), bytes_(bytes), buffer_(device.allocate(bytes)) {}
 
-Storage::~Storage() { device_.release(buffer_, bytes_); }
+Storage::Storage(void* borrowed, size_t bytes) : device_(cpu()), bytes_(bytes), buffer_(borrowed), owned_(false) {}
+
+Storage::~Storage() {
+  if (owned_) device_.release(buffer_, bytes_);
+}
 
 }  // namespace sf

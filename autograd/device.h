@@ -83,6 +83,9 @@ void release_cached_cpu_memory();
 class Storage {
  public:
   Storage(Device& device, size_t bytes);
+  // Host memory that someone else owns, frees, and keeps alive while it is
+  // in use (the CPU device's; see Tensor::over).
+  Storage(void* borrowed, size_t bytes);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -95,6 +98,7 @@ class Storage {
   Device& device_;
   size_t bytes_;
   void* buffer_;
+  bool owned_ = true;  // false: borrowed, not ours to free
 };
 
 }  // namespace sf

@@ -69,6 +69,14 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device& device) {
   return Tensor(std::move(impl));
 }
 
+Tensor Tensor::over(std::span<float> memory) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = {static_cast<int64_t>(memory.size())};
+  impl->dtype = DType::F32;
+  impl->storage = std::make_shared<Storage>(memory.data(), memory.size_bytes());
+  return Tensor(std::move(impl));
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device& device) {
   Tensor t = empty(shape, dtype, device);
   // 0.0f, 0 and bf16 0 are all zero bits.

@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,10 @@ class Tensor {
   static Tensor scalar(float value, Device& device = cpu()) { return full({}, value, device); }
   static Tensor from(const std::vector<float>& values, const Shape& shape);
   static Tensor from_ints(const std::vector<int32_t>& values, const Shape& shape);
+  // A float32 CPU tensor of shape {memory.size()} over memory that its caller
+  // owns and keeps alive as long as the tensor and its views are used (the
+  // gradient buckets in memory the ranks share, dist/data_parallel.cpp).
+  static Tensor over(std::span<float> memory);
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const;

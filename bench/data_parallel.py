@@ -10,7 +10,8 @@ Usage: python3 bench/data_parallel.py BUILD BENCH_JSON
 
 Five comparisons, all on this machine's 2 cores:
 0. The all-reduce of a buffer of floats between 2 local ranks, 1 KB to
-   64 MB: our communicator (a gradient bucket's sum) beside a bare blocking
+   64 MB: our communicator (a gradient bucket's sum, in shared memory)
+   beside its ring (messages, as between machines), a bare blocking
    MPI_Allreduce (bench/mpi/allreduce.cpp) and memcpy's bandwidth.
 1. Multi30k (a prefix of configs/multi30k_en_de.json's corpus): target
    tokens/s of 2 ranks x 1 thread beside 1 process x 2 threads.
@@ -55,14 +56,18 @@ SUMMARY = re.compile(r"data parallel: ([\d.]+) ms per step waiting .*; "
                      r"peak RSS ([\d., ]+) MiB, optimizer state ([\d., ]+) MiB, sent in the last step ([\d, ]+) bytes")
 
 
-def mpirun(ranks, tcp=False):
+def mpirun(ranks, tcp=False, ring=False):
     """The launch of `ranks` ranks on this machine.
     --bind-to none: Open MPI would pin each rank to a core, and with threads > 1
-    pin all of a rank's threads there. `tcp`: over TCP only (loopback), as
-    ranks on two machines talk, Open MPI's shared-memory transport left out."""
+    pin all of a rank's threads there. `ring`: the communicator sums by
+    messages (its ring), not in the memory the ranks share. `tcp`: that, and
+    over TCP only (loopback), as ranks on two machines talk, Open MPI's
+    shared-memory transport left out."""
     command = ["mpirun", "-np", str(ranks), "--bind-to", "none"]
     if tcp:
         command += ["--mca", "btl", "self,tcp"]
+    if tcp or ring:
+        command += ["-x", "SCRATCHFORMER_MPI_SHARED_SUMS=0"]
     if os.geteuid() == 0:
         command.append("--allow-run-as-root")
     return command
@@ -120,29 +125,30 @@ def allreduce_table(build):
     doc/PERFORMANCE.md): algbw = bytes / time, and busbw = algbw x 2 (n - 1) / n,
     what each rank's link carries in an optimal all-reduce of n ranks, to
     compare with the hardware's bandwidth (here memcpy's)."""
-    def run(mode, tcp=False):
-        out = subprocess.run(mpirun(2, tcp=tcp) + [f"{build}/mpi/allreduce-bench", mode], stdout=subprocess.PIPE,
+    def run(mode, **transport):
+        out = subprocess.run(mpirun(2, **transport) + [f"{build}/mpi/allreduce-bench", mode], stdout=subprocess.PIPE,
                              text=True)
         if out.returncode != 0:
             sys.exit(f"data_parallel.py: allreduce-bench {mode} exited {out.returncode}")
         return [json.loads(line) for line in out.stdout.splitlines()]
-    ours, bare, tcp = run("ours"), run("mpi"), run("ours", tcp=True)
+    ours, ring, bare, tcp = run("ours"), run("ours", ring=True), run("mpi"), run("ours", tcp=True)
     print("\nAll-reduce of floats between 2 ranks on this machine (mean of many; GB/s as nccl-tests: "
-          "busbw = algbw x 2(n-1)/n):\nours (the gradient buckets' ring on the communication thread) beside "
-          "a bare blocking MPI_Allreduce and memcpy; then ours over TCP only (loopback)\n"
-          f"{'bytes':>10} {'ours us':>9} {'busbw':>7} {'MPI us':>9} {'busbw':>7} {'memcpy':>7} {'ours/memcpy':>12} "
-          f"{'TCP us':>9} {'busbw':>7}")
+          "busbw = algbw x 2(n-1)/n):\nours (the gradient buckets' sum, in the memory the ranks share) beside "
+          "our ring (messages), a bare blocking MPI_Allreduce and memcpy; then our ring over TCP only (loopback)\n"
+          f"{'bytes':>10} {'ours us':>9} {'busbw':>7} {'ring us':>9} {'busbw':>7} {'MPI us':>9} {'busbw':>7} "
+          f"{'memcpy':>7} {'ours/memcpy':>12} {'TCP us':>9} {'busbw':>7}")
     records = []
-    for o, b, t in zip(ours, bare, tcp):
+    for o, r, b, t in zip(ours, ring, bare, tcp):
         size = o["bytes"]
         busbw = lambda seconds: size / seconds / 1e9 * 2 * (2 - 1) / 2  # noqa: E731
         share = busbw(o["seconds"]) / o["memcpy_gbs"]
-        print(f"{size:>10} {1e6 * o['seconds']:9.1f} {busbw(o['seconds']):7.2f} {1e6 * b['seconds']:9.1f} "
-              f"{busbw(b['seconds']):7.2f} {o['memcpy_gbs']:7.2f} {100 * share:11.0f}% "
-              f"{1e6 * t['seconds']:9.1f} {busbw(t['seconds']):7.2f}")
+        print(f"{size:>10} {1e6 * o['seconds']:9.1f} {busbw(o['seconds']):7.2f} {1e6 * r['seconds']:9.1f} "
+              f"{busbw(r['seconds']):7.2f} {1e6 * b['seconds']:9.1f} {busbw(b['seconds']):7.2f} "
+              f"{o['memcpy_gbs']:7.2f} {100 * share:11.0f}% {1e6 * t['seconds']:9.1f} {busbw(t['seconds']):7.2f}")
         records.append(dict(record("allreduce", f"{size} bytes, 2 ranks", 1e3 * o["seconds"], 1e3 * b["seconds"],
                                    "MPI_Allreduce", "ms"),
                             busbw_gbs=busbw(o["seconds"]), ref_busbw_gbs=busbw(b["seconds"]),
+                            ring_ms=1e3 * r["seconds"], ring_busbw_gbs=busbw(r["seconds"]),
                             memcpy_gbs=o["memcpy_gbs"], tcp_ms=1e3 * t["seconds"], tcp_busbw_gbs=busbw(t["seconds"])))
     return records
 

@@ -69,6 +69,19 @@ class Communicator {
   virtual Request start_reduce_scatter_sum(std::span<float> values, std::vector<int64_t> begins) = 0;
   virtual void wait(Request request) = 0;
 
+  // Memory for the buffers that those sums run over (the gradient buckets):
+  // buffer i holds `elements[i]` floats, zeroed. Every rank asks for the same
+  // sizes at the same point (a collective). Where all ranks share this
+  // machine, each rank can read and write the others' buffers (MPI-3 shared
+  // memory), and a sum of them is loads and stores: no message, no copy.
+  // Empty where the communicator has no such memory; the caller then
+  // allocates its own. The buffers stay valid until the next call, which
+  // frees them (nothing may use them by then), or the communicator's end.
+  virtual std::vector<std::span<float>> shared_buffers(const std::vector<size_t>& elements) {
+    (void)elements;
+    return {};
+  }
+
   // The bytes this rank has sent in the sums above and the in-place gathers
   // (the gradients and ZeRO's parameters and state): a ring's messages as
   // they are, and in a gather its own runs once for each rank that receives

@@ -80,11 +80,29 @@ void GradientReducer::plan_buckets(const std::vector<size_t>& order) {
 }
 
 // Zeroed buckets, and each parameter's gradient a view into its bucket.
+// What the communicator sums lies in the memory it shares among the ranks
+// when it has some (Communicator::shared_buffers): there the gradients
+// themselves on the CPU, their host copies on another device.
 void GradientReducer::allocate_buckets() {
-  for (Bucket& b : buckets_) {
+  std::vector<size_t> sizes;
+  for (const Bucket& b : buckets_) sizes.push_back(static_cast<size_t>(b.elements));
+  const std::vector<std::span<float>> shared = comm_.shared_buffers(sizes);
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    Bucket& b = buckets_[k];
     Device& device = params_[b.params[0]].second.device();
-    b.values = Tensor::zeros({b.elements}, DType::F32, device);
-    if (!device.host_addressable()) b.staging.assign(static_cast<size_t>(b.elements), 0.0f);
+    b.copied = shared.empty() ? !device.host_addressable() : &device != &cpu();
+    if (!shared.empty() && !b.copied)
+      b.values = Tensor::over(shared[k]);  // zeroed by shared_buffers
+    else
+      b.values = Tensor::zeros({b.elements}, DType::F32, device);
+    if (!b.copied) {
+      b.summed = {b.values.data(), sizes[k]};
+    } else if (!shared.empty()) {
+      b.summed = shared[k];
+    } else {
+      b.staging.assign(sizes[k], 0.0f);
+      b.summed = b.staging;
+    }
     for (size_t i : b.params) {
       const Tensor& p = params_[i].second;
       p.set_grad(b.values.view(static_cast<int64_t>(offset_of_[i]), p.shape()));
@@ -140,13 +158,9 @@ void GradientReducer::gradient_ready(size_t i) {
 void GradientReducer::start_ready_buckets() {
   while (started_ < buckets_.size() && buckets_[started_].ready == buckets_[started_].params.size()) {
     Bucket& b = buckets_[started_++];
-    std::span<float> values = b.staging;
-    if (b.staging.empty())
-      values = {b.values.data(), static_cast<size_t>(b.values.numel())};
-    else
-      b.values.device().read(b.values.mem(), b.staging.data(), b.staging.size() * sizeof(float));
-    b.request = zero_ && rebuilt_ ? comm_.start_reduce_scatter_sum(values, b.rank_begins)
-                                  : comm_.start_all_reduce_sum(values);
+    if (b.copied) b.values.device().read(b.values.mem(), b.summed.data(), b.summed.size_bytes());
+    b.request = zero_ && rebuilt_ ? comm_.start_reduce_scatter_sum(b.summed, b.rank_begins)
+                                  : comm_.start_all_reduce_sum(b.summed);
   }
 }
 
@@ -156,7 +170,7 @@ void GradientReducer::finish() {
   for (size_t i = 0; i < params_.size(); ++i) gradient_ready(i);
   for (Bucket& b : buckets_) {
     comm_.wait(b.request);
-    if (!b.staging.empty()) b.values.device().write(b.staging.data(), b.values.mem(), b.staging.size() * sizeof(float));
+    if (b.copied) b.values.device().write(b.summed.data(), b.values.mem(), b.summed.size_bytes());
   }
   exposed_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++steps_;

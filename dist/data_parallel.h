@@ -41,8 +41,10 @@ std::vector<size_t> rank_share(const std::vector<size_t>& batch, int rank, int r
 // gradient_as_bucket_view): backward accumulates into the bucket itself, the
 // communicator sums the bucket where it lies, and the optimizer reads the sums
 // there, so gradients are never copied into or out of a bucket, and a bucket
-// is allocated once. Within a bucket each gradient starts at a multiple of
-// kAlign elements.
+// is allocated once. Where the ranks share a machine, the buckets lie in
+// memory they all map (Communicator::shared_buffers), and a sum reads the
+// other ranks' buckets where they lie. Within a bucket each gradient starts
+// at a multiple of kAlign elements.
 //
 // ZeRO-1 (Rajbhandari et al. 2020, stage 1) cuts every bucket into one run
 // per rank (on multiples of kAlign); rank r keeps the optimizer state of the
@@ -99,7 +101,9 @@ class GradientReducer {
   struct Bucket {
     std::vector<size_t> params;        // indices into params_
     Tensor values;                     // their gradients, each a view into it
-    std::vector<float> staging;        // a host copy, for a device the communicator cannot address
+    std::span<float> summed;           // what the communicator sums: values' memory, or a host copy
+    std::vector<float> staging;        // that copy's memory, where the communicator shares none
+    bool copied = false;               // summed is a copy (values lie where the sum cannot run)
     int64_t elements = 0;              // the gradients', each padded to a multiple of kAlign
     std::vector<int64_t> rank_begins;  // ZeRO: rank r's run is [rank_begins[r], rank_begins[r + 1])
     size_t ready = 0;                  // parameters whose gradient is final, this step

@@ -63,8 +63,9 @@ pid_t spawn_program(const std::vector<std::string>& argv, const fs::path& log, c
 const std::vector<std::string> kMpirun = {"mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"};
 
 // mpirun's options for ranks that talk over TCP only, as ranks on two
-// machines do (Open MPI's shared-memory transport left out).
-const std::vector<std::string> kTcpOnly = {"--mca", "btl", "self,tcp"};
+// machines do (Open MPI's shared-memory transport left out, and the
+// communicator's sums in shared memory too).
+const std::vector<std::string> kTcpOnly = {"--mca", "btl", "self,tcp", "-x", "SCRATCHFORMER_MPI_SHARED_SUMS=0"};
 
 // Starts `mpirun [OPTIONS] -np ranks build/mpi/scratchformer ARGS...` (or,
 // with ranks 0, the plain command alone), output to `log`.

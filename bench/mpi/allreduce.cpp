@@ -9,17 +9,24 @@
 // Rank 0 prints one JSON line per size: {"bytes", "seconds"} (the mean over
 // the timed repetitions, after warm-up ones), and, with `ours`, "memcpy_gbs",
 // the best of memcpy between two buffers of that size. Every buffer is
-// allocated and touched before it is timed, as a training run's buckets are.
+// allocated and touched before it is timed, as a training run's buckets are;
+// ours are where a training run's are: in the memory the communicator shares
+// among the ranks where it has some (SCRATCHFORMER_MPI_SHARED_SUMS=0: in the
+// rank's own, summed by the ring).
 // `check` times nothing: it sums known values through our communicator, in
-// buckets from one element to several of the ring's segments per chunk, and
-// exits 1 at the first wrong element (tests/test_mpi.cpp runs it).
+// buckets from one element to several of the ring's segments per chunk, in
+// the rank's own memory (the ring) and in shared memory (which it requires
+// where the ranks share a machine, unless SCRATCHFORMER_MPI_SHARED_SUMS=0),
+// and exits 1 at the first wrong element (tests/test_mpi.cpp runs it).
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,11 +52,13 @@ double memcpy_gbs(size_t bytes) {
   return bytes / best / 1e9;
 }
 
-// `sum(values)` for each size, timed; `sync()` lines the ranks up first.
-template <class Sum, class Sync>
-void table(bool rank0, bool with_memcpy, Sum sum, Sync sync) {
+// `sum(values)` for each size, timed, over `buffer(n)` (n floats); `sync()`
+// lines the ranks up first.
+template <class Buffer, class Sum, class Sync>
+void table(bool rank0, bool with_memcpy, Buffer buffer, Sum sum, Sync sync) {
   for (size_t bytes = size_t{1} << 10; bytes <= size_t{64} << 20; bytes *= 4) {
-    std::vector<float> values(bytes / sizeof(float), 1.0f);
+    std::span<float> values = buffer(bytes / sizeof(float));
+    std::fill(values.begin(), values.end(), 1.0f);
     const int reps = repetitions(bytes), warmup = std::max(2, reps / 10);
     for (int r = 0; r < warmup; ++r) sum(values);
     sync();
@@ -68,12 +77,15 @@ void table(bool rank0, bool with_memcpy, Sum sum, Sync sync) {
 float known_value(int rank, size_t i) { return static_cast<float>((rank + 1) * (i % 1000 + 1)); }
 
 // The all-reduce and the reduce-scatter (runs of unequal lengths, one empty)
-// of known values; 0 when every element holds the exact sum.
-int check(sf::train::Communicator& comm) {
+// of known values in buffers of `sizes`, each from `buffers`; 0 when every
+// element holds the exact sum.
+int check_sums(sf::train::Communicator& comm, const std::vector<size_t>& sizes,
+               const std::vector<std::span<float>>& buffers) {
   const int ranks = comm.size(), rank = comm.rank();
   const float rank_sum = static_cast<float>(ranks * (ranks + 1) / 2);
-  for (size_t n : {size_t{1}, size_t{1000}, size_t{262144 * 3 + 17}, size_t{(1 << 22) + 5}}) {
-    std::vector<float> values(n);
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const size_t n = sizes[k];
+    std::span<float> values = buffers[k];
     for (size_t i = 0; i < n; ++i) values[i] = known_value(rank, i);
     comm.wait(comm.start_all_reduce_sum(values));
     for (size_t i = 0; i < n; ++i)
@@ -98,6 +110,24 @@ int check(sf::train::Communicator& comm) {
   return 0;
 }
 
+// The sums in the rank's own memory, then in shared memory.
+int check(sf::train::Communicator& comm) {
+  const std::vector<size_t> sizes = {1, 1000, 262144 * 3 + 17, (1 << 22) + 5};
+  std::vector<std::vector<float>> own;
+  std::vector<std::span<float>> buffers;
+  for (size_t n : sizes) buffers.push_back(own.emplace_back(n));
+  if (check_sums(comm, sizes, buffers) != 0) return 1;
+  const char* shared_sums = std::getenv("SCRATCHFORMER_MPI_SHARED_SUMS");
+  buffers = comm.shared_buffers(sizes);
+  if (buffers.empty()) {
+    if (comm.local_size() < comm.size() || (shared_sums && std::string(shared_sums) == "0")) return 0;
+    std::fprintf(stderr, "rank %d: the %d ranks share this machine, and the communicator gave no shared memory\n",
+                 comm.rank(), comm.size());
+    return 1;
+  }
+  return check_sums(comm, sizes, buffers);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,9 +135,16 @@ int main(int argc, char** argv) {
   if (mode == "ours") {
     auto comm = sf::train::mpi_world(&argc, &argv);
     std::vector<double> token(1);
+    std::vector<float> own;
     table(
-        comm->rank() == 0, true, [&](std::vector<float>& v) { comm->wait(comm->start_all_reduce_sum(v)); },
-        [&] { comm->all_reduce_sum(token); });
+        comm->rank() == 0, true,
+        [&](size_t n) {
+          std::vector<std::span<float>> shared = comm->shared_buffers({n});
+          if (!shared.empty()) return shared[0];
+          own.assign(n, 0.0f);
+          return std::span<float>(own);
+        },
+        [&](std::span<float> v) { comm->wait(comm->start_all_reduce_sum(v)); }, [&] { comm->all_reduce_sum(token); });
     return 0;
   }
   if (mode == "check") return check(*sf::train::mpi_world(&argc, &argv));
@@ -115,9 +152,14 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::vector<float> own;
     table(
         rank == 0, false,
-        [](std::vector<float>& v) {
+        [&](size_t n) {
+          own.assign(n, 0.0f);
+          return std::span<float>(own);
+        },
+        [](std::span<float> v) {
           MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         },
         [] { MPI_Barrier(MPI_COMM_WORLD); });

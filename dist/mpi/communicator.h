@@ -17,6 +17,11 @@ namespace sf::train {
 // (environment variable, default 30) for the other ranks ends the job with
 // one line naming the rank that does not respond. A value that is not a
 // number > 0 is bad input (sf::Error), reported before MPI starts.
+//
+// Ranks that all share one machine sum the gradients in shared memory
+// (Communicator::shared_buffers); SCRATCHFORMER_MPI_SHARED_SUMS=0 makes them
+// send messages instead, as ranks on separate machines must (to measure or
+// test that case on one machine, with mpirun --mca btl self,tcp).
 std::unique_ptr<Communicator> mpi_world(int* argc, char*** argv);
 
 }  // namespace sf::train
