@@ -486,6 +486,21 @@ TEST_SUITE("mpi" * doctest::skip()) {
     CHECK(log.find("rank 1 (of 2) has not responded") != std::string::npos);
   }
 
+  TEST_CASE("mpi: a bad value of an MPI environment variable is one line naming it, and exit 2") {
+    TempDir dir;
+    std::string config = resume_config(dir.path);
+    for (std::string setting : {"SCRATCHFORMER_MPI_TIMEOUT=soon", "SCRATCHFORMER_MPI_SHARED_SUMS=yes"}) {
+      CAPTURE(setting);
+      const fs::path log = dir.path / "log";
+      int status = wait_exit(spawn_ranks(1, train_args(config, {}), log, {setting}));
+      std::string text = read_file(log);
+      CHECK(status == 2);
+      CHECK(text.find(setting.substr(0, setting.find('=') + 1)) != std::string::npos);
+      CHECK(text.find("expected") != std::string::npos);
+      CHECK_FALSE(fs::exists(dir.path / "run/metrics.jsonl"));
+    }
+  }
+
   TEST_CASE("mpi: ranks that read different data are refused at start, naming the rank") {
     TempDir dir;
     for (std::string side : {"a", "b"}) {
