@@ -21,7 +21,8 @@ Five comparisons, all on this machine's 2 cores:
 3. The same model with ZeRO-1 (`zero: 1`) beside without: each rank's
    optimizer state and peak RSS.
 4. The same model and global batch under PyTorch's DistributedDataParallel
-   (bench/pytorch_ddp.py): step time, ours beside theirs.
+   (bench/pytorch_ddp.py, float32): step time, ours (float32, and bf16
+   matrix products) beside theirs.
 Rates and times are medians over the optimizer steps after each run's first
 WARMUP, pooled over its TRIALS runs.
 """
@@ -215,8 +216,9 @@ def write_random_corpus(path, pairs, c, seed):
 
 def small_model_runs(build):
     """Runs of the small model on 2 ranks x 1 thread: TRIALS each with the
-    overlap off and on, in turn, then one with ZeRO-1. Our side of comparisons 2, 3 and 4, whose reference
-    (PyTorch) takes the same model and batch: bench/step_models.h's small
+    overlap off and on, in turn, then one with ZeRO-1 and one in bf16. Our
+    side of comparisons 2, 3 and 4, whose reference (PyTorch) takes the same
+    model and batch: bench/step_models.h's small
     sizes, global batch SMALL["batch"], padded to seq_len (bucket false),
     dropout and label smoothing 0.1, Adam (lr 1e-4, eps 1e-9)."""
     folder = f"{WORK}/small"
@@ -241,8 +243,9 @@ def small_model_runs(build):
         for name in runs:
             runs[name].append(train(launcher, f"{folder}/config.json", f"{folder}/{name.replace(' ', '_')}{trial}",
                                     dict(settings[name], zero=0, overlap_grad_reduce=name.startswith("on"))))
-    # ZeRO-1: one run, for its memory, traffic and step.
+    # ZeRO-1: one run, for its memory, traffic and step; and one in bf16 (comparison 4).
     runs["zero"] = [train(launcher, f"{folder}/config.json", f"{folder}/zero", {"zero": 1})]
+    runs["bf16"] = [train(launcher, f"{folder}/config.json", f"{folder}/bf16", {"precision": "bf16"})]
     # Per kind: the pooled median step, the mean wait, the first run's lines and memory.
     kinds = {}
     for name, trials in runs.items():
@@ -306,23 +309,32 @@ def pytorch_table(runs):
     loss, and computes the gradient norm (logged); PyTorch's reuses 4
     prebuilt batches. Our loss weights each rank by its share of the batch's
     tokens where DDP averages the ranks' means (the same work). Both take
-    25 MB buckets after a first small one."""
-    ours = runs["on"]["step_ms"]
+    25 MB buckets after a first small one. PyTorch's step is float32; ours
+    twice: float32, and bf16 matrix products (`precision: "bf16"`, float32
+    accumulation and weights; chapter 13)."""
+    ours = {"fp32": runs["on"]["step_ms"], "bf16": runs["bf16"]["step_ms"]}
     print(f"\nTraining step, small model, global batch {SMALL['batch']} on 2 ranks x 1 thread (ms, median after "
-          f"{WARMUP} warm-up steps):\nours beside PyTorch's DistributedDataParallel (gloo; its own warm-up, "
-          f"bench/pytorch_ddp.py)\n{'case':<28} {'ours':>9} {'pytorch':>9} {'ratio':>7}")
-    case = "small, 2 ranks x 1 thread"
+          f"{WARMUP} warm-up steps):\nours beside PyTorch's DistributedDataParallel in float32 (gloo; its own "
+          f"warm-up, bench/pytorch_ddp.py)\n{'case':<34} {'ours':>9} {'pytorch':>9} {'ratio':>7}")
+    cases = {precision: f"small, 2 ranks x 1 thread, {precision}" for precision in ours}
+    reason = None
     if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
-        print(f"{case:<28} {ours:9.1f}   skipped: {TORCH_PYTHON} has no torch")
-        return [record("ddp_train_step", case, ours, ours, "none", "ms")]
-    torch = subprocess.run([TORCH_PYTHON, "bench/pytorch_ddp.py", "--model", "small"], stdout=subprocess.PIPE,
-                           text=True)
-    if torch.returncode != 0:
-        print(f"{case:<28} {ours:9.1f}   failed: bench/pytorch_ddp.py exited {torch.returncode}")
-        return [record("ddp_train_step", case, ours, ours, "none", "ms")]
+        reason = f"skipped: {TORCH_PYTHON} has no torch"
+    else:
+        torch = subprocess.run([TORCH_PYTHON, "bench/pytorch_ddp.py", "--model", "small"], stdout=subprocess.PIPE,
+                               text=True)
+        if torch.returncode != 0:
+            reason = f"failed: bench/pytorch_ddp.py exited {torch.returncode}"
+    if reason:
+        for precision, case in cases.items():
+            print(f"{case:<34} {ours[precision]:9.1f}   {reason}")
+        return [record("ddp_train_step", case, ours[p], ours[p], "none", "ms") for p, case in cases.items()]
     theirs = json.loads(torch.stdout.strip().splitlines()[-1])["step_ms"]
-    print(f"{case:<28} {ours:9.1f} {theirs:9.1f} {ours / theirs:7.3f}")
-    return [record("ddp_train_step", case, ours, theirs, "pytorch ddp (gloo)", "ms")]
+    records = []
+    for precision, case in cases.items():
+        print(f"{case:<34} {ours[precision]:9.1f} {theirs:9.1f} {ours[precision] / theirs:7.3f}")
+        records.append(record("ddp_train_step", case, ours[precision], theirs, "pytorch ddp (gloo), fp32", "ms"))
+    return records
 
 
 def main():
