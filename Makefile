@@ -229,8 +229,9 @@ docs-check: $(TESTS) $(CLI) $(EXAMPLES) | docs-deps
 # corpora from real files (fuzz/make-seeds). `make fuzz-run-TARGET` fuzzes one
 # for FUZZ_SECONDS, growing build/fuzz/corpus/TARGET and writing any crashing
 # input to build/fuzz/crashes/TARGET/; `make test` does that for every target.
-# A crash, once understood, is kept in fuzz/regressions/TARGET/, which the
-# doctest suite replays (tests/test_fuzz_regressions.cpp).
+# A crash, once understood, is kept in fuzz/regressions/TARGET/, and what it
+# must now give in fuzz/regressions/expected, which the doctest suite checks
+# (tests/test_fuzz_regressions.cpp).
 FUZZ_TARGETS := config tokenizer checkpoint state corpus
 FUZZ_SECONDS ?= 20
 FUZZ := build/fuzz
