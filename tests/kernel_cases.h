@@ -83,8 +83,6 @@ struct KernelCase {
   // The fast table at 2 and 3 threads must cut at least this many of its
   // parallel_for calls into as many chunks as threads (0: no claim).
   int64_t split_passes = 0;
-  // Bit-identical at every thread count (adam_step is not: see its cases).
-  bool same_at_every_thread_count = true;
 
   template <class T>
   Arg<T> input(const std::vector<T>& values) {
