@@ -181,7 +181,8 @@ async function checkOptions(id, expected) {
   if (missing.length) fail(`<select id="${id}"> lacks the options ${JSON.stringify(missing)} (it has ${JSON.stringify(values)})`);
 }
 
-const tokenTexts = (sel) => page.$$eval(sel, (e) => e.map((t) => ({ index: t.dataset.index, text: t.textContent.trim(), tabindex: t.getAttribute('tabindex') })));
+// Each token's index, the text of its word (the whole of it, as drawn) and tabindex.
+const tokenTexts = (sel) => page.$$eval(sel, (e) => e.map((t) => ({ index: t.dataset.index, text: t.querySelector('.word')?.textContent ?? null, tabindex: t.getAttribute('tabindex') })));
 const strongNow = () => page.$$eval('#keys .token.strong', (e) => e.map((t) => Number(t.dataset.index)).sort((a, b) => a - b));
 const statusNow = () => page.$eval('#explorer-status', (e) => e.textContent.trim()).catch(() => null);
 
@@ -216,8 +217,8 @@ async function checkRow(state, q) {
     if (t.tabindex !== '0') fail(`${what}: query token ${t.index} is not focusable in order (tabindex="${t.tabindex}", not "0")`);
   for (const [list, tokens, name] of [[shown, keys, 'key'], [qShown, queries, 'query']])
     for (const t of list)
-      if (tokens[t.index] && !t.text.includes(tokens[t.index]))
-        fail(`${what}: ${name} token ${t.index} shows "${t.text}", the data says "${tokens[t.index]}"`);
+      if (typeof tokens[t.index] !== 'string' || t.text !== tokens[t.index])
+        fail(`${what}: ${name} token ${t.index} shows ${JSON.stringify(t.text)}, the data says ${JSON.stringify(tokens[t.index])}`);
   return { what, strong: got, argmax, keys, queries };
 }
 
@@ -274,12 +275,18 @@ for (const [key, to] of nQueries > q + 1 ? [['ArrowRight', q + 1], ['ArrowLeft',
   await checkRow(mean, to);
 }
 
-// Encoder self-attention, first layer and head.
+// Encoder self-attention, first layer and head; decoder self-attention, the
+// last layer and head, at the last query (which sees every key before it).
 const encoder = { s, block: 'encoder_self', layer: 0, head: 0 };
 await selectView(encoder);
 const qe = tokensOf(sentence, 'encoder_self').queries.length > 1 ? 1 : 0;
 await hover(qe);
 await checkRow(encoder, qe);
+const decoder = { s, block: 'decoder_self', layer: sentence.layers - 1, head: sentence.heads - 1 };
+await selectView(decoder);
+const qd = tokensOf(sentence, 'decoder_self').queries.length - 1;
+await hover(qd);
+await checkRow(decoder, qd);
 
 // Back to the view the summary names, for the screenshot.
 await selectView(cross);
