@@ -395,6 +395,15 @@ TEST_SUITE("mpi" * doctest::skip()) {
     CHECK(distance_from_one_process(2, {}, one.path, two.path, "", kTcpOnly) <= 1e-5);
   }
 
+  TEST_CASE("mpi: without room in shared memory the ranks sum by messages, say so once, and match one process") {
+    TempDir one, two;
+    const std::vector<std::string> no_room = {"--mca", "osc_sm_backing_directory", "/nonexistent"};
+    CHECK(distance_from_one_process(2, {}, one.path, two.path, "", no_room) <= 1e-5);
+    const std::string log = read_file(two.path / "log"), line = "/nonexistent has no room for the gradient buckets";
+    CHECK(log.find(line) != std::string::npos);
+    CHECK(log.find(line) == log.rfind(line));
+  }
+
   TEST_CASE("mpi: gradient accumulation 2 on 2 ranks matches one process") {
     TempDir one, two;
     CHECK(distance_from_one_process(2, {"grad_accum=2"}, one.path, two.path) <= 1e-5);

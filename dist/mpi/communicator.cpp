@@ -76,6 +76,7 @@
 // we do not use and which do not compile cleanly under -Wextra.
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <atomic>
@@ -315,12 +316,13 @@ class MpiWorld final : public Communicator {
       offsets.push_back(total);
       total += (n + kLine - 1) / kLine * kLine;
     }
+    const size_t part_floats = kHeaderFloats + total;
+    run_and_wait([&] { free_window(); });
+    if (!shared_memory_holds(part_floats * sizeof(float) * size_t(local_size_))) return {};
     run_and_wait([&] {
-      free_window();
       MPI_Info info;
       MPI_Info_create(&info);
       MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each rank's part in its own pages
-      const size_t part_floats = kHeaderFloats + total;
       float* mine = nullptr;
       MPI_Win_allocate_shared(MPI_Aint(part_floats * sizeof(float)), sizeof(float), info, comm_, &mine,
                               &shared_.window);
@@ -535,6 +537,30 @@ class MpiWorld final : public Communicator {
     if (count > 0) MPI_Startall(int(count), requests.data());
   }
 
+  // Whether the machine's shared memory has room for `bytes` more, on every
+  // rank's view of it. Open MPI backs a shared window with a file in its
+  // osc_sm_backing_directory (/dev/shm unless `mpirun --mca` sets another),
+  // and a file larger than the room left there maps, but its first store past
+  // the room ends the process (SIGBUS): a container's default /dev/shm is
+  // 64 MB. Without the room the ranks sum by messages, and rank 0 says why, once.
+  bool shared_memory_holds(size_t bytes) {
+    const char* set = std::getenv("OMPI_MCA_osc_sm_backing_directory");
+    const std::string folder = set ? set : "/dev/shm";
+    struct statvfs fs {};
+    const bool room =
+        statvfs(folder.c_str(), &fs) == 0 && double(fs.f_bavail) * double(fs.f_frsize) >= double(bytes);
+    std::vector<int64_t> lacking{room ? 0 : 1};
+    all_reduce_max(lacking);
+    if (lacking[0] == 0) return true;
+    if (!said_no_room_) {
+      say(*this, "data parallel: %s has no room for the gradient buckets (%.1f MiB for %d ranks), so the ranks sum "
+                 "them by messages, more slowly; give it more (docker run --shm-size=1g)\n",
+          folder.c_str(), double(bytes) / (1 << 20), local_size_);
+      said_no_room_ = true;
+    }
+    return false;
+  }
+
   void free_window() {
     if (shared_.window == MPI_WIN_NULL) return;
     MPI_Win_free(&shared_.window);
@@ -743,6 +769,7 @@ class MpiWorld final : public Communicator {
   Op waiting_in_ = kAllReduce;  // what the current (or last) wait is in, for census replies
   std::map<const float*, Ring> rings_;  // each bucket's ring, by its buffer
   bool shared_sums_;                    // SCRATCHFORMER_MPI_SHARED_SUMS
+  bool said_no_room_ = false;           // that shared memory had no room for the buckets
   SharedWindow shared_;                 // the buffers of shared_buffers()
 
   // The queue, between the callers and the communication thread.
