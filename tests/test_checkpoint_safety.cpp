@@ -9,6 +9,7 @@
 
 #include <array>
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "base/atomic_file.h"
@@ -418,28 +419,45 @@ std::array<std::string, 3> contents(const CheckpointFiles& f) {
 
 CheckpointStore store_of(const fs::path& run_folder) { return {(run_folder / "weights").string(), "tmodel_", 0}; }
 
+// What the crashes of one loop below left, counted by the checkpoint loaded.
 struct Outcomes {
   int old_checkpoint = 0, new_checkpoint = 0;
+  int prev_copy = 0;  // of the old ones, those loaded from the tag's ".prev" copy
 };
 
-// Kills a run resuming from a copy of `base` right after each file-system
-// step of its save of `tag`, one run per step. Each time the folder must hold
-// exactly the old checkpoint (the latest of `base`) or the new one (the
-// straight run's `tag`), and resuming must end with the straight run's
-// checkpoint, leaving nothing behind.
-Outcomes kill_after_each_step_of_save(const fs::path& base, const std::string& tag) {
+// Where to crash a run: after each step of its save of `tag`, and for a power
+// loss also after each step of the rest of the run. A kill there would show
+// nothing new (the page cache keeps all that was written); a power loss shows
+// whether the save's fsyncs made the new checkpoint durable before it returned.
+std::vector<FileStep> crash_points(const std::vector<FileStep>& steps, const std::string& tag,
+                                   const std::string& crash) {
+  const std::vector<FileStep> save = steps_of_save(steps, tag);
+  REQUIRE_FALSE(save.empty());
+  if (crash != "POWER") return save;
+  return {steps.begin() + (save.front().number - steps.front().number), steps.end()};
+}
+
+// Crashes a run resuming from a copy of `base` right after each of its
+// crash_points, one run per step; `crash` is KILL (SIGKILL: the page cache
+// keeps what was written) or POWER (what was not fsynced is lost first). Each
+// time the folder must hold exactly the old checkpoint (the latest of `base`)
+// or the new one (the straight run's `tag`), the new one once the save has
+// returned, and resuming must end with the straight run's checkpoint, leaving
+// nothing behind.
+Outcomes crash_after_each_step_of_save(const fs::path& base, const std::string& tag, const std::string& crash) {
   const TinyRuns& runs = tiny_runs();
   REQUIRE(store_of(base).latest().has_value());
   const std::array<std::string, 3> old_files = contents(*store_of(base).latest()),
                                    new_files = contents(store_of(runs.straight.path).files(tag)),
                                    final_files = contents(*store_of(runs.straight.path).latest());
   TempDir listing;
-  std::vector<FileStep> save =
-      steps_of_save(file_steps_of(resume_args(runs.copy_run(base, listing.path)), listing.path / "log"), tag);
-  REQUIRE_FALSE(save.empty());
-  MESSAGE("the save of tag ", tag, ": ", save.size(), " file-system steps");
+  const std::vector<FileStep> steps =
+      file_steps_of(resume_args(runs.copy_run(base, listing.path)), listing.path / "log");
+  const int64_t last_of_save = steps_of_save(steps, tag).back().number;
+  const std::vector<FileStep> points = crash_points(steps, tag, crash);
+  MESSAGE(crash, " after each of ", points.size(), " file-system steps from the save of tag ", tag, " on");
   Outcomes outcomes;
-  for (const FileStep& step : save) {
+  for (const FileStep& step : points) {
     CAPTURE(step.number);
     CAPTURE(step.what);
     std::string file = step.name();
@@ -447,31 +465,45 @@ Outcomes kill_after_each_step_of_save(const fs::path& base, const std::string& t
     TempDir trial;
     std::string config = runs.copy_run(base, trial.path);
     REQUIRE(run(resume_args(config), trial.path / "log", std::nullopt,
-                {file_steps_setting("KILL:" + std::to_string(step.number))}) == -SIGKILL);
+                {file_steps_setting(crash + ":" + std::to_string(step.number))}) == -SIGKILL);
     std::optional<CheckpointFiles> latest = store_of(trial.path).latest();
     REQUIRE(latest.has_value());
     std::array<std::string, 3> found = contents(*latest);
-    CHECK_MESSAGE((found == old_files || found == new_files), "the latest checkpoint, ", latest->weights,
-                  ", is neither the old nor the new one");
+    if (step.number > last_of_save)
+      CHECK_MESSAGE(found == new_files, "the save had returned, but the latest checkpoint, ", latest->weights,
+                    ", is not the new one");
+    else
+      CHECK_MESSAGE((found == old_files || found == new_files), "the latest checkpoint, ", latest->weights,
+                    ", is neither the old nor the new one");
     if (found == old_files) ++outcomes.old_checkpoint;
     if (found == new_files) ++outcomes.new_checkpoint;
     CHECK(run(resume_args(config), trial.path / "log2") == 0);
+    if (latest->weights == store_of(trial.path).files(tag, ".prev").weights) {
+      ++outcomes.prev_copy;
+      CHECK(found == old_files);
+      CHECK(read_file(trial.path / "log2").find("preload: resumed from " + latest->weights) != std::string::npos);
+    }
     CHECK(contents(*store_of(trial.path).latest()) == final_files);
     CHECK(leftovers(trial.path).empty());
   }
-  MESSAGE("kills that left the old checkpoint: ", outcomes.old_checkpoint, ", the new one: ", outcomes.new_checkpoint);
+  MESSAGE("crashes that left the old checkpoint: ", outcomes.old_checkpoint, " (", outcomes.prev_copy,
+          " of them its .prev copy), the new one: ", outcomes.new_checkpoint);
   return outcomes;
 }
 
 }  // namespace
 
-TEST_CASE("checkpoints: a kill after each file-system step of saving a new epoch leaves the old or the new checkpoint") {
-  Outcomes outcomes = kill_after_each_step_of_save(tiny_runs().first_epoch.path, "01");
-  CHECK(outcomes.old_checkpoint > 0);
-  CHECK(outcomes.new_checkpoint > 0);
+TEST_CASE("checkpoints: a crash after each file-system step of saving a new epoch leaves the old or the new checkpoint") {
+  for (std::string crash : {"KILL", "POWER"}) {
+    CAPTURE(crash);
+    Outcomes outcomes = crash_after_each_step_of_save(tiny_runs().first_epoch.path, "01", crash);
+    CHECK(outcomes.old_checkpoint > 0);
+    CHECK(outcomes.new_checkpoint > 0);
+    CHECK(outcomes.prev_copy == 0);  // a new tag has no ".prev" copy
+  }
 }
 
-TEST_CASE("checkpoints: a kill after each file-system step of replacing a checkpoint leaves the old or the new one") {
+TEST_CASE("checkpoints: a crash after each file-system step of replacing a checkpoint leaves the old or the new one") {
   const TinyRuns& runs = tiny_runs();
   // Ctrl-C as the resumed run starts (it rewrites metrics.jsonl): it stops
   // after its first step, saving tag 01 mid-epoch, a checkpoint that the save
@@ -484,9 +516,51 @@ TEST_CASE("checkpoints: a kill after each file-system step of replacing a checkp
               {file_steps_setting("INT:" + std::to_string(first_write(steps, "metrics.jsonl").number))}) == 130);
   REQUIRE(store_of(base.path).latest_epoch() == 1);
   REQUIRE_FALSE(store_of(base.path).load_state("01").epoch_complete());
-  Outcomes outcomes = kill_after_each_step_of_save(base.path, "01");
-  CHECK(outcomes.old_checkpoint > 0);
-  CHECK(outcomes.new_checkpoint > 0);
+  // A kill between the renames over the tag's own files leaves them a mix of
+  // two saves: the ".prev" copy is what loads. A power loss there undoes the
+  // renames (the folder was not fsynced since), so the tag's own files load.
+  Outcomes killed = crash_after_each_step_of_save(base.path, "01", "KILL");
+  CHECK(killed.old_checkpoint > 0);
+  CHECK(killed.new_checkpoint > 0);
+  CHECK(killed.prev_copy == 2);  // after the weights' rename and after the optimizer's
+  Outcomes power_lost = crash_after_each_step_of_save(base.path, "01", "POWER");
+  CHECK(power_lost.old_checkpoint > 0);
+  CHECK(power_lost.new_checkpoint > 0);
+  CHECK(power_lost.prev_copy == 0);
+}
+
+namespace {
+
+// The files in `folder` and below, as paths relative to it.
+std::set<fs::path> files_under(const fs::path& folder) {
+  std::set<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(folder))
+    if (entry.is_regular_file()) files.insert(fs::relative(entry.path(), folder));
+  return files;
+}
+
+}  // namespace
+
+// Once a run has made its last file-system step, a power loss takes nothing
+// it wrote but the lines of metrics.jsonl since the file was last rewritten
+// (as the run started): they are appended without an fsync (one a step would
+// cost more than the line).
+TEST_CASE("checkpoints: a power loss right after a run's last file-system step keeps every file it wrote") {
+  const TinyRuns& runs = tiny_runs();
+  TempDir listing, trial;
+  std::vector<std::string> args = {"train", "--config", write_config(listing.path, runs.body), "--set", "num_epochs=1"};
+  const int64_t last_step = file_steps_of(args, listing.path / "log").back().number;
+  args[2] = write_config(trial.path, runs.body);
+  REQUIRE(run(args, trial.path / "log", std::nullopt, {file_steps_setting("POWER:" + std::to_string(last_step))}) ==
+          -SIGKILL);
+  const fs::path& finished = runs.first_epoch.path;  // the same run, never cut off
+  CHECK(files_under(trial.path) == files_under(finished));
+  for (const fs::path& file : files_under(finished)) {
+    CAPTURE(file);
+    if (file.parent_path() == "weights" || file.filename().string().starts_with("tokenizer_"))
+      CHECK(read_file(trial.path / file) == read_file(finished / file));
+  }
+  CHECK(fs::file_size(trial.path / "run/report.html") > 0);  // its bytes hold timings
 }
 
 // Validation can fail after an epoch's training (here: its metrics record
