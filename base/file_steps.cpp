@@ -39,9 +39,10 @@ Plan read_plan() {
                               std::pair{"STOP:", Action::stop}, std::pair{"ENOSPC:", Action::disk_full},
                               std::pair{"POWER:", Action::power_loss}}) {
     if (!value.starts_with(name)) continue;
+    const char* number = text + std::string_view(name).size();
     char* end = nullptr;
-    plan.at = std::strtoll(text + std::string_view(name).size(), &end, 10);
-    if (end != text + value.size() || plan.at < 0) break;
+    plan.at = std::strtoll(number, &end, 10);
+    if (end == number || end != text + value.size() || plan.at < 0) break;
     plan.action = action;
     return plan;
   }

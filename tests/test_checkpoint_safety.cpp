@@ -529,6 +529,19 @@ TEST_CASE("checkpoints: a crash after each file-system step of replacing a check
   CHECK(power_lost.prev_copy == 0);
 }
 
+TEST_CASE("checkpoints: a SCRATCHFORMER_FILE_STEPS value without its step number is refused, naming it") {
+  const TinyRuns& runs = tiny_runs();
+  for (const char* value : {"POWER:", "KILL:", "POWER:3x"}) {
+    CAPTURE(value);
+    TempDir dir;
+    CHECK(run({"train", "--config", write_config(dir.path, runs.body)}, dir.path / "log", std::nullopt,
+              {file_steps_setting(value)}) == 1);
+    CHECK(read_file(dir.path / "log").ends_with("scratchformer: internal error: SCRATCHFORMER_FILE_STEPS: expected list, "
+                                                "KILL:N, INT:N, STOP:N, ENOSPC:N or POWER:N, got '" +
+                                                std::string(value) + "'\n"));
+  }
+}
+
 namespace {
 
 // The files in `folder` and below, as paths relative to it.
