@@ -14,7 +14,11 @@
 //             and lets the process continue)
 //   ENOSPC:N  fails every write after step N with ENOSPC, as a disk that
 //             filled up there would (where a test cannot mount a small one)
-// Unset, as outside the tests, a step costs one test of a flag.
+//   POWER:N   loses, right after step N, what a power cut would: the data
+//             written since each file's last fsync and the names changed
+//             since each folder's last fsync; then raises SIGKILL. (A kill
+//             alone loses neither: the page cache keeps them.)
+// Unset, as outside the tests, a step costs a test of a flag or two.
 //
 // Each function returns what the system call returns, errno included.
 #pragma once

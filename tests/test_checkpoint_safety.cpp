@@ -8,8 +8,7 @@
 #include <sys/mount.h>
 
 #include <array>
-#include <chrono>
-#include <thread>
+#include <set>
 
 #include "base/atomic_file.h"
 #include "cli_process.h"
@@ -22,8 +21,8 @@ using namespace sf::testing;
 
 namespace {
 
-// A model wide enough that saving it takes tens of milliseconds (7 MB of
-// weights, 15 MB of optimizer moments), trained on 12 batches an epoch.
+// A model whose checkpoint (7 MB of weights, 15 MB of optimizer moments)
+// dwarfs every other file of a run, trained on 12 batches an epoch.
 const char* kWide = R"("data": {"task": "copy", "size": 420}, "lang_src": "a", "lang_tgt": "b",
   "batch_size": 32, "lr": 0.001, "seq_len": 16, "d_model": 256, "N": 1, "h": 4, "d_ff": 1024,
   "min_frequency": 1, "val_fraction": 0.1, "keep_checkpoints": 0)";
@@ -57,7 +56,6 @@ struct WideRuns {
   TempDir straight;
   std::string body = std::string(kWide) + R"(, "num_epochs": 2)";
   WideRuns() { REQUIRE(run({"train", "--config", write_config(straight.path, body)}, straight.path / "log") == 0); }
-  std::string copy_run(const fs::path& from, const fs::path& to) const { return ::copy_run(from, to, body); }
 };
 
 const WideRuns& wide_runs() {
@@ -65,92 +63,7 @@ const WideRuns& wide_runs() {
   return runs;
 }
 
-// Kills `args`'s run at `delay` after its save of `tag` began (its first
-// ".new" file appeared); returns false if the run ended before that.
-bool kill_during_save(const std::vector<std::string>& args, const fs::path& dir, const std::string& tag,
-                      std::chrono::microseconds delay) {
-  pid_t pid = spawn(args, dir / "log");
-  fs::path marker = dir / "weights" / ("tmodel_" + tag + ".new.safetensors.tmp");
-  for (;;) {
-    if (fs::exists(marker)) break;
-    if (waitpid(pid, nullptr, WNOHANG) != 0) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  std::this_thread::sleep_for(delay);
-  kill(pid, SIGKILL);
-  wait_exit(pid);
-  return true;
-}
-
-// How long a save of `tag` takes, from its first file to the end of the run.
-std::chrono::microseconds save_duration(const std::vector<std::string>& args, const fs::path& dir,
-                                        const std::string& tag) {
-  pid_t pid = spawn(args, dir / "log");
-  fs::path marker = dir / "weights" / ("tmodel_" + tag + ".new.safetensors.tmp");
-  while (!fs::exists(marker) && waitpid(pid, nullptr, WNOHANG) == 0)
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  auto start = std::chrono::steady_clock::now();
-  wait_exit(pid);
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
-}
-
-// Kills the resumed run `trials` times at moments spread over its save of
-// tag 01; each time the latest checkpoint must be one of `valid` (weights
-// bytes) and resuming from it must end with the straight run's weights.
-void kill_trials(const WideRuns& runs, const fs::path& base, int trials, const std::vector<std::string>& valid) {
-  TempDir calibration;
-  std::string config = runs.copy_run(base, calibration.path);
-  std::vector<std::string> resume = {"train", "--config", config, "--set", "preload=latest"};
-  auto window = save_duration(resume, calibration.path, "01");
-  MESSAGE("saving tag 01 to the end of the run: ", window.count() / 1000.0, " ms");
-  Rng rng(7);
-  int outcomes[2] = {0, 0};
-  for (int k = 0; k < trials; ++k) {
-    TempDir trial;
-    std::string trial_config = runs.copy_run(base, trial.path);
-    resume[2] = trial_config;
-    // Stratified: trial k falls in the k-th slice of the window (10% past its end).
-    auto delay = std::chrono::microseconds(
-        static_cast<int64_t>((k + rng.uniform()) / trials * 1.1 * static_cast<double>(window.count())));
-    REQUIRE(kill_during_save(resume, trial.path, "01", delay));
-    CheckpointStore store((trial.path / "weights").string(), "tmodel_", 0);
-    std::optional<CheckpointFiles> latest = store.latest();
-    REQUIRE(latest.has_value());
-    std::string weights = read_file(latest->weights);
-    auto which = std::find(valid.begin(), valid.end(), weights);
-    CHECK_MESSAGE(which != valid.end(), "trial ", k, ": the latest checkpoint is neither the old nor the new one");
-    if (which != valid.end()) ++outcomes[which == valid.begin() ? 0 : 1];
-    CHECK(run(resume, trial.path / "log2") == 0);
-    CHECK(weights_of(trial.path, "01") == weights_of(runs.straight.path, "01"));
-    CHECK(leftovers(trial.path / "weights").empty());
-  }
-  MESSAGE(trials, " kills: ", outcomes[0], " left the previous checkpoint, ", outcomes[1], " the new one");
-}
-
 }  // namespace
-
-TEST_CASE("checkpoints: SIGKILL at any moment of saving a new epoch leaves a checkpoint that resumes exactly") {
-  const WideRuns& runs = wide_runs();
-  TempDir base;  // epoch 00 complete: the straight run's first epoch
-  REQUIRE(run({"train", "--config", write_config(base.path, runs.body), "--set", "num_epochs=1"}, base.path / "log") == 0);
-  REQUIRE(weights_of(base.path, "00") == weights_of(runs.straight.path, "00"));
-  kill_trials(runs, base.path, 10, {weights_of(base.path, "00"), weights_of(runs.straight.path, "01")});
-}
-
-TEST_CASE("checkpoints: SIGKILL while a stopped epoch's checkpoint is replaced keeps the old one loadable") {
-  const WideRuns& runs = wide_runs();
-  TempDir base;  // stopped by SIGINT inside epoch 01: tag 01 holds a mid-epoch checkpoint
-  std::string config = write_config(base.path, runs.body);
-  REQUIRE(run({"train", "--config", config, "--set", "num_epochs=1"}, base.path / "log") == 0);
-  pid_t pid = spawn({"train", "--config", config, "--set", "preload=latest"}, base.path / "log");
-  wait_for_lines(base.path / "run/metrics.jsonl", 12 + 1 + 4, pid);
-  kill(pid, SIGINT);
-  REQUIRE(wait_exit(pid) == 130);
-  CheckpointStore store((base.path / "weights").string(), "tmodel_", 0);
-  REQUIRE(store.latest_epoch() == 1);
-  REQUIRE_FALSE(store.load_state("01").epoch_complete());
-  kill_trials(runs, base.path, 10, {weights_of(base.path, "01"), weights_of(runs.straight.path, "01")});
-}
 
 TEST_CASE("checkpoints: a full disk while saving leaves the previous checkpoint intact, with one clear error") {
   const WideRuns& runs = wide_runs();
@@ -418,28 +331,45 @@ std::array<std::string, 3> contents(const CheckpointFiles& f) {
 
 CheckpointStore store_of(const fs::path& run_folder) { return {(run_folder / "weights").string(), "tmodel_", 0}; }
 
+// What the crashes of one loop below left, counted by the checkpoint loaded.
 struct Outcomes {
   int old_checkpoint = 0, new_checkpoint = 0;
+  int prev_copy = 0;  // of the old ones, those loaded from the tag's ".prev" copy
 };
 
-// Kills a run resuming from a copy of `base` right after each file-system
-// step of its save of `tag`, one run per step. Each time the folder must hold
-// exactly the old checkpoint (the latest of `base`) or the new one (the
-// straight run's `tag`), and resuming must end with the straight run's
-// checkpoint, leaving nothing behind.
-Outcomes kill_after_each_step_of_save(const fs::path& base, const std::string& tag) {
+// Where to crash a run: after each step of its save of `tag`, and for a power
+// loss also after each step of the rest of the run. A kill there would show
+// nothing new (the page cache keeps all that was written); a power loss shows
+// whether the save's fsyncs made the new checkpoint durable before it returned.
+std::vector<FileStep> crash_points(const std::vector<FileStep>& steps, const std::string& tag,
+                                   const std::string& crash) {
+  const std::vector<FileStep> save = steps_of_save(steps, tag);
+  REQUIRE_FALSE(save.empty());
+  if (crash != "POWER") return save;
+  return {steps.begin() + (save.front().number - steps.front().number), steps.end()};
+}
+
+// Crashes a run resuming from a copy of `base` right after each of its
+// crash_points, one run per step; `crash` is KILL (SIGKILL: the page cache
+// keeps what was written) or POWER (what was not fsynced is lost first). Each
+// time the folder must hold exactly the old checkpoint (the latest of `base`)
+// or the new one (the straight run's `tag`), the new one once the save has
+// returned, and resuming must end with the straight run's checkpoint, leaving
+// nothing behind.
+Outcomes crash_after_each_step_of_save(const fs::path& base, const std::string& tag, const std::string& crash) {
   const TinyRuns& runs = tiny_runs();
   REQUIRE(store_of(base).latest().has_value());
   const std::array<std::string, 3> old_files = contents(*store_of(base).latest()),
                                    new_files = contents(store_of(runs.straight.path).files(tag)),
                                    final_files = contents(*store_of(runs.straight.path).latest());
   TempDir listing;
-  std::vector<FileStep> save =
-      steps_of_save(file_steps_of(resume_args(runs.copy_run(base, listing.path)), listing.path / "log"), tag);
-  REQUIRE_FALSE(save.empty());
-  MESSAGE("the save of tag ", tag, ": ", save.size(), " file-system steps");
+  const std::vector<FileStep> steps =
+      file_steps_of(resume_args(runs.copy_run(base, listing.path)), listing.path / "log");
+  const int64_t last_of_save = steps_of_save(steps, tag).back().number;
+  const std::vector<FileStep> points = crash_points(steps, tag, crash);
+  MESSAGE(crash, " after each of ", points.size(), " file-system steps from the save of tag ", tag, " on");
   Outcomes outcomes;
-  for (const FileStep& step : save) {
+  for (const FileStep& step : points) {
     CAPTURE(step.number);
     CAPTURE(step.what);
     std::string file = step.name();
@@ -447,31 +377,45 @@ Outcomes kill_after_each_step_of_save(const fs::path& base, const std::string& t
     TempDir trial;
     std::string config = runs.copy_run(base, trial.path);
     REQUIRE(run(resume_args(config), trial.path / "log", std::nullopt,
-                {file_steps_setting("KILL:" + std::to_string(step.number))}) == -SIGKILL);
+                {file_steps_setting(crash + ":" + std::to_string(step.number))}) == -SIGKILL);
     std::optional<CheckpointFiles> latest = store_of(trial.path).latest();
     REQUIRE(latest.has_value());
     std::array<std::string, 3> found = contents(*latest);
-    CHECK_MESSAGE((found == old_files || found == new_files), "the latest checkpoint, ", latest->weights,
-                  ", is neither the old nor the new one");
+    if (step.number > last_of_save)
+      CHECK_MESSAGE(found == new_files, "the save had returned, but the latest checkpoint, ", latest->weights,
+                    ", is not the new one");
+    else
+      CHECK_MESSAGE((found == old_files || found == new_files), "the latest checkpoint, ", latest->weights,
+                    ", is neither the old nor the new one");
     if (found == old_files) ++outcomes.old_checkpoint;
     if (found == new_files) ++outcomes.new_checkpoint;
     CHECK(run(resume_args(config), trial.path / "log2") == 0);
+    if (latest->weights == store_of(trial.path).files(tag, ".prev").weights) {
+      ++outcomes.prev_copy;
+      CHECK(found == old_files);
+      CHECK(read_file(trial.path / "log2").find("preload: resumed from " + latest->weights) != std::string::npos);
+    }
     CHECK(contents(*store_of(trial.path).latest()) == final_files);
     CHECK(leftovers(trial.path).empty());
   }
-  MESSAGE("kills that left the old checkpoint: ", outcomes.old_checkpoint, ", the new one: ", outcomes.new_checkpoint);
+  MESSAGE("crashes that left the old checkpoint: ", outcomes.old_checkpoint, " (", outcomes.prev_copy,
+          " of them its .prev copy), the new one: ", outcomes.new_checkpoint);
   return outcomes;
 }
 
 }  // namespace
 
-TEST_CASE("checkpoints: a kill after each file-system step of saving a new epoch leaves the old or the new checkpoint") {
-  Outcomes outcomes = kill_after_each_step_of_save(tiny_runs().first_epoch.path, "01");
-  CHECK(outcomes.old_checkpoint > 0);
-  CHECK(outcomes.new_checkpoint > 0);
+TEST_CASE("checkpoints: a crash after each file-system step of saving a new epoch leaves the old or the new checkpoint") {
+  for (std::string crash : {"KILL", "POWER"}) {
+    CAPTURE(crash);
+    Outcomes outcomes = crash_after_each_step_of_save(tiny_runs().first_epoch.path, "01", crash);
+    CHECK(outcomes.old_checkpoint > 0);
+    CHECK(outcomes.new_checkpoint > 0);
+    CHECK(outcomes.prev_copy == 0);  // a new tag has no ".prev" copy
+  }
 }
 
-TEST_CASE("checkpoints: a kill after each file-system step of replacing a checkpoint leaves the old or the new one") {
+TEST_CASE("checkpoints: a crash after each file-system step of replacing a checkpoint leaves the old or the new one") {
   const TinyRuns& runs = tiny_runs();
   // Ctrl-C as the resumed run starts (it rewrites metrics.jsonl): it stops
   // after its first step, saving tag 01 mid-epoch, a checkpoint that the save
@@ -484,9 +428,64 @@ TEST_CASE("checkpoints: a kill after each file-system step of replacing a checkp
               {file_steps_setting("INT:" + std::to_string(first_write(steps, "metrics.jsonl").number))}) == 130);
   REQUIRE(store_of(base.path).latest_epoch() == 1);
   REQUIRE_FALSE(store_of(base.path).load_state("01").epoch_complete());
-  Outcomes outcomes = kill_after_each_step_of_save(base.path, "01");
-  CHECK(outcomes.old_checkpoint > 0);
-  CHECK(outcomes.new_checkpoint > 0);
+  // A kill between the renames over the tag's own files leaves them a mix of
+  // two saves: the ".prev" copy is what loads. A power loss there undoes the
+  // renames (the folder was not fsynced since), so the tag's own files load.
+  Outcomes killed = crash_after_each_step_of_save(base.path, "01", "KILL");
+  CHECK(killed.old_checkpoint > 0);
+  CHECK(killed.new_checkpoint > 0);
+  CHECK(killed.prev_copy == 2);  // after the weights' rename and after the optimizer's
+  Outcomes power_lost = crash_after_each_step_of_save(base.path, "01", "POWER");
+  CHECK(power_lost.old_checkpoint > 0);
+  CHECK(power_lost.new_checkpoint > 0);
+  CHECK(power_lost.prev_copy == 0);
+}
+
+TEST_CASE("checkpoints: a SCRATCHFORMER_FILE_STEPS value without its step number is refused, naming it") {
+  const TinyRuns& runs = tiny_runs();
+  for (const char* value : {"POWER:", "KILL:", "POWER:3x"}) {
+    CAPTURE(value);
+    TempDir dir;
+    CHECK(run({"train", "--config", write_config(dir.path, runs.body)}, dir.path / "log", std::nullopt,
+              {file_steps_setting(value)}) == 1);
+    CHECK(read_file(dir.path / "log").ends_with("scratchformer: internal error: SCRATCHFORMER_FILE_STEPS: expected list, "
+                                                "KILL:N, INT:N, STOP:N, ENOSPC:N or POWER:N, got '" +
+                                                std::string(value) + "'\n"));
+  }
+}
+
+namespace {
+
+// The files in `folder` and below, as paths relative to it.
+std::set<fs::path> files_under(const fs::path& folder) {
+  std::set<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(folder))
+    if (entry.is_regular_file()) files.insert(fs::relative(entry.path(), folder));
+  return files;
+}
+
+}  // namespace
+
+// Once a run has made its last file-system step, a power loss takes nothing
+// it wrote but the lines of metrics.jsonl since the file was last rewritten
+// (as the run started): they are appended without an fsync (one a step would
+// cost more than the line).
+TEST_CASE("checkpoints: a power loss right after a run's last file-system step keeps every file it wrote") {
+  const TinyRuns& runs = tiny_runs();
+  TempDir listing, trial;
+  std::vector<std::string> args = {"train", "--config", write_config(listing.path, runs.body), "--set", "num_epochs=1"};
+  const int64_t last_step = file_steps_of(args, listing.path / "log").back().number;
+  args[2] = write_config(trial.path, runs.body);
+  REQUIRE(run(args, trial.path / "log", std::nullopt, {file_steps_setting("POWER:" + std::to_string(last_step))}) ==
+          -SIGKILL);
+  const fs::path& finished = runs.first_epoch.path;  // the same run, never cut off
+  CHECK(files_under(trial.path) == files_under(finished));
+  for (const fs::path& file : files_under(finished)) {
+    CAPTURE(file);
+    if (file.parent_path() == "weights" || file.filename().string().starts_with("tokenizer_"))
+      CHECK(read_file(trial.path / file) == read_file(finished / file));
+  }
+  CHECK(fs::file_size(trial.path / "run/report.html") > 0);  // its bytes hold timings
 }
 
 // Validation can fail after an epoch's training (here: its metrics record
