@@ -83,9 +83,16 @@ class TrainingStep {
 };
 
 // Stopping on SIGINT / SIGTERM: a signal only sets the flag; the loop
-// finishes its step, saves the position reached and exits 130. A second
-// signal ends the process at once.
+// finishes its step, saves the position reached and exits 130.
 extern std::atomic<bool> g_stop_requested;
-void install_stop_handlers();
+// Who may end a stopping process before it has saved. A process alone: its
+// user, with a second signal, which ends it at once. A rank of a job:
+// mpirun alone (its SIGKILL), since mpirun passes on each Ctrl-C as a
+// signal of its own; so further signals are ignored, and so is SIGPIPE (an
+// mpirun gone takes the ranks' stderr with it). The rank also takes the end
+// of mpirun (its parent) for a SIGTERM: mpirun aborts on a second Ctrl-C
+// without a word to the ranks, which would train on as orphans.
+enum class StopSignals { second_ends_process, rank_saves_first };
+void install_stop_handlers(StopSignals mode);
 
 }  // namespace sf::train
