@@ -86,12 +86,13 @@ class TrainingStep {
 // finishes its step, saves the position reached and exits 130.
 extern std::atomic<bool> g_stop_requested;
 // Who may end a stopping process before it has saved. A process alone: its
-// user, with a second signal, which ends it at once. A rank of a job:
-// mpirun alone (its SIGKILL), since mpirun passes on each Ctrl-C as a
-// signal of its own; so further signals are ignored, and so is SIGPIPE (an
-// mpirun gone takes the ranks' stderr with it). The rank also takes the end
-// of mpirun (its parent) for a SIGTERM: mpirun aborts on a second Ctrl-C
-// without a word to the ranks, which would train on as orphans.
+// user, with a second signal, which ends it at once. A rank of a job: only
+// a SIGKILL (mpirun's, a second after its SIGTERM, or the user's), so that
+// no further SIGINT or SIGTERM, from mpirun or a user signalling the ranks,
+// skips the save the first one began; SIGPIPE is ignored too (a gone mpirun
+// takes the ranks' stderr with it). And the rank takes the end of its parent,
+// mpirun, for a SIGTERM: on a second Ctrl-C mpirun aborts at once, telling
+// the ranks nothing, and they would train on as orphans.
 enum class StopSignals { second_ends_process, rank_saves_first };
 void install_stop_handlers(StopSignals mode);
 
