@@ -186,11 +186,11 @@ torch-deps: | deps
 # How many test cases each part has: a part that reports fewer (a -tc filter
 # that matches nothing, a test file left out of the build) fails the run, as
 # does a skip whose reason does not hold on this machine (tools/run-tests).
-MIN_TESTS := 270
+MIN_TESTS := 271
 MIN_TSAN_TESTS := 80
 MIN_KERNEL_LEVEL_TESTS := 8
 MIN_OPENCL_TESTS := 31
-MIN_MPI_TESTS := 15
+MIN_MPI_TESTS := 17
 KERNEL_LEVEL_RUNS = $(KERNEL_LEVEL_TESTS:%=--kernel-level $(MIN_KERNEL_LEVEL_TESTS) %)
 
 test: $(TESTS) | torch-deps

@@ -199,7 +199,7 @@ int train_command(int argc, char** argv, Communicator& comm) {
   Arguments a = parse("train", argc, argv, {"--config", "--set"}, false);
   if (a.help) return std::fputs(kTrainHelp, stdout), 0;
   Config config = load_config(a.config, a.sets);
-  install_stop_handlers();
+  install_stop_handlers(comm.size() > 1 ? StopSignals::rank_saves_first : StopSignals::second_ends_process);
   return Trainer(config, &comm).run();
 }
 

@@ -55,6 +55,10 @@ struct Config {
   bool shared_vocab = false;
   std::string model_folder = "weights", model_basename = "tmodel_";
   int64_t keep_checkpoints = 5;
+  // Optimizer steps between checkpoints of the exact position inside an
+  // epoch, so that a hard stop (SIGKILL, a lost machine) loses at most these
+  // steps; 0 = checkpoints at epoch ends and on a stop only.
+  int64_t checkpoint_every = 0;
   std::optional<std::string> preload;  // "latest" or a path
   std::string tokenizer_file = "tokenizer_{0}.json", experiment_name = "runs/tmodel";
   OptimizerConfig optimizer;

@@ -61,6 +61,7 @@ TEST_CASE("config: an empty object gives the documented defaults") {
   CHECK(c.model_folder == "weights");
   CHECK(c.model_basename == "tmodel_");
   CHECK(c.keep_checkpoints == 5);
+  CHECK(c.checkpoint_every == 0);
   CHECK_FALSE(c.preload.has_value());
   CHECK(c.tokenizer_path("de") == "tokenizer_de.json");
   CHECK(c.experiment_name == "runs/tmodel");
@@ -134,6 +135,7 @@ TEST_CASE("config: wrong types") {
   CHECK(error_for(R"({"lr": "fast"})") == ": key 'lr': expected a number, got string \"fast\"");
   CHECK(error_for(R"({"bucket": 1})") == ": key 'bucket': expected true or false, got number 1");
   CHECK(error_for(R"({"lang_src": 3})") == ": key 'lang_src': expected a string, got number 3");
+  CHECK(error_for(R"({"checkpoint_every": 0.5})") == ": key 'checkpoint_every': expected an integer, got number 0.5");
   CHECK(error_for(R"({"optimizer": {"betas": [0.9]}})").find("'optimizer.betas': expected an array of two") != std::string::npos);
   CHECK(error_for(R"({"preload": 5})").find("'preload': expected null") != std::string::npos);
   CHECK(error_for(R"([1, 2])") == ": must be a JSON object");
@@ -154,6 +156,7 @@ TEST_CASE("config: out-of-range values") {
   CHECK(error_for(R"({"clip_grad_norm": 0})").find("'clip_grad_norm': expected null or a number > 0") != std::string::npos);
   CHECK(error_for(R"({"grad_accum": 0})") == ": key 'grad_accum': must be >= 1, got 0");
   CHECK(error_for(R"({"val_examples": -1})") == ": key 'val_examples': must be >= 0, got -1");
+  CHECK(error_for(R"({"checkpoint_every": -100})") == ": key 'checkpoint_every': must be >= 0, got -100");
 }
 
 TEST_CASE("config: absurd sizes are refused before anything is allocated") {

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include "autograd/safetensors.h"
@@ -220,6 +221,26 @@ std::vector<pid_t> ranks_of(pid_t mpirun, size_t count) {
 std::string resume_config(const fs::path& dir) {
   return write_config(dir, std::string(R"("data": {"task": "copy", "size": 420}, "lang_src": "a",
     "lang_tgt": "b", "dropout": 0.1, "num_epochs": 4, "grad_accum": 2, )") + kTiny);
+}
+
+// resume_config's settings for runs long enough to interrupt at a chosen
+// step: 85 batches an epoch (43 steps), 2 epochs.
+const std::vector<std::string> kLonger = {"data.size=3000", "num_epochs=2"};
+
+// Waits until each process has ended (a job's ranks, which mpirun, ending
+// first, may leave to finish alone); false if one is still there after 10 s.
+bool all_ended(const std::vector<pid_t>& pids) {
+  for (int tries = 0; tries < 500; ++tries) {
+    bool running = false;
+    for (pid_t pid : pids) {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string id, name, state;
+      running |= stat >> id >> name >> state && state != "Z";  // a zombie has ended
+    }
+    if (!running) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
 }
 
 void check_same_files(const fs::path& a, const fs::path& b, const std::string& tag) {
@@ -475,6 +496,67 @@ TEST_SUITE("mpi" * doctest::skip()) {
     CHECK(seconds < 10);
     Session session = Session::open(load_config(config), std::nullopt);
     CHECK(session.checkpoint.find("tmodel_0") != std::string::npos);
+  }
+
+  // A hard stop of one rank: the job ends, and what survives is rank 0's last
+  // checkpoint, which checkpoint_every keeps within that many steps of where
+  // the job was. The kill lands at a "random" step (a fixed seed) past the
+  // first periodic checkpoint; the straight run saved nothing mid-epoch.
+  TEST_CASE("mpi: SIGKILL of rank 1 at a random step loses at most checkpoint_every steps; resuming matches") {
+    constexpr int64_t kEvery = 5;
+    TempDir straight, cut;
+    REQUIRE(run_ranks(2, train_args(resume_config(straight.path), kLonger), straight.path / "log") == 0);
+    std::string config = resume_config(cut.path);
+    std::mt19937 random(38);
+    size_t line = std::uniform_int_distribution<size_t>(kEvery + 1, 70)(random);  // of 88
+    CAPTURE(line);
+    pid_t job = spawn_ranks(2, train_args(config, with(kLonger, {"checkpoint_every=" + std::to_string(kEvery)})),
+                            cut.path / "log1");
+    std::vector<pid_t> ranks = ranks_of(job, 2);
+    REQUIRE(ranks.size() == 2);
+    wait_for_lines(cut.path / "run/metrics.jsonl", line, job);
+    kill(ranks[1], SIGKILL);
+    CHECK(wait_exit(job) != 0);
+    REQUIRE(all_ended(ranks));
+    CheckpointStore store(cut.path / "weights", "tmodel_", 5);
+    REQUIRE(store.latest_epoch().has_value());
+    TrainingState state = store.load_state(CheckpointStore::epoch_tag(*store.latest_epoch()));
+    int64_t logged = int64_t(logged_steps(cut.path / "run/metrics.jsonl"));
+    MESSAGE("killed after step ", logged, "; resumes from step ", state.global_step);
+    CHECK(state.global_step >= kEvery);
+    CHECK(logged - state.global_step <= kEvery);
+    REQUIRE(run_ranks(2, train_args(config, with(kLonger, {"preload=latest"})), cut.path / "log2") == 0);
+    check_same_files(straight.path, cut.path, "01");
+  }
+
+  // A user's double Ctrl-C: mpirun takes the second for "abort now" and ends
+  // at once without a word to the ranks, which take its end for a SIGTERM
+  // (install_stop_handlers), save the position reached and end too. Each
+  // trial takes seconds, so 5 here; tools/double-ctrl-c-trials runs 20.
+  TEST_CASE("mpi: a double SIGINT to mpirun leaves the position reached saved; resuming matches, 5 of 5 trials") {
+    TempDir straight;
+    REQUIRE(run_ranks(2, train_args(resume_config(straight.path), kLonger), straight.path / "log") == 0);
+    for (int trial = 1; trial <= 5; ++trial) {
+      CAPTURE(trial);
+      TempDir cut;
+      std::string config = resume_config(cut.path);
+      pid_t job = spawn_ranks(2, train_args(config, kLonger), cut.path / "log1");
+      std::vector<pid_t> ranks = ranks_of(job, 2);
+      REQUIRE(ranks.size() == 2);
+      wait_for_lines(cut.path / "run/metrics.jsonl", 10 + 10 * trial, job);
+      kill(job, SIGINT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // delivered, so not merged with the second
+      kill(job, SIGINT);
+      wait_exit(job);
+      REQUIRE(all_ended(ranks));
+      CheckpointStore store(cut.path / "weights", "tmodel_", 5);
+      REQUIRE(store.latest_epoch().has_value());
+      // The position the job reached, not an older checkpoint.
+      TrainingState state = store.load_state(CheckpointStore::epoch_tag(*store.latest_epoch()));
+      CHECK(state.global_step == int64_t(logged_steps(cut.path / "run/metrics.jsonl")));
+      REQUIRE(run_ranks(2, train_args(config, with(kLonger, {"preload=latest"})), cut.path / "log2") == 0);
+      check_same_files(straight.path, cut.path, "01");
+    }
   }
 
   TEST_CASE("mpi: a rank that hangs ends the job within seconds, with one line naming it") {

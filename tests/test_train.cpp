@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -82,11 +83,6 @@ std::string resume_config(const fs::path& dir) {
 }
 const std::vector<std::string> kNoam = {"schedule=noam", "lr=0.5", "warmup_steps=3"};
 const std::vector<std::string> kCosine = {"schedule=cosine", "lr=0.01", "warmup_steps=3", "num_epochs=4"};
-
-std::vector<std::string> with(std::vector<std::string> sets, const std::vector<std::string>& more) {
-  sets.insert(sets.end(), more.begin(), more.end());
-  return sets;
-}
 
 // Checks that two training folders ended in the same place: the same losses
 // logged at every step and every validation, and the same final checkpoint,
@@ -214,7 +210,11 @@ struct InterruptedRun {
   std::string config = write_config(dir.path, kInterruptedBody);
   CheckpointStore store{(dir.path / "weights").string(), "tmodel_", 5};
 
-  pid_t start() { return spawn({"train", "--config", config}, dir.path / "log"); }
+  pid_t start(const std::vector<std::string>& sets = {}) {
+    std::vector<std::string> args = {"train", "--config", config};
+    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+    return spawn(args, dir.path / "log");
+  }
   void wait_for_steps(size_t steps, pid_t pid) { wait_for_lines(dir.path / "run/metrics.jsonl", steps, pid); }
   TrainingState latest_state() { return store.load_state(CheckpointStore::epoch_tag(*store.latest_epoch())); }
   // Resumed to the end, it logs the straight run's losses (at each step and
@@ -306,6 +306,42 @@ TEST_CASE("train: after SIGKILL mid-epoch the last checkpoint loads and training
   Session session = Session::open(load_config(cut.config), std::nullopt);
   CHECK(session.checkpoint == cut.store.weights_path("00"));
   cut.check_resumes_exactly();
+}
+
+// A hard stop gives the run no moment to save: what survives is the last
+// checkpoint, which checkpoint_every keeps within that many steps of where
+// the run was. The kill lands at a "random" step of either epoch past the
+// first periodic checkpoint (a fixed seed: the same one each run); the run
+// straight through saved nothing mid-epoch, so the saves change nothing.
+TEST_CASE("train: SIGKILL at a random step loses at most checkpoint_every steps; resuming matches the straight run") {
+  constexpr size_t kEvery = 10;
+  std::mt19937 random(38);
+  for (int trial : {1, 2}) {
+    // A step record line past the first checkpoint, before the run's end (a
+    // validation record a line in epoch 1 too; the kill lands a little later).
+    size_t line = std::uniform_int_distribution<size_t>(kEvery + 1, 2 * kStepsPerEpoch - 10)(random);
+    CAPTURE(trial);
+    CAPTURE(line);
+    InterruptedRun cut;
+    pid_t pid = cut.start({"checkpoint_every=" + std::to_string(kEvery)});
+    cut.wait_for_steps(line, pid);
+    kill(pid, SIGKILL);
+    REQUIRE(wait_exit(pid) == -SIGKILL);
+    REQUIRE(cut.store.latest_epoch().has_value());
+    TrainingState state = cut.latest_state();
+    size_t logged = logged_steps(cut.dir.path / "run/metrics.jsonl");
+    MESSAGE("killed after step ", logged, "; resumes from step ", state.global_step, " (epoch ", state.epoch,
+            ", batch ", state.batch, " of ", state.batches_in_epoch, ")");
+    CHECK(state.global_step >= int64_t(kEvery));
+    CHECK(logged - size_t(state.global_step) <= kEvery);
+    // The epoch's own checkpoint, at the exact position: no other files.
+    for (const auto& entry : fs::directory_iterator(cut.dir.path / "weights")) {
+      std::string name = entry.path().filename().string();
+      CHECK_MESSAGE((name.starts_with("tmodel_00.") || name.starts_with("tmodel_01.") || name.starts_with("tmodel_best.")),
+                    name);
+    }
+    cut.check_resumes_exactly();
+  }
 }
 
 TEST_CASE("train: config and data errors exit 2 with one line naming the key or file") {

@@ -60,6 +60,24 @@ inline std::vector<std::string> step_losses(const fs::path& metrics, const std::
   return losses;
 }
 
+// `sets` (--set overrides) and `more` after them.
+inline std::vector<std::string> with(std::vector<std::string> sets, const std::vector<std::string>& more) {
+  sets.insert(sets.end(), more.begin(), more.end());
+  return sets;
+}
+
+// The optimizer steps a run logged: its step records that are whole lines (a
+// kill may cut the last one short).
+inline size_t logged_steps(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  size_t steps = 0;
+  for (std::string line; std::getline(in, line) && !in.eof();) {
+    auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    steps += !record.is_discarded() && record["kind"] == "step";
+  }
+  return steps;
+}
+
 // Trains the small model on a toy task from scratch (`sets`: --set overrides);
 // returns its validation exact-match rate.
 inline double train_toy_task(const std::string& data_and_languages,

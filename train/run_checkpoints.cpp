@@ -99,6 +99,11 @@ void save_checkpoint(const CheckpointParts& parts, const std::string& tag, Train
   if (parts.comm.rank() == 0) parts.store.save(tag, parts.model, optimizer_state, position);
 }
 
+bool periodic_checkpoint_due(const Config& config, const TrainingState& position, bool stepped) {
+  return stepped && config.checkpoint_every > 0 && position.global_step % config.checkpoint_every == 0 &&
+         !position.epoch_complete();
+}
+
 void save_epoch_checkpoint(const CheckpointParts& parts, int64_t epoch, const TrainingState& position, bool best) {
   save_checkpoint(parts, CheckpointStore::epoch_tag(epoch), position);
   if (parts.comm.rank() == 0) parts.store.prune();

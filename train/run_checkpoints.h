@@ -1,6 +1,6 @@
 // A training run's checkpoints (docs/07-training.md): the one it resumes
 // from, when it saves (each epoch; the position reached when stopped or
-// diverged), which it keeps (the newest keep_checkpoints epochs) and which is
+// diverged, and every checkpoint_every steps), which it keeps (the newest keep_checkpoints epochs) and which is
 // "best". The files themselves are CheckpointStore's (setup/checkpoints.h).
 #pragma once
 #include <optional>
@@ -37,6 +37,11 @@ std::optional<TrainingState> restore_checkpoint(const CheckpointParts& parts, in
 // its share of a sharded optimizer state); rank 0 writes the files, with
 // `position` as the state.
 void save_checkpoint(const CheckpointParts& parts, const std::string& tag, TrainingState position);
+// Whether the position reached calls for a mid-epoch checkpoint: after every
+// checkpoint_every-th optimizer step (`stepped`: one was just taken), counted
+// from the run's first, so that a resumed run saves where the straight run
+// does; not after an epoch's last, whose checkpoint follows validation.
+bool periodic_checkpoint_due(const Config& config, const TrainingState& position, bool stepped);
 // The epoch's checkpoint, older epochs beyond keep_checkpoints deleted, and
 // "best" too when `best`.
 void save_epoch_checkpoint(const CheckpointParts& parts, int64_t epoch, const TrainingState& position, bool best);

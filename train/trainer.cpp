@@ -239,8 +239,10 @@ int Trainer::run() {
       }
       // Stop only between optimizer steps, so no accumulated gradient is
       // lost, and on every rank at the same one.
-      if (status.stop_agreed && accumulation_.pending() == 0 && !last) {
+      bool stop = status.stop_agreed && accumulation_.pending() == 0 && !last;
+      if (stop || periodic_checkpoint_due(config_, position_, status.updated))
         save_checkpoint(checkpoint_parts(), CheckpointStore::epoch_tag(epoch), position_);
+      if (stop) {
         say(comm_, "\nstopped: saved epoch %02lld at batch %lld of %lld\n", static_cast<long long>(epoch),
             static_cast<long long>(position_.batch), static_cast<long long>(batches.size()));
         return 130;

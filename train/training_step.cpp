@@ -4,6 +4,9 @@
 #include <csignal>
 #include <optional>
 
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "optim/clip.h"
@@ -21,9 +24,19 @@ static void request_stop(int) {
   std::signal(SIGTERM, SIG_DFL);
 }
 
-void install_stop_handlers() {
-  std::signal(SIGINT, request_stop);
-  std::signal(SIGTERM, request_stop);
+static void request_stop_of_rank(int) {
+  g_stop_requested = true;
+  std::signal(SIGPIPE, SIG_IGN);  // rank 0's last lines may have no reader: the save goes on
+}
+
+void install_stop_handlers(StopSignals mode) {
+  void (*handler)(int) = mode == StopSignals::rank_saves_first ? request_stop_of_rank : request_stop;
+  std::signal(SIGINT, handler);
+  std::signal(SIGTERM, handler);
+  if (mode != StopSignals::rank_saves_first) return;
+  pid_t launcher = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != launcher) std::raise(SIGTERM);  // it ended before prctl
 }
 
 TrainingStep::TrainingStep(const Parts& parts, std::string metrics_path)

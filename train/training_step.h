@@ -83,9 +83,17 @@ class TrainingStep {
 };
 
 // Stopping on SIGINT / SIGTERM: a signal only sets the flag; the loop
-// finishes its step, saves the position reached and exits 130. A second
-// signal ends the process at once.
+// finishes its step, saves the position reached and exits 130.
 extern std::atomic<bool> g_stop_requested;
-void install_stop_handlers();
+// Who may end a stopping process before it has saved. A process alone: its
+// user, with a second signal, which ends it at once. A rank of a job: only
+// a SIGKILL (mpirun's, a second after its SIGTERM, or the user's), so that
+// no further SIGINT or SIGTERM, from mpirun or a user signalling the ranks,
+// skips the save the first one began; SIGPIPE is ignored too (a gone mpirun
+// takes the ranks' stderr with it). And the rank takes the end of its parent,
+// mpirun, for a SIGTERM: on a second Ctrl-C mpirun aborts at once, telling
+// the ranks nothing, and they would train on as orphans.
+enum class StopSignals { second_ends_process, rank_saves_first };
+void install_stop_handlers(StopSignals mode);
 
 }  // namespace sf::train
