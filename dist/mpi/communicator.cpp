@@ -206,8 +206,10 @@ struct SharedWindow {
   int64_t* arrived = nullptr;  // the barriers' count of arrivals, in rank 0's part
   int64_t barriers = 0;        // that this rank has passed
 };
-// Each part begins with a cache line for the barrier's counter.
-constexpr size_t kHeaderFloats = 64 / sizeof(float);
+// Each part begins with a cache line for the barrier's counter, and each
+// buffer in it on a cache line of its own.
+constexpr size_t kLineFloats = 64 / sizeof(float);
+constexpr size_t kHeaderFloats = kLineFloats;
 
 class MpiWorld final : public Communicator {
  public:
@@ -309,12 +311,11 @@ class MpiWorld final : public Communicator {
   // One window holds every buffer, each starting on a cache line of its own.
   std::vector<std::span<float>> shared_buffers(const std::vector<size_t>& elements) override {
     if (!shared_sums_ || size_ == 1 || local_size_ != size_) return {};
-    constexpr size_t kLine = 64 / sizeof(float);
     std::vector<size_t> offsets;
     size_t total = 0;
     for (size_t n : elements) {
       offsets.push_back(total);
-      total += (n + kLine - 1) / kLine * kLine;
+      total += (n + kLineFloats - 1) / kLineFloats * kLineFloats;
     }
     const size_t part_floats = kHeaderFloats + total;
     run_and_wait([&] { free_window(); });
@@ -582,10 +583,10 @@ class MpiWorld final : public Communicator {
   // Rank r's chunk is summed in blocks that stay in L1 cache, always in rank
   // order, so every rank gets the same bits.
   void shared_sum(std::span<float> values, const std::vector<int64_t>& begins, bool all_gather) {
+    // This rank's chunk, as offsets into every rank's part of the window.
     const size_t offset = size_t(values.data() - shared_.mine.data());
-    const size_t begin = size_t(begins[rank_]), end = size_t(begins[rank_ + 1]);
-    std::vector<float*> parts;
-    for (float* part : shared_.parts) parts.push_back(part + offset);
+    const size_t begin = offset + size_t(begins[rank_]), end = offset + size_t(begins[rank_ + 1]);
+    const std::vector<float*>& parts = shared_.parts;
     window_barrier(0);
     constexpr size_t kBlock = 1024;
     float sum[kBlock];
