@@ -21,8 +21,8 @@ Five comparisons, all on this machine's 2 cores:
 3. The same model with ZeRO-1 (`zero: 1`) beside without: each rank's
    optimizer state and peak RSS.
 4. The same model and global batch under PyTorch's DistributedDataParallel
-   (bench/pytorch_ddp.py, float32): step time, ours (float32, and bf16
-   matrix products) beside theirs.
+   (bench/pytorch_ddp.py): step time, ours beside theirs, in float32 and
+   with bf16 matrix products.
 Rates and times are medians over the optimizer steps after each run's first
 WARMUP, pooled over its TRIALS runs.
 """
@@ -52,7 +52,7 @@ TORCH_PYTHON = "/usr/bin/python3"  # as the C++ bench: Debian's python3-torch
 
 # Rank 0's lines (stderr) that carry the figures.
 BUCKETS = re.compile(r"all-reduced in (\d+) buckets \(([\d.]+) MB per step\)")
-SUMMARY = re.compile(r"data parallel: ([\d.]+) ms per step waiting .*; "
+SUMMARY = re.compile(r"data parallel: ([\d.]+) ms per step waiting .*, ([\d.]+) ms of it exposed .*; "
                      r"per rank: pairs [\d, ]+, label tokens [\d, ]+, empty shares [\d, ]+, "
                      r"peak RSS ([\d., ]+) MiB, optimizer state ([\d., ]+) MiB, sent in the last step ([\d, ]+) bytes")
 
@@ -105,12 +105,13 @@ def median_step_ms(runs):
 
 def summary(stderr):
     """Rank 0's end-of-run line: ms per step waiting for all-reduces after
-    backward, and each rank's peak RSS and optimizer state (MiB) and the
+    backward (rank 0's wait, and the exposed communication: each step's least
+    wait over the ranks), and each rank's peak RSS and optimizer state (MiB) and the
     bytes it sent in the last step (MB here)."""
     m = SUMMARY.search(stderr)
     per_rank = lambda text, scale=1.0: [float(x) * scale for x in text.split(",")]  # noqa: E731
-    return {"wait_ms": float(m[1]), "peak RSS": per_rank(m[2]), "optimizer state": per_rank(m[3]),
-            "sent per step": per_rank(m[4], 1e-6)}
+    return {"wait_ms": float(m[1]), "exposed_ms": float(m[2]), "peak RSS": per_rank(m[3]),
+            "optimizer state": per_rank(m[4]), "sent per step": per_rank(m[5], 1e-6)}
 
 
 def record(bench, case, ours, ref, ref_name, unit, **extra):
@@ -159,7 +160,7 @@ def multi30k(build):
     and a 4-pair validation file, so validation costs next to nothing."""
     print(f"\nData-parallel training, configs/multi30k_en_de.json on its first {MULTI30K_PAIRS} pairs "
           f"(target tokens/s, median after {WARMUP} warm-up steps, {TRIALS} runs each):\n"
-          f"2 ranks x 1 thread beside 1 process x 2 threads; wait: the 2 ranks' ms per step waiting for "
+          f"2 ranks x 1 thread beside 1 process x 2 threads; wait: rank 0's ms per step waiting for "
           f"all-reduces after backward\n"
           f"{'case':<28} {'2 ranks':>9} {'1 proc':>9} {'ratio':>7} {'wait':>9}")
     if not os.path.isdir(MULTI30K):
@@ -246,40 +247,48 @@ def small_model_runs(build):
     # ZeRO-1: one run, for its memory, traffic and step; and one in bf16 (comparison 4).
     runs["zero"] = [train(launcher, f"{folder}/config.json", f"{folder}/zero", {"zero": 1})]
     runs["bf16"] = [train(launcher, f"{folder}/config.json", f"{folder}/bf16", {"precision": "bf16"})]
-    # Per kind: the pooled median step, the mean wait, the first run's lines and memory.
+    # Per kind: the pooled median step, the mean waits, the first run's lines and memory.
     kinds = {}
     for name, trials in runs.items():
         kinds[name] = dict(summary(trials[0][1]), stderr=trials[0][1],
                            step_ms=median_step_ms([steps for steps, _ in trials]),
-                           wait_ms=statistics.mean(summary(stderr)["wait_ms"] for _, stderr in trials))
+                           **{k: statistics.mean(summary(stderr)[k] for _, stderr in trials)
+                              for k in ("wait_ms", "exposed_ms")})
     return kinds
 
 
 def overlap_table(runs):
-    """Comparison 2. The wait is the trainer's own figure: the time from
+    """Comparison 2. The waits are the trainer's own figures: the time from
     backward's end until every bucket is summed (with the overlap off, all of
-    the communication). On 2 cores the communication thread shares a core
-    with the compute threads: what the overlap saves shows in the whole step,
-    beside the wait. Twice: with the default buckets, whose last one (the
-    encoder's and the source embedding's gradients, which come last) is summed
-    only after backward, and with buckets of SMALL_BUCKETS_MB, where what
-    stays exposed is little more than the source embedding's 8.2 MB."""
+    the communication), rank 0's, and each step's least over the ranks. Rank
+    0's wait also holds the time it waits for the other rank to finish
+    backward; the rank that finished last waits for the communication alone,
+    so the least is the exposed communication, and the hidden fraction is
+    1 - exposed(on) / exposed(off). On 2 cores the communication thread shares
+    a core with the compute threads: what the overlap saves shows in the
+    whole step, beside the waits. Twice: with the default buckets, whose last
+    one (the encoder's and the source embedding's gradients, which come last)
+    is summed only after backward, and with buckets of SMALL_BUCKETS_MB, where
+    what stays exposed is little more than the source embedding's 8.2 MB."""
     megabytes = BUCKETS.search(runs["on"]["stderr"]).group(2)
     print(f"\nGradient all-reduce, small model, 2 ranks x 1 thread, {megabytes} MB per step:\n"
-          f"ms per step waiting for the all-reduces after backward (as the trainer reports it), "
-          f"and the whole step\n"
-          f"{'case':<28} {'on':>9} {'off':>9} {'hidden':>7} {'step on':>9} {'step off':>9}")
+          f"ms per step waiting for the all-reduces after backward, rank 0's and the exposed communication "
+          f"(each step's least wait over the ranks), overlap on and off; the hidden share of the exposed; "
+          f"the whole step\n"
+          f"{'case':<20} {'wait on':>8} {'off':>7} {'exposed on':>11} {'off':>7} {'hidden':>7} "
+          f"{'step on':>8} {'off':>7}")
     records = []
     for suffix in ("", f" {SMALL_BUCKETS_MB}"):
         on, off = runs["on" + suffix], runs["off" + suffix]
         buckets = BUCKETS.search(on["stderr"]).group(1)
-        hidden = 1 - on["wait_ms"] / off["wait_ms"]
+        hidden = 1 - on["exposed_ms"] / off["exposed_ms"]
         case = f"small, {buckets} buckets"
-        print(f"{case:<28} {on['wait_ms']:9.2f} {off['wait_ms']:9.2f} {100 * hidden:6.0f}% "
-              f"{on['step_ms']:9.1f} {off['step_ms']:9.1f}")
-        records.append(record("ddp_overlap", f"{case}, ms waiting after backward", on["wait_ms"], off["wait_ms"],
-                              "overlap off", "ms", hidden_fraction=hidden, buckets=int(buckets),
-                              mb_per_step=float(megabytes), step_ms=on["step_ms"], ref_step_ms=off["step_ms"]))
+        print(f"{case:<20} {on['wait_ms']:8.2f} {off['wait_ms']:7.2f} {on['exposed_ms']:11.2f} "
+              f"{off['exposed_ms']:7.2f} {100 * hidden:6.0f}% {on['step_ms']:8.1f} {off['step_ms']:7.1f}")
+        records.append(record("ddp_overlap", f"{case}, exposed ms after backward", on["exposed_ms"],
+                              off["exposed_ms"], "overlap off", "ms", hidden_fraction=hidden, buckets=int(buckets),
+                              mb_per_step=float(megabytes), wait_ms=on["wait_ms"], ref_wait_ms=off["wait_ms"],
+                              step_ms=on["step_ms"], ref_step_ms=off["step_ms"]))
     return records
 
 
@@ -309,31 +318,33 @@ def pytorch_table(runs):
     loss, and computes the gradient norm (logged); PyTorch's reuses 4
     prebuilt batches. Our loss weights each rank by its share of the batch's
     tokens where DDP averages the ranks' means (the same work). Both take
-    25 MB buckets after a first small one. PyTorch's step is float32; ours
-    twice: float32, and bf16 matrix products (`precision: "bf16"`, float32
-    accumulation and weights; chapter 13)."""
+    25 MB buckets after a first small one. Twice: float32, and bf16 matrix
+    products (ours: `precision: "bf16"`, float32 accumulation and weights,
+    chapter 13; PyTorch's: torch.autocast("cpu", dtype=torch.bfloat16))."""
     ours = {"fp32": runs["on"]["step_ms"], "bf16": runs["bf16"]["step_ms"]}
     print(f"\nTraining step, small model, global batch {SMALL['batch']} on 2 ranks x 1 thread (ms, median after "
-          f"{WARMUP} warm-up steps):\nours beside PyTorch's DistributedDataParallel in float32 (gloo; its own "
-          f"warm-up, bench/pytorch_ddp.py)\n{'case':<34} {'ours':>9} {'pytorch':>9} {'ratio':>7}")
-    cases = {precision: f"small, 2 ranks x 1 thread, {precision}" for precision in ours}
-    reason = None
-    if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
-        reason = f"skipped: {TORCH_PYTHON} has no torch"
-    else:
-        torch = subprocess.run([TORCH_PYTHON, "bench/pytorch_ddp.py", "--model", "small"], stdout=subprocess.PIPE,
-                               text=True)
-        if torch.returncode != 0:
-            reason = f"failed: bench/pytorch_ddp.py exited {torch.returncode}"
-    if reason:
-        for precision, case in cases.items():
-            print(f"{case:<34} {ours[precision]:9.1f}   {reason}")
-        return [record("ddp_train_step", case, ours[p], ours[p], "none", "ms") for p, case in cases.items()]
-    theirs = json.loads(torch.stdout.strip().splitlines()[-1])["step_ms"]
+          f"{WARMUP} warm-up steps):\nours beside PyTorch's DistributedDataParallel (gloo; its own warm-up, "
+          f"bench/pytorch_ddp.py), each precision beside the same\n{'case':<34} {'ours':>9} {'pytorch':>9} "
+          f"{'ratio':>7}")
     records = []
-    for precision, case in cases.items():
-        print(f"{case:<34} {ours[precision]:9.1f} {theirs:9.1f} {ours[precision] / theirs:7.3f}")
-        records.append(record("ddp_train_step", case, ours[precision], theirs, "pytorch ddp (gloo), fp32", "ms"))
+    for precision, mine in ours.items():
+        case = f"small, 2 ranks x 1 thread, {precision}"
+        theirs, reason = None, None
+        if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
+            reason = f"skipped: {TORCH_PYTHON} has no torch"
+        else:
+            torch = subprocess.run([TORCH_PYTHON, "bench/pytorch_ddp.py", "--model", "small", "--precision",
+                                    precision], stdout=subprocess.PIPE, text=True)
+            if torch.returncode != 0:
+                reason = f"failed: bench/pytorch_ddp.py exited {torch.returncode}"
+            else:
+                theirs = json.loads(torch.stdout.strip().splitlines()[-1])["step_ms"]
+        if reason:
+            print(f"{case:<34} {mine:9.1f}   {reason}")
+            records.append(record("ddp_train_step", case, mine, mine, "none", "ms"))
+            continue
+        print(f"{case:<34} {mine:9.1f} {theirs:9.1f} {mine / theirs:7.3f}")
+        records.append(record("ddp_train_step", case, mine, theirs, f"pytorch ddp (gloo), {precision}", "ms"))
     return records
 
 

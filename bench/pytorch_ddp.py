@@ -2,7 +2,7 @@
 of bench/pytorch_reference.py trained with DistributedDataParallel over gloo,
 one process of one thread per rank:
 
-  python3 bench/pytorch_ddp.py [--ranks 2] [--model small] [--warmup 3] [--steps 10]
+  python3 bench/pytorch_ddp.py [--ranks 2] [--model small] [--precision fp32|bf16] [--warmup 3] [--steps 10]
 
 starts the ranks as torchrun would (env:// rendezvous: MASTER_ADDR,
 MASTER_PORT, RANK, WORLD_SIZE), since Debian's torchrun (torch 1.13 under
@@ -12,7 +12,8 @@ Python 3.11's Flag iteration leaving out the zero member.
 Each rank takes its share of every global batch (rows r*B/n to (r+1)*B/n of
 the same random batch: the split our ranks make), so the global batch is the
 model's `batch`. The step is pytorch_reference.py's: forward, label-smoothed
-cross-entropy, backward (DDP all-reduces gradient buckets while it runs), Adam,
+cross-entropy (both under torch.autocast("cpu", dtype=torch.bfloat16) with
+--precision bf16, as pytorch_reference.py trains), backward (DDP all-reduces gradient buckets while it runs), Adam,
 zero_grad, loss.item(). Rank 0 prints one JSON line: {"step_ms", "ranks",
 "torch_threads"}, the median step after the warm-up; {"error"} with exit
 status 3 when torch cannot be imported.
@@ -78,8 +79,9 @@ def train(args):
     for i in range(args.warmup + args.steps):
         src, tgt, label, src_mask, tgt_mask = batches[i % len(batches)]
         start = time.perf_counter()
-        logprobs = model(src, tgt, src_mask, tgt_mask)
-        loss = loss_fn(logprobs.view(-1, c["vocab"]), label.view(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            logprobs = model(src, tgt, src_mask, tgt_mask)
+            loss = loss_fn(logprobs.view(-1, c["vocab"]), label.view(-1))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -96,6 +98,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ranks", type=int, default=2, help="processes, one thread each")
     parser.add_argument("--model", choices=sorted(reference.MODELS), default="small")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="bf16: forward and loss under torch.autocast on the CPU")
     # Its steps take seconds here and are steady from the second on: few suffice.
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--steps", type=int, default=10, help="timed steps")

@@ -172,8 +172,7 @@ void GradientReducer::finish() {
     comm_.wait(b.request);
     if (b.copied) b.values.device().write(b.summed.data(), b.values.mem(), b.summed.size_bytes());
   }
-  exposed_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ++steps_;
+  waits_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   std::fill(final_.begin(), final_.end(), false);
   for (Bucket& b : buckets_) b.ready = 0;
   started_ = 0;

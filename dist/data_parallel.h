@@ -84,9 +84,10 @@ class GradientReducer {
   size_t buckets() const { return buckets_.size(); }
   int64_t bytes_per_step() const;
   bool overlapping() const { return overlap_; }
-  // Time spent in finish() waiting for reductions, per step: the
-  // communication that backward did not hide.
-  double exposed_seconds_per_step() const { return steps_ > 0 ? exposed_seconds_ / steps_ : 0.0; }
+  // Seconds finish() waited for the reductions, one figure per step: the
+  // communication backward did not hide, and the time this rank waited for a
+  // slower one to reach the same sums.
+  const std::vector<double>& waits() const { return waits_; }
   // The gradients' buffer of bucket b (a test looks at where gradients lie).
   const Tensor& bucket_values(size_t b) const { return buckets_[b].values; }
 
@@ -127,8 +128,7 @@ class GradientReducer {
   std::vector<std::vector<int64_t>> runs_;     // ZeRO, once rebuilt
   std::unordered_map<const TensorImpl*, size_t> index_of_;
   size_t started_ = 0;  // buckets started this step, in order
-  double exposed_seconds_ = 0;
-  int64_t steps_ = 0;
+  std::vector<double> waits_;
 };
 
 // Rank `rank`'s dropout stream: rank 0's own; rank r > 0 draws from a stream

@@ -1,5 +1,6 @@
 #include "trainer.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -285,10 +286,26 @@ void Trainer::report_data_parallel(const TrainingStep::Status& trained) {
     }
     return text;
   };
-  say(comm_, "data parallel: %.2f ms per step waiting for gradient all-reduces after backward (overlap %s); "
+  // Each step's wait on every rank. A rank that waits also for a slower one
+  // to finish backward counts that skew as waiting; the rank that finished
+  // last waits for the communication alone: each step's least wait over the
+  // ranks is the communication that backward did not hide.
+  const std::vector<double>& waits = reducer.waits();
+  std::vector<double> all_waits(waits.size() * static_cast<size_t>(comm_.size()));
+  comm_.all_gather(std::as_bytes(std::span(waits)), std::as_writable_bytes(std::span(all_waits)));
+  double waited = 0, exposed = 0;
+  for (size_t step = 0; step < waits.size(); ++step) {
+    double least = waits[step];
+    for (int r = 0; r < comm_.size(); ++r) least = std::min(least, all_waits[r * waits.size() + step]);
+    waited += waits[step];
+    exposed += least;
+  }
+  const double per_step_ms = waits.empty() ? 0.0 : 1e3 / static_cast<double>(waits.size());
+  say(comm_, "data parallel: %.2f ms per step waiting for gradient all-reduces after backward (overlap %s), "
+      "%.2f ms of it exposed communication (each step's least wait over the ranks); "
       "per rank: pairs %s, label tokens %s, empty shares %s, peak RSS %s MiB, optimizer state %s MiB, "
       "sent in the last step %s bytes\n",
-      1e3 * reducer.exposed_seconds_per_step(), reducer.overlapping() ? "on" : "off", per_rank(0, false).c_str(),
+      waited * per_step_ms, reducer.overlapping() ? "on" : "off", exposed * per_step_ms, per_rank(0, false).c_str(),
       per_rank(1, false).c_str(), per_rank(2, false).c_str(), per_rank(3, true).c_str(), per_rank(4, true).c_str(),
       per_rank(5, false).c_str());
 }

@@ -76,7 +76,10 @@
 // we do not use and which do not compile cleanly under -Wextra.
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
+#include <linux/futex.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -204,9 +207,11 @@ struct SharedWindow {
   std::span<float> mine;
   std::vector<float*> parts;  // by rank
   int64_t* arrived = nullptr;  // the barriers' count of arrivals, in rank 0's part
+  uint32_t* opened = nullptr;  // barriers completed (a futex word), beside it
+  uint32_t* sleepers = nullptr;  // ranks asleep on it, or about to be
   int64_t barriers = 0;        // that this rank has passed
 };
-// Each part begins with a cache line for the barrier's counter, and each
+// Each part begins with a cache line for the barrier's counters, and each
 // buffer in it on a cache line of its own.
 constexpr size_t kLineFloats = 64 / sizeof(float);
 constexpr size_t kHeaderFloats = kLineFloats;
@@ -340,6 +345,8 @@ class MpiWorld final : public Communicator {
         shared_.parts.push_back(part + kHeaderFloats);
       }
       shared_.arrived = reinterpret_cast<int64_t*>(shared_.parts[0] - kHeaderFloats);
+      shared_.opened = reinterpret_cast<uint32_t*>(shared_.arrived + 1);
+      shared_.sleepers = shared_.opened + 1;
       // Rank 0's counter is zero before any rank counts on it.
       MPI_Request request;
       MPI_Ibarrier(comm_, &request);
@@ -571,12 +578,34 @@ class MpiWorld final : public Communicator {
   // Waits until every rank is here; their loads and stores of the window
   // before it then happen before this rank's after it. A counter in rank 0's
   // part that only rises (MPI's own barrier, which advances only inside MPI
-  // calls, made a 1 KB sum take half a millisecond of sleeping waiters).
-  void window_barrier(size_t bytes) {
+  // calls, made a 1 KB sum take half a millisecond of sleeping waiters). A
+  // rank that waits longer than kSpin sleeps in the kernel on the `opened`
+  // word (Linux's futex, on memory the processes share) until the last rank
+  // to arrive wakes it: no core time while a peer still computes, and no
+  // sleep's delay after it arrives. The last rank makes the system call
+  // only when some rank sleeps: `sleepers` rises before a rank sleeps, and
+  // `opened` before the last rank reads it (both sequentially consistent),
+  // so either the last rank sees the sleeper or the sleeper's FUTEX_WAIT
+  // sees `opened` changed and returns at once.
+  void window_barrier() {
     std::atomic_ref<int64_t> arrived(*shared_.arrived);
+    std::atomic_ref<uint32_t> opened(*shared_.opened), sleepers(*shared_.sleepers);
     const int64_t all_here = ++shared_.barriers * size_;
-    arrived.fetch_add(1);
-    wait_until(kAllReduce, bytes, [&] { return arrived.load() >= all_here; });
+    const uint32_t closed = opened.load();  // read before arriving: the last rank changes it after
+    if (arrived.fetch_add(1) + 1 == all_here) {
+      opened.fetch_add(1);
+      if (sleepers.load() > 0) syscall(SYS_futex, shared_.opened, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+      return;
+    }
+    wait_until(
+        kAllReduce, 0, [&] { return arrived.load() >= all_here; },
+        [&](Clock::duration longest) {
+          const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(longest).count();
+          const timespec timeout{time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
+          sleepers.fetch_add(1);
+          syscall(SYS_futex, shared_.opened, FUTEX_WAIT, closed, &timeout, nullptr, 0);
+          sleepers.fetch_sub(1);
+        });
   }
 
   // The sum of `values`, in the shared window (see the top of the file).
@@ -587,7 +616,7 @@ class MpiWorld final : public Communicator {
     const size_t offset = size_t(values.data() - shared_.mine.data());
     const size_t begin = offset + size_t(begins[rank_]), end = offset + size_t(begins[rank_ + 1]);
     const std::vector<float*>& parts = shared_.parts;
-    window_barrier(0);
+    window_barrier();
     constexpr size_t kBlock = 1024;
     float sum[kBlock];
     for (size_t at = begin; at < end; at += kBlock) {
@@ -603,7 +632,7 @@ class MpiWorld final : public Communicator {
     }
     // The others' memory this rank read, and wrote: a ring's messages.
     bytes_sent_ += int64_t((end - begin) * sizeof(float)) * (size_ - 1) * (all_gather ? 2 : 1);
-    window_barrier((end - begin) * sizeof(float));
+    window_barrier();
   }
 
   bool in_window(std::span<float> values) const {
@@ -667,8 +696,14 @@ class MpiWorld final : public Communicator {
 
   // The one wait loop: tests until done() says so, answers censuses, and runs
   // one when the timeout passes. `bytes`: what the awaited transfer moves.
+  // After the spin, block(longest) pauses between tests, at most `longest`
+  // (until the next census poll): by default a sleep of kSleep.
   template <class Done>
   void wait_until(Op op, size_t bytes, Done done) {
+    wait_until(op, bytes, done, [](Clock::duration) { std::this_thread::sleep_for(kSleep); });
+  }
+  template <class Done, class Block>
+  void wait_until(Op op, size_t bytes, Done done, Block block) {
     waiting_in_ = op;
     const auto since = Clock::now();
     const auto spin = kSpin + std::chrono::nanoseconds(int64_t(double(bytes) / kSpinBytesPerNanosecond));
@@ -686,7 +721,7 @@ class MpiWorld final : public Communicator {
         deadline = Clock::now() + timeout_;
       }
       if (abort_code_ >= 0) mpi_abort(abort_code_);
-      if (now - since >= spin) std::this_thread::sleep_for(kSleep);
+      if (now - since >= spin) block(std::min(next_poll, deadline) - now);
     }
   }
 
