@@ -38,7 +38,7 @@ StepBatch random_batch(const StepConfig& c, Rng& rng) {
 
 Tensor step_loss(nn::Transformer& model, const StepBatch& b) {
   Tensor memory = model.encode(b.src, b.src_mask);
-  return train::translation_loss(model, model.decode(memory, b.src_mask, b.tgt, b.tgt_mask), b.label, 0.1f);
+  return setup::translation_loss(model, model.decode(memory, b.src_mask, b.tgt, b.tgt_mask), b.label, 0.1f);
 }
 
 }  // namespace sf::bench

@@ -34,7 +34,6 @@
 #endif
 
 using namespace sf;
-using namespace sf::train;
 
 namespace {
 
@@ -181,9 +180,9 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
       }
       else if (arg == "--beam") {
         std::optional<int64_t> beam = parse_int64(value);
-        if (!beam || *beam < 1 || *beam > kMaxBeam)
-          throw UsageError(command + ": --beam needs an integer in [1, " + std::to_string(kMaxBeam) + "], got '" +
-                           value + "'");
+        if (!beam || *beam < 1 || *beam > setup::kMaxBeam)
+          throw UsageError(command + ": --beam needs an integer in [1, " + std::to_string(setup::kMaxBeam) +
+                           "], got '" + value + "'");
         a.beam = *beam;
       }
       continue;
@@ -195,25 +194,26 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
   return a;
 }
 
-int train_command(int argc, char** argv, Communicator& comm) {
+int train_command(int argc, char** argv, dist::Communicator& comm) {
   Arguments a = parse("train", argc, argv, {"--config", "--set"}, false);
   if (a.help) return std::fputs(kTrainHelp, stdout), 0;
-  Config config = load_config(a.config, a.sets);
-  install_stop_handlers(comm.size() > 1 ? StopSignals::rank_saves_first : StopSignals::second_ends_process);
-  return Trainer(config, &comm).run();
+  setup::Config config = setup::load_config(a.config, a.sets);
+  train::install_stop_handlers(comm.size() > 1 ? train::StopSignals::rank_saves_first
+                                               : train::StopSignals::second_ends_process);
+  return train::Trainer(config, &comm).run();
 }
 
-Session open_session(const Arguments& a) {
-  Config config = load_config(a.config, a.sets);
-  kernels::set_num_threads(threads_to_use(config.threads));
-  return Session::open(config, a.checkpoint);
+infer::Session open_session(const Arguments& a) {
+  setup::Config config = setup::load_config(a.config, a.sets);
+  kernels::set_num_threads(setup::threads_to_use(config.threads));
+  return infer::Session::open(config, a.checkpoint);
 }
 
 int translate_command(int argc, char** argv) {
   Arguments a = parse("translate", argc, argv,
                       {"--config", "--set", "--checkpoint", "--beam", "--attention", "--tokens", "--keep-unk"}, true);
   if (a.help) return std::fputs(kTranslateHelp, stdout), 0;
-  Session session = open_session(a);
+  infer::Session session = open_session(a);
   AutocastGuard autocast(session.config.precision_dtype());  // the config's precision (docs/13-bf16.md)
   std::vector<std::string> sentences = a.texts;
   if (sentences.empty())
@@ -226,21 +226,24 @@ int translate_command(int argc, char** argv) {
   if (a.attention && !explorer && sentences.size() != 1)
     throw UsageError("translate: --attention OUT.svg draws one sentence's heatmaps; got " +
                      std::to_string(sentences.size()) + " sentences (OUT.html explores several)");
-  std::vector<AttentionRecord> attention;
-  DecodeOptions options = DecodeOptions::from_config(session.config, a.beam);
+  std::vector<infer::AttentionRecord> attention;
+  infer::DecodeOptions options = infer::DecodeOptions::from_config(session.config, a.beam);
   options.replace_unknown_words = !a.keep_unknown && !a.tokens;
-  std::vector<Translation> lines =
-      translate_lines(session, sentences, options, a.attention ? &attention : nullptr);
-  for (const Translation& t : lines) std::printf("%s\n", (a.tokens ? t.tokens : data::detokenize(t.shown)).c_str());
+  std::vector<infer::Translation> lines =
+      infer::translate_lines(session, sentences, options, a.attention ? &attention : nullptr);
+  for (const infer::Translation& t : lines)
+    std::printf("%s\n", (a.tokens ? t.tokens : data::detokenize(t.shown)).c_str());
   if (explorer) {
-    std::vector<ExplorerSentence> explored;
+    std::vector<report::ExplorerSentence> explored;
     for (size_t i = 0; i < sentences.size(); ++i)
       explored.push_back({sentences[i], data::detokenize(lines[i].shown), std::move(attention[i])});
-    write_file_atomically(*a.attention, attention_explorer_page("Scratchformer attention: " + session.checkpoint,
-                                                                explored, session.src_tokenizer, session.tgt_tokenizer));
+    write_file_atomically(*a.attention,
+                          report::attention_explorer_page("Scratchformer attention: " + session.checkpoint, explored,
+                                                          session.src_tokenizer, session.tgt_tokenizer));
   } else if (a.attention) {
-    std::vector<AttentionMap> maps = attention_maps(attention[0], session.src_tokenizer, session.tgt_tokenizer);
-    write_file_atomically(*a.attention, attention_svg(maps, session.model->config().h));
+    std::vector<infer::AttentionMap> maps =
+        infer::attention_maps(attention[0], session.src_tokenizer, session.tgt_tokenizer);
+    write_file_atomically(*a.attention, infer::attention_svg(maps, session.model->config().h));
   }
   return 0;
 }
@@ -250,7 +253,7 @@ int eval_command(int argc, char** argv) {
   if (a.help) return std::fputs(kEvalHelp, stdout), 0;
   if (!a.data) throw UsageError("eval: --data FILE.tsv is required");
   auto start = std::chrono::steady_clock::now();
-  Session session = open_session(a);
+  infer::Session session = open_session(a);
   AutocastGuard autocast(session.config.precision_dtype());  // the config's precision (docs/13-bf16.md)
   data::ReadResult file = data::read_tsv(*a.data);
   if (file.pairs.empty()) fail(*a.data, ": no source<TAB>target pairs to evaluate");
@@ -261,15 +264,16 @@ int eval_command(int argc, char** argv) {
   }
   // The metrics compare the tokens as the model wrote them (translate --tokens),
   // so nothing is replaced.
-  DecodeOptions options = DecodeOptions::from_config(session.config, a.beam);
+  infer::DecodeOptions options = infer::DecodeOptions::from_config(session.config, a.beam);
   options.replace_unknown_words = false;
   std::vector<std::string> hypotheses;
-  for (Translation& t : translate_lines(session, sources, options)) hypotheses.push_back(std::move(t.tokens));
-  Scores scores = score_translations(hypotheses, references);
+  for (infer::Translation& t : infer::translate_lines(session, sources, options))
+    hypotheses.push_back(std::move(t.tokens));
+  eval::Scores scores = eval::score_translations(hypotheses, references);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::ordered_json out;
-  add_scores(out, scores);
-  out["signature"] = sacrebleu_signature();  // of "sacrebleu", as sacreBLEU prints it beside the score
+  eval::add_scores(out, scores);
+  out["signature"] = eval::sacrebleu_signature();  // of "sacrebleu", as sacreBLEU prints it beside the score
   out["sentences"] = sources.size();
   out["seconds"] = seconds;
   std::printf("%s\n", out.dump().c_str());
@@ -279,7 +283,7 @@ int eval_command(int argc, char** argv) {
 int score_command(int argc, char** argv) {
   Arguments a = parse("score", argc, argv, {"--config", "--set", "--checkpoint"}, false);
   if (a.help) return std::fputs(kScoreHelp, stdout), 0;
-  Session session = open_session(a);
+  infer::Session session = open_session(a);
   AutocastGuard autocast(session.config.precision_dtype());  // the config's precision (docs/13-bf16.md)
   std::vector<data::Example> examples;
   int64_t line_number = 0;
@@ -291,8 +295,9 @@ int score_command(int argc, char** argv) {
     data::Pair pair = data::split_tsv_line(line, where);
     examples.push_back({session.src_tokenizer.encode(pair.src), session.tgt_tokenizer.encode(pair.tgt), pair});
   }
-  const Config& c = session.config;
-  for (const PairNll& r : score_pairs(*session.model, std::move(examples), c.seq_len, inference_batch_size(c)))
+  const setup::Config& c = session.config;
+  for (const infer::PairNll& r :
+       infer::score_pairs(*session.model, std::move(examples), c.seq_len, infer::inference_batch_size(c)))
     std::printf("%.6f\t%lld\n", r.nll, static_cast<long long>(r.tokens));
   return 0;
 }
@@ -301,12 +306,12 @@ int score_command(int argc, char** argv) {
 // model_basename (where it could replace one of the run's files, or be taken
 // for a stray checkpoint by a later "preload": "latest"), is refused.
 void check_output(const std::string& command, const std::string& out, const std::vector<std::string>& read,
-                  const Config& c) {
+                  const setup::Config& c) {
   std::error_code ec;
   for (const std::string& path : read)
     if (std::filesystem::equivalent(out, path, ec))
       throw UsageError(command + ": --out " + out + " is a checkpoint it reads; write to another file");
-  if (CheckpointStore(c.model_folder, c.model_basename, c.keep_checkpoints).has_name_of_its_own(out))
+  if (setup::CheckpointStore(c.model_folder, c.model_basename, c.keep_checkpoints).has_name_of_its_own(out))
     throw UsageError(command + ": --out " + out + " is in model_folder and starts with model_basename '" +
                      c.model_basename + "', as the run's checkpoint files do; write it elsewhere");
 }
@@ -315,7 +320,7 @@ int export_command(int argc, char** argv) {
   Arguments a = parse("export", argc, argv, {"--config", "--set", "--checkpoint", "--out", "--dtype"}, false);
   if (a.help) return std::fputs(kExportHelp, stdout), 0;
   if (!a.out) throw UsageError("export: --out PATH is required");
-  Session session = open_session(a);
+  infer::Session session = open_session(a);
   check_output("export", *a.out, {session.checkpoint}, session.config);
   nn::save_checkpoint(*session.model, *a.out, a.dtype);
   std::printf("export: wrote %s (%s, %llu bytes) from %s\n", a.out->c_str(), precision_name(a.dtype),
@@ -324,11 +329,11 @@ int export_command(int argc, char** argv) {
 }
 
 // The weights files of the last `k` epochs' complete checkpoints, oldest first.
-std::vector<std::string> last_epochs(const Config& c, int64_t k) {
-  CheckpointStore store(c.model_folder, c.model_basename, c.keep_checkpoints);
+std::vector<std::string> last_epochs(const setup::Config& c, int64_t k) {
+  setup::CheckpointStore store(c.model_folder, c.model_basename, c.keep_checkpoints);
   std::vector<std::string> paths;
   for (int64_t epoch = store.latest_epoch().value_or(-1); epoch >= 0 && int64_t(paths.size()) < k; --epoch)
-    if (std::optional<CheckpointFiles> files = store.complete(CheckpointStore::epoch_tag(epoch)))
+    if (std::optional<setup::CheckpointFiles> files = store.complete(setup::CheckpointStore::epoch_tag(epoch)))
       paths.insert(paths.begin(), files->weights);
   if (int64_t(paths.size()) < k)
     fail(c.source, ": --last ", k, ": model_folder ", c.model_folder, " has ", paths.size(),
@@ -342,10 +347,10 @@ int average_command(int argc, char** argv) {
   if (!a.out) throw UsageError("average: --out PATH is required");
   if (a.last && !a.texts.empty()) throw UsageError("average: --last K or checkpoints to average, not both");
   if (!a.last && a.texts.empty()) throw UsageError("average: --last K or the checkpoints to average is required");
-  Config config = load_config(a.config, a.sets);
+  setup::Config config = setup::load_config(a.config, a.sets);
   std::vector<std::string> paths = a.last ? last_epochs(config, *a.last) : a.texts;
   check_output("average", *a.out, paths, config);
-  Session session = Session::open(config, paths[0]);
+  infer::Session session = infer::Session::open(config, paths[0]);
   nn::load_average(*session.model, paths);
   nn::save_checkpoint(*session.model, *a.out);
   std::printf("average: wrote %s, the mean of %zu checkpoints:", a.out->c_str(), paths.size());
@@ -360,7 +365,7 @@ int average_command(int argc, char** argv) {
 // config, a diverged run) is printed once, by rank 0, which ends the job. A
 // rank that fails alone while rank 0 waits for it gives rank 0 a moment to do
 // that, then reports its own error, naming itself, and ends the job.
-int report_failure(const std::exception& e, Communicator& comm) {
+int report_failure(const std::exception& e, dist::Communicator& comm) {
   std::fflush(stdout);
   int status = exit_status(e);
   std::string rank;
@@ -374,11 +379,11 @@ int report_failure(const std::exception& e, Communicator& comm) {
 }
 
 // The processes of this job: MPI's in the MPI build (make MPI=1), else this one alone.
-std::unique_ptr<Communicator> world([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
+std::unique_ptr<dist::Communicator> world([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
 #ifdef SF_MPI
-  return mpi_world(argc, argv);
+  return dist::mpi_world(argc, argv);
 #else
-  return single_process();
+  return dist::single_process();
 #endif
 }
 
@@ -388,7 +393,7 @@ int main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f) a write fails with EFBIG, reported like
   // a full disk, instead of the signal killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
-  std::unique_ptr<Communicator> comm = single_process();  // until MPI has started
+  std::unique_ptr<dist::Communicator> comm = dist::single_process();  // until MPI has started
   try {
     comm = world(&argc, &argv);
     set_local_rank(comm->local_rank());  // before a config names a device

@@ -2,7 +2,7 @@
 
 #include "base/error.h"
 
-namespace sf::train {
+namespace sf::dist {
 
 namespace {
 
@@ -37,4 +37,4 @@ class SingleProcess final : public Communicator {
 
 std::unique_ptr<Communicator> single_process() { return std::make_unique<SingleProcess>(); }
 
-}  // namespace sf::train
+}  // namespace sf::dist

@@ -19,7 +19,7 @@
 #include <span>
 #include <vector>
 
-namespace sf::train {
+namespace sf::dist {
 
 class Communicator {
  public:
@@ -106,4 +106,4 @@ void say(const Communicator& comm, const char* format, Args... args) {
     std::fprintf(stderr, format, args...);
 }
 
-}  // namespace sf::train
+}  // namespace sf::dist

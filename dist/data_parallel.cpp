@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 
-namespace sf::train {
+namespace sf::dist {
 
 namespace {
 
@@ -329,4 +329,4 @@ void check_same_on_every_rank(uint64_t digest, const std::string& what, const st
            "): every rank must train on the same config and data");
 }
 
-}  // namespace sf::train
+}  // namespace sf::dist

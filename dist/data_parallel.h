@@ -22,7 +22,7 @@
 #include "optim/optimizer.h"
 #include "dist/communicator.h"
 
-namespace sf::train {
+namespace sf::dist {
 
 // Rank `rank`'s share of a batch's examples: a contiguous run, shares
 // differing by at most one (the first size % ranks ranks take one more). A
@@ -157,4 +157,4 @@ optim::OptimizerState broadcast_optimizer_state(const optim::OptimizerState& on_
 void check_same_on_every_rank(uint64_t digest, const std::string& what, const std::string& source,
                               Communicator& comm);
 
-}  // namespace sf::train
+}  // namespace sf::dist

@@ -1,6 +1,6 @@
 #include "gradient_sync.h"
 
-namespace sf::train {
+namespace sf::dist {
 
 namespace {
 
@@ -41,4 +41,4 @@ std::unique_ptr<GradientSync> make_gradient_sync(const NamedTensors& params, Com
   return std::make_unique<RankGradients>(params, comm, bucket_bytes, overlap, zero);
 }
 
-}  // namespace sf::train
+}  // namespace sf::dist

@@ -15,7 +15,7 @@
 #include "dist/data_parallel.h"
 #include "optim/optimizer.h"
 
-namespace sf::train {
+namespace sf::dist {
 
 class GradientSync {
  public:
@@ -42,4 +42,4 @@ class GradientSync {
 std::unique_ptr<GradientSync> make_gradient_sync(const NamedTensors& params, Communicator& comm, size_t bucket_bytes,
                                                  bool overlap, bool zero);
 
-}  // namespace sf::train
+}  // namespace sf::dist

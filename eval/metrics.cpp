@@ -14,7 +14,7 @@
 #include "data/unicode.h"
 #include "eval/sacrebleu.h"
 
-namespace sf::train {
+namespace sf::eval {
 
 namespace {
 
@@ -245,4 +245,4 @@ std::string format_scores(const Scores& scores) {
   return out;
 }
 
-}  // namespace sf::train
+}  // namespace sf::eval

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace sf::train {
+namespace sf::eval {
 
 using Words = std::vector<std::string>;
 
@@ -91,4 +91,4 @@ void add_scores(nlohmann::ordered_json& record, const Scores& scores);
 // "name value" for every metric, two spaces apart (the validation log line).
 std::string format_scores(const Scores& scores);
 
-}  // namespace sf::train
+}  // namespace sf::eval

@@ -4,7 +4,7 @@
 
 #include "data/unicode.h"
 
-namespace sf::train {
+namespace sf::eval {
 
 namespace {
 
@@ -143,4 +143,4 @@ std::string sacrebleu_signature() {
   return std::string("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:") + kSacrebleuVersion;
 }
 
-}  // namespace sf::train
+}  // namespace sf::eval

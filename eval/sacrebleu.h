@@ -14,7 +14,7 @@
 
 #include "eval/metrics.h"
 
-namespace sf::train {
+namespace sf::eval {
 
 // The words of `line` under sacreBLEU's "13a" tokenizer (mteval-v13a.pl's
 // language-independent rules): trailing whitespace dropped; "<skipped>" and
@@ -42,4 +42,4 @@ double sacrebleu_from_statistics(const BleuStatistics& stats);
 // "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0".
 std::string sacrebleu_signature();
 
-}  // namespace sf::train
+}  // namespace sf::eval

@@ -8,14 +8,14 @@
 #include "data/detokenizer.h"
 #include "setup/loss.h"
 
-namespace sf::train {
+namespace sf::eval {
 
 // Validation sentences whose attention the report's explorer shows, the first ones.
 constexpr size_t kExplorerSentences = 20;
 
 ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& valid_set,
                           const data::Tokenizer& src_tokenizer, const data::Tokenizer& tgt_tokenizer,
-                          const Config& config) {
+                          const setup::Config& config) {
   ValidationResult result;
   const auto& examples = valid_set.examples();
   if (examples.empty()) return result;
@@ -27,7 +27,7 @@ ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& va
     int64_t count = 0;
     for (data::EpochBatches batches(valid_set, 0); !batches.done();) {
       data::Batch b = batches.next();
-      total += batch_loss(model, b, config.label_smoothing).item() * b.label_tokens;
+      total += setup::batch_loss(model, b, config.label_smoothing).item() * b.label_tokens;
       count += b.label_tokens;
     }
     result.loss = count > 0 ? total / count : 0.0;
@@ -36,15 +36,15 @@ ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& va
     // they were translated with; the first kExplorerSentences keep it for the
     // report's explorer (keeping every sentence's would hold every weight of
     // the validation set).
-    std::vector<SourceSentence> sources;
+    std::vector<infer::SourceSentence> sources;
     for (const data::Example& e : examples) sources.push_back({e.src, src_tokenizer.token_texts(e.text.src)});
     size_t explored = std::min(kExplorerSentences, sources.size());
     size_t shown = std::min(sources.size(), std::max(explored, static_cast<size_t>(config.val_examples)));
-    auto translate = [&](size_t begin, size_t end, bool replace, std::vector<AttentionRecord>* attention) {
-      DecodeOptions options = DecodeOptions::from_config(config);
+    auto translate = [&](size_t begin, size_t end, bool replace, std::vector<infer::AttentionRecord>* attention) {
+      infer::DecodeOptions options = infer::DecodeOptions::from_config(config);
       options.replace_unknown_words = replace;
-      std::vector<SourceSentence> part(sources.begin() + begin, sources.begin() + end);
-      for (Translation& t : translate_sentences(model, tgt_tokenizer, part, options, attention)) {
+      std::vector<infer::SourceSentence> part(sources.begin() + begin, sources.begin() + end);
+      for (infer::Translation& t : infer::translate_sentences(model, tgt_tokenizer, part, options, attention)) {
         result.predictions.push_back(std::move(t.tokens));
         if (replace) result.shown.push_back(std::move(t.shown));
       }
@@ -73,4 +73,4 @@ std::string validation_lines(int64_t epoch, const ValidationResult& v, int64_t e
   return lines;
 }
 
-}  // namespace sf::train
+}  // namespace sf::eval

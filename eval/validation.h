@@ -13,7 +13,7 @@
 #include "nn/transformer.h"
 #include "setup/config.h"
 
-namespace sf::train {
+namespace sf::eval {
 
 struct ValidationResult {
   double loss = 0;
@@ -27,7 +27,7 @@ struct ValidationResult {
   std::vector<std::string> shown;
   // What the model attended to while translating the first few sentences
   // (the report's attention explorer), recorded during that same decoding.
-  std::vector<AttentionRecord> attention;
+  std::vector<infer::AttentionRecord> attention;
 };
 
 // In eval mode (no dropout), without gradients; the model is back in training
@@ -35,9 +35,9 @@ struct ValidationResult {
 // `config`: precision, label smoothing, decoding and val_examples.
 ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& valid_set,
                           const data::Tokenizer& src_tokenizer, const data::Tokenizer& tgt_tokenizer,
-                          const Config& config);
+                          const setup::Config& config);
 
 // The log lines: the scores, then the first `examples` sentences beside their references.
 std::string validation_lines(int64_t epoch, const ValidationResult& v, int64_t examples);
 
-}  // namespace sf::train
+}  // namespace sf::eval

@@ -63,7 +63,7 @@ int main() {
       data::Batch b = batches.next();
       Tensor memory = model->encode(b.encoder_input, b.encoder_mask);
       Tensor features = model->decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask);
-      Tensor loss = train::translation_loss(*model, features, b.label, /*label_smoothing=*/0.0f);
+      Tensor loss = setup::translation_loss(*model, features, b.label, /*label_smoothing=*/0.0f);
       adam.zero_grad();
       loss.backward();
       adam.set_lr(optim::learning_rate(schedule, ++step));
@@ -79,7 +79,7 @@ int main() {
   model->eval();
   std::vector<std::vector<int32_t>> ids;
   for (const data::Pair& p : held_out) ids.push_back(src_tokenizer.encode(p.src));
-  std::vector<train::TokenIds> outputs = train::greedy_decode(*model, data::frame_sources(ids), seq_len);
+  std::vector<infer::TokenIds> outputs = infer::greedy_decode(*model, data::frame_sources(ids), seq_len);
   int correct = 0;
   for (size_t i = 0; i < held_out.size(); ++i) {
     std::string output = tgt_tokenizer.decode(outputs[i]);

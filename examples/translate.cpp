@@ -31,13 +31,13 @@ int main(int argc, char** argv) {
   try {
     // The config names the tokenizers, the model folder and seq_len; Session
     // loads both tokenizers and the model, which it puts in eval mode.
-    train::Config config = train::load_config(args[0]);
-    train::Session session = train::Session::open(config, checkpoint);
-    train::DecodeOptions greedy = train::DecodeOptions::from_config(config, /*beam=*/1);
+    setup::Config config = setup::load_config(args[0]);
+    infer::Session session = infer::Session::open(config, checkpoint);
+    infer::DecodeOptions greedy = infer::DecodeOptions::from_config(config, /*beam=*/1);
     // translate_lines gives the target tokens joined by spaces, each [UNK]
     // replaced by a source word in `shown`; detokenize writes them as the
     // language does ("1989-07-14").
-    for (const train::Translation& t : train::translate_lines(session, sentences, greedy))
+    for (const infer::Translation& t : infer::translate_lines(session, sentences, greedy))
       std::printf("%s\n", data::detokenize(t.shown).c_str());
   } catch (const std::exception& e) {  // sf::Error: a bad file or sentence (2); else a bug (1)
     std::fprintf(stderr, "translate: %s\n", e.what());

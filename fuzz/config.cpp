@@ -1,5 +1,5 @@
 // The training config: the JSON file, then NUL-separated `--set key=value`
-// overrides, through train::load_config as `scratchformer train` calls it.
+// overrides, through setup::load_config as `scratchformer train` calls it.
 #include <string>
 #include <vector>
 
@@ -16,7 +16,7 @@ void config(std::string_view input) {
     overrides.emplace_back(one);
     rest = after;
   }
-  train::Config c = train::load_config(scratch_file("config.json", file), overrides);
+  setup::Config c = setup::load_config(scratch_file("config.json", file), overrides);
   // What validation promises the rest of the program.
   expect(c.batch_size >= 1 && c.num_epochs >= 0 && c.seq_len >= 1 && c.d_model >= 1 && c.N >= 1 &&
              c.h >= 1 && c.d_ff >= 1,

@@ -47,8 +47,8 @@ void state(std::string_view input) {
   std::string rejected;
   try {
     std::string path = scratch_file("t00.state.json", state_json);
-    train::CheckpointStore store(std::filesystem::path(path).parent_path().string(), "t", 0);
-    train::TrainingState s = store.load_state("00");
+    setup::CheckpointStore store(std::filesystem::path(path).parent_path().string(), "t", 0);
+    setup::TrainingState s = store.load_state("00");
     // Accepted means usable for a resume, and nothing read as something else.
     expect(s.accum_pending >= 0 && s.accum_pending <= s.batch && s.batch <= s.batches_in_epoch,
            "state: inconsistent counters were accepted");

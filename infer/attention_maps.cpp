@@ -5,7 +5,7 @@
 #include <sstream>
 
 
-namespace sf::train {
+namespace sf::infer {
 
 std::string escape_xml(const std::string& text) {
   std::string out;
@@ -109,4 +109,4 @@ std::string attention_svg(const std::vector<AttentionMap>& maps, int64_t heads_p
   return svg.str();
 }
 
-}  // namespace sf::train
+}  // namespace sf::infer

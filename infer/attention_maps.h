@@ -8,7 +8,7 @@
 #include "data/tokenizer.h"
 #include "infer/decoding.h"
 
-namespace sf::train {
+namespace sf::infer {
 
 struct AttentionMap {
   std::string title;                    // e.g. "decoder layer 0 cross-attention, head 3"
@@ -31,4 +31,4 @@ std::vector<std::string> token_texts(const data::Tokenizer& tokenizer, const Tok
 // Escapes text for XML/HTML.
 std::string escape_xml(const std::string& text);
 
-}  // namespace sf::train
+}  // namespace sf::infer

@@ -7,7 +7,7 @@
 
 #include "autograd/engine.h"
 
-namespace sf::train {
+namespace sf::infer {
 
 namespace {
 
@@ -282,4 +282,4 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
   return best;
 }
 
-}  // namespace sf::train
+}  // namespace sf::infer

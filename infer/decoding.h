@@ -8,7 +8,7 @@
 #include "data/framing.h"
 #include "nn/transformer.h"
 
-namespace sf::train {
+namespace sf::infer {
 
 using TokenIds = std::vector<int32_t>;
 
@@ -68,4 +68,4 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
                                     float length_penalty, int64_t max_len,
                                     std::vector<AttentionRecord>* attention = nullptr);
 
-}  // namespace sf::train
+}  // namespace sf::infer

@@ -12,11 +12,12 @@
 #include "setup/resources.h"
 #include "infer/unknown_words.h"
 
-namespace sf::train {
+namespace sf::infer {
 
 // The checkpoint's metadata decides the model's shape; a config that says
 // otherwise (an edited key, a --set) is a mistake to name, not to ignore.
-static void check_config_matches(const Config& config, const nn::TransformerConfig& model, const std::string& checkpoint) {
+static void check_config_matches(const setup::Config& config, const nn::TransformerConfig& model,
+                                 const std::string& checkpoint) {
   auto check = [&](const char* key, int64_t configured, const std::string& trained) {
     if (std::to_string(configured) != trained)
       fail(config.source, ": key '", key, "' is ", configured, ", but ", checkpoint, " was trained with ", key, " ",
@@ -40,14 +41,14 @@ static void check_config_matches(const Config& config, const nn::TransformerConf
   check_text("tie_embeddings", config.tie_embeddings ? "true" : "false", model.tie_embeddings ? "true" : "false");
 }
 
-Session Session::open(const Config& config, const std::optional<std::string>& checkpoint) {
+Session Session::open(const setup::Config& config, const std::optional<std::string>& checkpoint) {
   Session s{config, data::Tokenizer::load(config.tokenizer_path(config.lang_src)),
             data::Tokenizer::load(config.tokenizer_path(config.lang_tgt)), nullptr, ""};
   if (checkpoint) {
     s.checkpoint = *checkpoint;
   } else {
-    CheckpointStore store(config.model_folder, config.model_basename, config.keep_checkpoints);
-    std::optional<CheckpointFiles> latest = store.latest();
+    setup::CheckpointStore store(config.model_folder, config.model_basename, config.keep_checkpoints);
+    std::optional<setup::CheckpointFiles> latest = store.latest();
     if (!latest)
       fail(config.model_folder, ": no complete checkpoint '", config.model_basename,
            "NN' here (train first, or pass --checkpoint)");
@@ -55,8 +56,8 @@ Session Session::open(const Config& config, const std::optional<std::string>& ch
   }
   nn::TransformerConfig model_config = nn::read_checkpoint_config(s.checkpoint);
   check_config_matches(config, model_config, s.checkpoint);
-  check_fits_in_memory(inference_bytes(model_config, inference_batch_size(config), config.beam),
-                       "this checkpoint's model", s.checkpoint);
+  setup::check_fits_in_memory(setup::inference_bytes(model_config, inference_batch_size(config), config.beam),
+                              "this checkpoint's model", s.checkpoint);
   if (model_config.src_vocab_size != s.src_tokenizer.vocab_size() ||
       model_config.tgt_vocab_size != s.tgt_tokenizer.vocab_size())
     fail(s.checkpoint, ": vocabulary sizes ", model_config.src_vocab_size, "/",
@@ -70,9 +71,9 @@ Session Session::open(const Config& config, const std::optional<std::string>& ch
   return s;
 }
 
-int64_t inference_batch_size(const Config& config) { return std::max<int64_t>(config.batch_size, 32); }
+int64_t inference_batch_size(const setup::Config& config) { return std::max<int64_t>(config.batch_size, 32); }
 
-DecodeOptions DecodeOptions::from_config(const Config& config, std::optional<int64_t> beam) {
+DecodeOptions DecodeOptions::from_config(const setup::Config& config, std::optional<int64_t> beam) {
   return {beam.value_or(config.beam), config.length_penalty, config.seq_len, inference_batch_size(config)};
 }
 
@@ -167,7 +168,7 @@ std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Examp
   for (const auto& indices : length_batches(lengths, batch_size)) {
     data::Batch b = dataset.make_batch(indices);
     // Read on the host (no copy when the model is on the CPU).
-    Tensor log_probs = model.project(batch_features(model, b)).to(cpu());
+    Tensor log_probs = model.project(setup::batch_features(model, b)).to(cpu());
     int64_t width = b.label.size(1), vocab = log_probs.size(-1);
     for (size_t r = 0; r < indices.size(); ++r) {
       // Label positions: the target tokens, then [EOS]; [PAD] after them.
@@ -183,4 +184,4 @@ std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Examp
   return out;
 }
 
-}  // namespace sf::train
+}  // namespace sf::infer

@@ -13,21 +13,21 @@
 #include "setup/config.h"
 #include "infer/decoding.h"
 
-namespace sf::train {
+namespace sf::infer {
 
 struct Session {
-  Config config;
+  setup::Config config;
   data::Tokenizer src_tokenizer, tgt_tokenizer;
   std::unique_ptr<nn::Transformer> model;
   std::string checkpoint;  // the weights file loaded
 
   // `checkpoint`: a weights file, or the latest complete one in model_folder.
-  static Session open(const Config& config, const std::optional<std::string>& checkpoint);
+  static Session open(const setup::Config& config, const std::optional<std::string>& checkpoint);
 };
 
 // Sentences per inference batch: the training batch size, but at least 32, as
 // decoding a few sentences at a time leaves the machine idle.
-int64_t inference_batch_size(const Config& config);
+int64_t inference_batch_size(const setup::Config& config);
 
 struct DecodeOptions {
   int64_t beam;  // 1: greedy
@@ -40,7 +40,7 @@ struct DecodeOptions {
 
   // The config's beam (or `beam`, e.g. --beam), length_penalty and seq_len,
   // batches of inference_batch_size.
-  static DecodeOptions from_config(const Config& config, std::optional<int64_t> beam = std::nullopt);
+  static DecodeOptions from_config(const setup::Config& config, std::optional<int64_t> beam = std::nullopt);
 };
 
 // Translates every source (token ids), batched by similar lengths; the results
@@ -84,4 +84,4 @@ struct PairNll {
 std::vector<PairNll> score_pairs(nn::Transformer& model, std::vector<data::Example> examples, int64_t seq_len,
                                  int64_t batch_size);
 
-}  // namespace sf::train
+}  // namespace sf::infer

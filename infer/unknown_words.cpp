@@ -4,7 +4,7 @@
 
 #include "base/error.h"
 
-namespace sf::train {
+namespace sf::infer {
 
 std::vector<int64_t> attended_source_words(const AttentionRecord& record, size_t generated) {
   std::vector<int64_t> best(generated, -1);
@@ -45,4 +45,4 @@ std::string replace_unknown_words(const TokenIds& output, const AttentionRecord&
   return target_tokenizer.decode(output, replacements);
 }
 
-}  // namespace sf::train
+}  // namespace sf::infer

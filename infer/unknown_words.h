@@ -13,7 +13,7 @@
 #include "data/tokenizer.h"
 #include "infer/decoding.h"
 
-namespace sf::train {
+namespace sf::infer {
 
 // For each generated token (record.target without its [SOS]), the index of the
 // source word it attends to most: cross-attention averaged over the layers
@@ -31,4 +31,4 @@ std::string replace_unknown_words(const TokenIds& output, const AttentionRecord&
                                   const std::vector<std::string_view>& source_words,
                                   const data::Tokenizer& target_tokenizer);
 
-}  // namespace sf::train
+}  // namespace sf::infer

@@ -7,7 +7,7 @@
 
 #include "infer/attention_maps.h"
 
-namespace sf::train {
+namespace sf::report {
 
 namespace {
 
@@ -19,9 +19,9 @@ const char kStyle[] =
 #include "report/attention_explorer.css.inc"
     ;
 
-nlohmann::json layers(const std::vector<AttentionWeights>& block) {
+nlohmann::json layers(const std::vector<infer::AttentionWeights>& block) {
   nlohmann::json out = nlohmann::json::array();
-  for (const AttentionWeights& w : block) out.push_back(quantised_base64(w.values));
+  for (const infer::AttentionWeights& w : block) out.push_back(quantised_base64(w.values));
   return out;
 }
 
@@ -49,11 +49,11 @@ std::string attention_explorer(const std::vector<ExplorerSentence>& sentences, c
                                const data::Tokenizer& tgt_tokenizer) {
   nlohmann::json list = nlohmann::json::array();
   for (const ExplorerSentence& s : sentences) {
-    const AttentionRecord& r = s.record;
+    const infer::AttentionRecord& r = s.record;
     list.push_back({{"text", s.text},
                     {"translation", s.translation},
-                    {"source", token_texts(src_tokenizer, r.source)},
-                    {"target", token_texts(tgt_tokenizer, r.target)},
+                    {"source", infer::token_texts(src_tokenizer, r.source)},
+                    {"target", infer::token_texts(tgt_tokenizer, r.target)},
                     {"layers", r.cross.size()},
                     {"heads", r.cross.empty() ? 0 : r.cross[0].heads},
                     {"blocks",
@@ -92,9 +92,9 @@ std::string attention_explorer(const std::vector<ExplorerSentence>& sentences, c
 
 std::string attention_explorer_page(const std::string& title, const std::vector<ExplorerSentence>& sentences,
                                     const data::Tokenizer& src_tokenizer, const data::Tokenizer& tgt_tokenizer) {
-  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape_xml(title) +
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + infer::escape_xml(title) +
          "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}h2{font-size:16px}</style></head>"
          "<body>\n" + attention_explorer(sentences, src_tokenizer, tgt_tokenizer) + "</body></html>\n";
 }
 
-}  // namespace sf::train
+}  // namespace sf::report

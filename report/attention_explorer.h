@@ -13,11 +13,11 @@
 #include "data/tokenizer.h"
 #include "infer/decoding.h"
 
-namespace sf::train {
+namespace sf::report {
 
 struct ExplorerSentence {
   std::string text, translation;  // the source as given, its translation as printed
-  AttentionRecord record;
+  infer::AttentionRecord record;
 };
 
 // The explorer as one <section id="explorer">: its data, controls, style and script.
@@ -31,4 +31,4 @@ std::string attention_explorer_page(const std::string& title, const std::vector<
 // Weights in [0, 1] as bytes round(255 w), base64-encoded (RFC 4648).
 std::string quantised_base64(const std::vector<float>& weights);
 
-}  // namespace sf::train
+}  // namespace sf::report

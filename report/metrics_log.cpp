@@ -15,7 +15,7 @@
 #include "base/error.h"
 #include "base/file_steps.h"
 
-namespace sf::train {
+namespace sf::report {
 
 using nlohmann::json;
 
@@ -68,7 +68,7 @@ void append_metrics(const std::string& path, const StepRecord& r) {
 
 void append_metrics(const std::string& path, const ValidRecord& r) {
   nlohmann::ordered_json record = {{"kind", "valid"}, {"epoch", r.epoch}, {"step", r.step}, {"loss", r.loss}};
-  add_scores(record, r.scores);
+  eval::add_scores(record, r.scores);
   append_line(path, record);
 }
 
@@ -88,9 +88,9 @@ void read_metrics(const std::string& path, std::vector<StepRecord>& steps, std::
                        number(r, "tokens_per_s"), number(r, "time")});
     } else if (r.value("kind", "") == "valid") {
       valid.push_back({epoch, step, number(r, "loss"), {}});
-      for (const Metric& m : metrics()) valid.back().scores.values.push_back(number(r, m.name));
+      for (const eval::Metric& m : eval::metrics()) valid.back().scores.values.push_back(number(r, m.name));
     }
   }
 }
 
-}  // namespace sf::train
+}  // namespace sf::report

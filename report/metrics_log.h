@@ -6,7 +6,7 @@
 
 #include "eval/metrics.h"
 
-namespace sf::train {
+namespace sf::report {
 
 // {"kind": "step", "epoch", "step", "loss", "lr", "grad_norm", "tokens_per_s", "time"}
 // per optimizer step; time: seconds since the run (or its resumption) started.
@@ -20,7 +20,7 @@ struct StepRecord {
 struct ValidRecord {
   int64_t epoch = 0, step = 0;
   double loss = 0;
-  Scores scores;
+  eval::Scores scores;
 };
 
 // Starts the file: a fresh run empties it; a resumed run keeps the records up
@@ -35,4 +35,4 @@ void append_metrics(const std::string& path, const StepRecord& record);
 void append_metrics(const std::string& path, const ValidRecord& record);
 void read_metrics(const std::string& path, std::vector<StepRecord>& steps, std::vector<ValidRecord>& valid);
 
-}  // namespace sf::train
+}  // namespace sf::report

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace sf::train {
+namespace sf::report {
 
 namespace {
 constexpr double kPlainInterval = 10.0;  // seconds between plain log lines
@@ -62,4 +62,4 @@ void Progress::finish(float mean_loss) {
                static_cast<long long>(batches_), mean_loss, format_duration(seconds_since(start_)).c_str());
 }
 
-}  // namespace sf::train
+}  // namespace sf::report

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace sf::train {
+namespace sf::report {
 
 class Progress {
  public:
@@ -23,4 +23,4 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_print_;
 };
 
-}  // namespace sf::train
+}  // namespace sf::report

@@ -10,7 +10,9 @@
 #include "report/metrics_log.h"
 #include "eval/sacrebleu.h"
 
-namespace sf::train {
+namespace sf::report {
+
+using infer::escape_xml;
 
 namespace {
 
@@ -94,8 +96,8 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
 std::string metric_charts(const std::vector<ValidRecord>& valid) {
   static const char* kColors[] = {"#2ca02c", "#9467bd", "#d62728", "#8c564b", "#17becf", "#bcbd22", "#e377c2"};
   std::vector<std::pair<std::string, std::vector<Series>>> charts;  // title, curves
-  for (size_t i = 0; i < metrics().size(); ++i) {
-    const Metric& m = metrics()[i];
+  for (size_t i = 0; i < eval::metrics().size(); ++i) {
+    const eval::Metric& m = eval::metrics()[i];
     auto at = std::find_if(charts.begin(), charts.end(), [&](const auto& chart) { return chart.first == m.chart; });
     if (at == charts.end()) at = charts.insert(at, {m.chart, {}});
     Series series{m.label, kColors[i % std::size(kColors)], {}};
@@ -132,9 +134,9 @@ void write_report(const std::string& path, const ReportContent& c) {
        << line_chart("validation loss", "epoch", {{"loss", "#1f77b4", valid_loss}}) << metric_charts(valid)
        << "</div>\n<table><tr><th>epoch</th><th>step</th><th>loss</th>";
   // The table's metric columns, each marked with the direction that is better.
-  for (const Metric& m : metrics())
+  for (const eval::Metric& m : eval::metrics())
     html << "<th>" << escape_xml(m.label)
-         << (m.better == Better::higher ? " ↑" : m.better == Better::lower ? " ↓" : "") << "</th>";
+         << (m.better == eval::Better::higher ? " ↑" : m.better == eval::Better::lower ? " ↓" : "") << "</th>";
   html << "</tr>\n";
   for (const ValidRecord& r : valid) {
     html << "<tr><td>" << number(double(r.epoch)) << "</td><td>" << number(double(r.step)) << "</td><td>"
@@ -144,7 +146,7 @@ void write_report(const std::string& path, const ReportContent& c) {
   }
   html << "</table>\n<p>token BLEU scores our own word tokens; sacreBLEU scores the detokenized output as sacreBLEU "
           "does, comparable with published figures: "
-       << escape_xml(sacrebleu_signature()) << "</p>\n<h2>Sample translations</h2>\n<table><tr><th>source</th><th>reference</th><th>prediction</th></tr>\n";
+       << escape_xml(eval::sacrebleu_signature()) << "</p>\n<h2>Sample translations</h2>\n<table><tr><th>source</th><th>reference</th><th>prediction</th></tr>\n";
   for (const ReportSample& s : c.samples)
     html << "<tr><td>" << escape_xml(s.source) << "</td><td>" << escape_xml(s.reference) << "</td><td>"
          << escape_xml(s.prediction) << "</td></tr>\n";
@@ -152,4 +154,4 @@ void write_report(const std::string& path, const ReportContent& c) {
   write_file_atomically(path, html.str());
 }
 
-}  // namespace sf::train
+}  // namespace sf::report

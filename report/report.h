@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace sf::train {
+namespace sf::report {
 
 struct ReportSample {
   std::string source, reference, prediction;
@@ -21,4 +21,4 @@ struct ReportContent {
 
 void write_report(const std::string& path, const ReportContent& content);
 
-}  // namespace sf::train
+}  // namespace sf::report

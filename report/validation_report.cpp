@@ -7,10 +7,10 @@
 #include "report/attention_explorer.h"
 #include "report/report.h"
 
-namespace sf::train {
+namespace sf::report {
 
 void write_validation_report(const std::string& experiment_name, const std::string& metrics_path,
-                             const ValidationResult& v, const data::Tokenizer& src_tokenizer,
+                             const eval::ValidationResult& v, const data::Tokenizer& src_tokenizer,
                              const data::Tokenizer& tgt_tokenizer) {
   constexpr size_t kSamples = 5;
   ReportContent content;
@@ -25,4 +25,4 @@ void write_validation_report(const std::string& experiment_name, const std::stri
   write_report((std::filesystem::path(experiment_name) / "report.html").string(), content);
 }
 
-}  // namespace sf::train
+}  // namespace sf::report

@@ -7,10 +7,10 @@
 #include "data/tokenizer.h"
 #include "eval/validation.h"
 
-namespace sf::train {
+namespace sf::report {
 
 void write_validation_report(const std::string& experiment_name, const std::string& metrics_path,
-                             const ValidationResult& v, const data::Tokenizer& src_tokenizer,
+                             const eval::ValidationResult& v, const data::Tokenizer& src_tokenizer,
                              const data::Tokenizer& tgt_tokenizer);
 
-}  // namespace sf::train
+}  // namespace sf::report

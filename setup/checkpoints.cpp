@@ -15,7 +15,7 @@
 #include "base/file_steps.h"
 #include "nn/checkpoint.h"
 
-namespace sf::train {
+namespace sf::setup {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -287,4 +287,4 @@ TrainingState CheckpointStore::load_state(const std::string& tag) const {
   return complete(tag).value_or(files(tag)).load_state();
 }
 
-}  // namespace sf::train
+}  // namespace sf::setup

@@ -30,7 +30,7 @@
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 
-namespace sf::train {
+namespace sf::setup {
 
 // The validation metric that picks the "best" checkpoint, higher being better,
 // and the key under which state.json keeps its best value so far.
@@ -105,4 +105,4 @@ class CheckpointStore {
   int64_t keep_;
 };
 
-}  // namespace sf::train
+}  // namespace sf::setup

@@ -14,7 +14,7 @@
 #include "nn/layers.h"
 #include "data/unicode.h"
 
-namespace sf::train {
+namespace sf::setup {
 
 using nlohmann::json;
 
@@ -379,4 +379,4 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return config;
 }
 
-}  // namespace sf::train
+}  // namespace sf::setup

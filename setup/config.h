@@ -12,7 +12,7 @@
 
 #include "autograd/tensor.h"
 
-namespace sf::train {
+namespace sf::setup {
 
 struct DataConfig {
   // Either a built-in toy task ...
@@ -108,4 +108,4 @@ inline constexpr int64_t kMaxBatchSize = 1 << 20, kMaxEpochs = 1 << 20, kMaxThre
 // The default task when a config names no data (the one `make demo` trains).
 inline constexpr const char* kDefaultTask = "dates";
 
-}  // namespace sf::train
+}  // namespace sf::setup

@@ -3,7 +3,7 @@
 #include "autograd/ops.h"
 #include "data/tokenizer.h"
 
-namespace sf::train {
+namespace sf::setup {
 
 // A padded position's loss term is ignored, so its logits are never needed.
 // The projection to the vocabulary is the largest product of a step (for the
@@ -37,4 +37,4 @@ Tensor batch_loss(nn::Transformer& model, const data::Batch& batch, float label_
   return translation_loss(model, batch_features(model, batch), batch.label, label_smoothing);
 }
 
-}  // namespace sf::train
+}  // namespace sf::setup

@@ -5,7 +5,7 @@
 #include "data/batching.h"
 #include "nn/transformer.h"
 
-namespace sf::train {
+namespace sf::setup {
 
 // `features` [B, T, d_model] from Transformer::decode, `labels` int32 [B, T]
 // on the host, [PAD] where a position has no label. Equal to
@@ -19,4 +19,4 @@ Tensor batch_features(nn::Transformer& model, const data::Batch& batch);
 // translation_loss of a batch's features against its labels.
 Tensor batch_loss(nn::Transformer& model, const data::Batch& batch, float label_smoothing);
 
-}  // namespace sf::train
+}  // namespace sf::setup

@@ -13,7 +13,7 @@
 #include "autograd/tensor.h"
 #include "base/error.h"
 
-namespace sf::train {
+namespace sf::setup {
 
 namespace fs = std::filesystem;
 
@@ -72,4 +72,4 @@ int threads_to_use(int64_t threads_key, int ranks_on_this_machine, bool communic
   return std::max(1, (machine - (communication_thread ? 1 : 0)) / ranks_on_this_machine);
 }
 
-}  // namespace sf::train
+}  // namespace sf::setup

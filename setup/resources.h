@@ -8,7 +8,7 @@
 
 #include "nn/transformer.h"
 
-namespace sf::train {
+namespace sf::setup {
 
 // Bytes a training step needs, roughly: weights, gradients and two Adam
 // moments (16 bytes a parameter) plus the activations kept for backward.
@@ -28,4 +28,4 @@ void check_writable_folder(const std::string& folder, const std::string& source,
 // one core of an unbound machine is left to the ranks' communication threads.
 int threads_to_use(int64_t threads_key, int ranks_on_this_machine = 1, bool communication_thread = false);
 
-}  // namespace sf::train
+}  // namespace sf::setup

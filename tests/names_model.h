@@ -46,7 +46,7 @@ struct NamesModel {
     config = write_config(dir.path, R"("data": {"train": ")" + (dir.path / "train.tsv").string() + R"(", "valid": ")" +
                                         valid.string() + R"(", "format": "tsv"}, "lang_src": "words",
       "lang_tgt": "reversed", "num_epochs": 7, )" + kSmall);
-    REQUIRE(train::Trainer(train::load_config(config, sets)).run() == 0);
+    REQUIRE(train::Trainer(setup::load_config(config, sets)).run() == 0);
   }
 };
 

@@ -16,7 +16,7 @@
 #include "optim/clip.h"
 
 using namespace sf;
-using namespace sf::train;
+using namespace sf::setup;
 using namespace sf::testing;
 
 namespace {
@@ -175,7 +175,7 @@ TEST_CASE("training: non-finite updates are skipped and reported once; a diverge
   CheckpointStore store((dir.path / "weights").string(), "tmodel_", 5);
   REQUIRE(store.latest_epoch() == 0);
   CHECK(store.load_state("00").global_step == steps);
-  CHECK(Session::open(load_config(config), std::nullopt).checkpoint == store.weights_path("00"));
+  CHECK(infer::Session::open(load_config(config), std::nullopt).checkpoint == store.weights_path("00"));
 }
 
 TEST_CASE("clip_grad_norm leaves gradients alone when their norm is not finite") {
@@ -213,7 +213,7 @@ TEST_CASE("training: a model too large for the machine's memory is refused befor
   TempDir dir;
   std::string config = write_config(dir.path, R"("data": {"task": "copy", "size": 100}, "lang_src": "a",
     "lang_tgt": "b", "d_model": 65536, "h": 1, "N": 1024, "d_ff": 65536)");
-  CHECK_THROWS_WITH(Trainer(load_config(config)), doctest::Contains("training this model needs about"));
+  CHECK_THROWS_WITH(train::Trainer(load_config(config)), doctest::Contains("training this model needs about"));
 }
 
 TEST_CASE("checkpoints: a tag caught between renames loads its .prev copy, never a mix of two saves") {

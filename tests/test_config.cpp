@@ -12,7 +12,7 @@
 #include "setup/resources.h"
 
 using namespace sf;
-using namespace sf::train;
+using namespace sf::setup;
 
 namespace {
 
@@ -212,17 +212,17 @@ TEST_CASE("config: a missing file and a bad --set") {
 }
 
 TEST_CASE("config: the threads key sets the kernels' thread count, and the log says it") {
-  CHECK(train::threads_to_use(3) == 3);
-  CHECK(train::threads_to_use(1) == 1);
+  CHECK(setup::threads_to_use(3) == 3);
+  CHECK(setup::threads_to_use(1) == 1);
   // 0: the cores this process may run on, shared among the ranks on the machine.
   cpu_set_t allowed;
   REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
   int cores = std::min<int>(CPU_COUNT(&allowed), static_cast<int>(std::thread::hardware_concurrency()));
-  CHECK(train::threads_to_use(0) == cores);
-  CHECK(train::threads_to_use(0, 2) == std::max(1, cores / 2));
+  CHECK(setup::threads_to_use(0) == cores);
+  CHECK(setup::threads_to_use(0, 2) == std::max(1, cores / 2));
   // Data parallelism leaves one core to the ranks' communication threads.
-  CHECK(train::threads_to_use(0, 2, true) == std::max(1, (cores - 1) / 2));
-  CHECK(train::threads_to_use(0, 1, true) == std::max(1, cores - 1));
+  CHECK(setup::threads_to_use(0, 2, true) == std::max(1, (cores - 1) / 2));
+  CHECK(setup::threads_to_use(0, 1, true) == std::max(1, cores - 1));
 
   testing::TempDir dir;
   std::string config = testing::write_config(dir.path, R"("data": {"task": "copy", "size": 100}, "num_epochs": 0)" +

@@ -50,7 +50,7 @@ TEST_CASE("data: Hugging Face tokenizers encodes both real corpora as our BPE do
 
   for (const char* name : {"multi30k_en_de", "tatoeba_en_es"}) {
     CAPTURE(name);
-    sf::train::Config config = sf::train::load_config((repository() / "configs" / (std::string(name) + "_bpe.json")).string());
+    sf::setup::Config config = sf::setup::load_config((repository() / "configs" / (std::string(name) + "_bpe.json")).string());
     REQUIRE(config.tokenizer == "bpe");
     CorpusOptions files;
     files.train = config.data.train;

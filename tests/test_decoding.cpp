@@ -12,7 +12,7 @@
 #include "infer/decoding.h"
 
 using namespace sf;
-using namespace sf::train;
+using namespace sf::infer;
 
 namespace {
 

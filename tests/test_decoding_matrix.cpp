@@ -33,7 +33,7 @@
 #include "eval/metrics.h"
 
 using namespace sf;
-using namespace sf::train;
+using namespace sf::infer;
 using namespace sf::testing;
 
 namespace {
@@ -165,7 +165,7 @@ struct Matrix {
       references.push_back(line.substr(line.find('\t') + 1));
       input << sources.back() << "\n";
     }
-    weights = Session::open(load_config(model.config, model.sets), std::nullopt).checkpoint;
+    weights = Session::open(setup::load_config(model.config, model.sets), std::nullopt).checkpoint;
     // Train runs start from the weights alone (a fresh optimizer at epoch 0).
     fs::copy_file(weights, scratch.path / "start.safetensors");
   }
@@ -235,17 +235,17 @@ struct Matrix {
   }
 
   // The metrics of printed lines, [UNK] kept as the model wrote it.
-  Scores scores_of(const Session& session, const std::vector<std::string>& lines) const {
+  eval::Scores scores_of(const Session& session, const std::vector<std::string>& lines) const {
     std::vector<std::string> tokens;
     for (const std::string& line : lines) tokens.push_back(session.tgt_tokenizer.decode(session.tgt_tokenizer.encode(line)));
-    return score_translations(tokens, references);
+    return eval::score_translations(tokens, references);
   }
 };
 
 Session open_session(const Matrix& m, const Cell& cell) {
   std::vector<std::string> sets = m.model.sets;
   for (const std::string& set : cell.sets()) sets.push_back(set);
-  return Session::open(load_config(m.model.config, sets), m.weights);
+  return Session::open(setup::load_config(m.model.config, sets), m.weights);
 }
 
 // log p of every token at each position of `target` (its tokens, then
@@ -336,8 +336,8 @@ void run_matrix(const std::string& device) {
       // Its samples are shown (unknown words replaced); its record scores
       // the same translations, [UNK] kept, as eval does.
       check_agrees(m, cell, outcome.lines, reference.lines);
-      Scores scores = m.scores_of(session, outcome.lines);
-      for (const Metric& metric : metrics())
+      eval::Scores scores = m.scores_of(session, outcome.lines);
+      for (const eval::Metric& metric : eval::metrics())
         CHECK((*outcome.metrics)[metric.name].get<double>() == doctest::Approx(scores.at(metric.name)));
     }
     if (cell.entry == kEval) {
@@ -348,8 +348,8 @@ void run_matrix(const std::string& device) {
         for (size_t k = 0; k < axes()[a].settings.size(); ++k)
           if (axes()[a].settings[k].label == "--keep-unk") kept.choice[a] = k;
       const Outcome& printed = m.run(kept);
-      Scores scores = m.scores_of(session, printed.lines);
-      for (const Metric& metric : metrics())
+      eval::Scores scores = m.scores_of(session, printed.lines);
+      for (const eval::Metric& metric : eval::metrics())
         CHECK((*outcome.metrics)[metric.name].get<double>() == doctest::Approx(scores.at(metric.name)));
     }
   }

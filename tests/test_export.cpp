@@ -29,7 +29,7 @@ TEST_CASE("export: a trained model in bf16 is half the file, same names, order a
   TempDir dir;
   std::string config = write_config(dir.path, std::string(R"("data": {"task": "dates", "size": 2000},
     "lang_src": "en", "lang_tgt": "iso", "num_epochs": 3, )") + kSmall);
-  REQUIRE(Trainer(load_config(config)).run() == 0);
+  REQUIRE(Trainer(setup::load_config(config)).run() == 0);
   const std::string fp32 = (dir.path / "weights/tmodel_02.safetensors").string();
 
   // The line it prints names the file, the dtype and the size.
@@ -78,7 +78,8 @@ TEST_CASE("export: a trained model in bf16 is half the file, same names, order a
   CHECK(total_bf16 == doctest::Approx(total_fp32).epsilon(1e-3));
 
   // A training run preloads the export: a fresh optimizer from the rounded weights.
-  Trainer trainer(load_config(config, {"preload=" + bf16.string(), "model_folder=" + (dir.path / "w2").string()}));
+  Trainer trainer(
+      setup::load_config(config, {"preload=" + bf16.string(), "model_folder=" + (dir.path / "w2").string()}));
   NamedTensors loaded = trainer.model().state_dict(), exported = safetensors::load(bf16.string()).tensors;
   REQUIRE(loaded.size() == exported.size());
   for (size_t i = 0; i < loaded.size(); ++i) {
@@ -92,7 +93,7 @@ TEST_CASE("average: each tensor the mean of the checkpoints' (--last K or listed
   TempDir dir;
   std::string config = write_config(dir.path, std::string(R"("data": {"task": "dates", "size": 500},
     "lang_src": "en", "lang_tgt": "iso", "num_epochs": 3, )") + kSmall);
-  REQUIRE(Trainer(load_config(config)).run() == 0);
+  REQUIRE(Trainer(setup::load_config(config)).run() == 0);
   auto epoch = [&](int e) { return (dir.path / ("weights/tmodel_0" + std::to_string(e) + ".safetensors")).string(); };
   // The mean in double of each element, rounded once.
   auto check_mean = [](const fs::path& average, const std::vector<std::string>& inputs) {

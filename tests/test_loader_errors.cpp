@@ -61,7 +61,7 @@ TEST_CASE("optimizer state: moments that would make the weights NaN are an error
 
 TEST_CASE("training state: each impossible field is an error naming the file and the field") {
   TempDir dir;
-  train::CheckpointStore store(dir.path.string(), "m", 0);
+  setup::CheckpointStore store(dir.path.string(), "m", 0);
   std::string path = store.files("00").state;
   const nlohmann::json good = {{"epoch", 1},         {"global_step", 40},          {"batch", 7},
                                {"batches_in_epoch", 10}, {"accum_pending", 1},      {"best_bleu", 12.5},
@@ -70,7 +70,7 @@ TEST_CASE("training state: each impossible field is an error naming the file and
     std::ofstream(path) << json.dump();
     return store.load_state("00");
   };
-  train::TrainingState s = load(good);
+  setup::TrainingState s = load(good);
   CHECK(s.batch == 7);
   CHECK(s.accum_pending == 1);
   CHECK(s.dropout_rng == Rng::State{1, 2, 3, 4});

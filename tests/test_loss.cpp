@@ -29,7 +29,7 @@ TEST_CASE("translation_loss: the loss and gradients of cross-entropy over every 
   };
   auto features = [&] { return model->decode(model->encode(b.src, src_mask), src_mask, b.tgt, data::decoder_keep_mask(b.tgt)); };
   auto [expected, expected_grads] = gradients(batch_loss(*model, b));
-  auto [loss, grads] = gradients(train::translation_loss(*model, features(), b.label, 0.1f));
+  auto [loss, grads] = gradients(setup::translation_loss(*model, features(), b.label, 0.1f));
   CHECK(loss == doctest::Approx(expected).epsilon(1e-6));
   REQUIRE(grads.size() == expected_grads.size());
   // The same sums in another order: equal to float rounding, relative to each
@@ -49,5 +49,5 @@ TEST_CASE("translation_loss: every position padded gives NaN, as the mean over n
   Tensor label = Tensor::from_ints({data::kPadId, data::kPadId, data::kPadId}, {1, 3});
   Tensor src_mask = data::encoder_keep_mask(b.src);
   Tensor f = model->decode(model->encode(b.src, src_mask), src_mask, b.tgt, data::decoder_keep_mask(b.tgt));
-  CHECK(std::isnan(train::translation_loss(*model, f, label, 0.1f).item()));
+  CHECK(std::isnan(setup::translation_loss(*model, f, label, 0.1f).item()));
 }

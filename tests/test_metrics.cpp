@@ -7,7 +7,7 @@
 
 #include "eval/metrics.h"
 
-using namespace sf::train;
+using namespace sf::eval;
 using doctest::Approx;
 
 namespace {

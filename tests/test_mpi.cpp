@@ -28,7 +28,7 @@
 #include "infer/inference.h"
 
 using namespace sf;
-using namespace sf::train;
+using namespace sf::dist;
 using namespace sf::testing;
 
 namespace {
@@ -454,15 +454,15 @@ TEST_SUITE("mpi" * doctest::skip()) {
     REQUIRE(run_ranks(2, train_args(config, {"preload=latest"}), resumed.path / "log2") == 0);
     check_same_files(straight.path, resumed.path, "03");
     // Each rank's dropout stream is saved, and the streams differ.
-    TrainingState state = CheckpointStore(resumed.path / "weights", "tmodel_", 5).load_state("01");
+    setup::TrainingState state = setup::CheckpointStore(resumed.path / "weights", "tmodel_", 5).load_state("01");
     REQUIRE(state.rank_dropout_rngs.size() == 1);
     CHECK(state.rank_dropout_rngs[0] != state.dropout_rng);
 
     // A 2-rank checkpoint resumed by one process trains on without error, and the reverse.
     CHECK(run_ranks(0, train_args(config, {"preload=latest", "num_epochs=5"}), resumed.path / "log3") == 0);
-    CHECK(CheckpointStore(resumed.path / "weights", "tmodel_", 5).latest_epoch() == 4);
+    CHECK(setup::CheckpointStore(resumed.path / "weights", "tmodel_", 5).latest_epoch() == 4);
     CHECK(run_ranks(2, train_args(config, {"preload=latest", "num_epochs=6"}), resumed.path / "log4") == 0);
-    CHECK(CheckpointStore(resumed.path / "weights", "tmodel_", 5).latest_epoch() == 5);
+    CHECK(setup::CheckpointStore(resumed.path / "weights", "tmodel_", 5).latest_epoch() == 5);
   }
 
   TEST_CASE("mpi: SIGINT to one rank stops every rank at the same step; rank 0 saves; resuming matches") {
@@ -494,7 +494,7 @@ TEST_SUITE("mpi" * doctest::skip()) {
     MESSAGE("the job ended ", seconds, " s after the kill, status ", status, ":\n", read_file(dir.path / "log"));
     CHECK(status != 0);
     CHECK(seconds < 10);
-    Session session = Session::open(load_config(config), std::nullopt);
+    infer::Session session = infer::Session::open(setup::load_config(config), std::nullopt);
     CHECK(session.checkpoint.find("tmodel_0") != std::string::npos);
   }
 
@@ -518,9 +518,9 @@ TEST_SUITE("mpi" * doctest::skip()) {
     kill(ranks[1], SIGKILL);
     CHECK(wait_exit(job) != 0);
     REQUIRE(all_ended(ranks));
-    CheckpointStore store(cut.path / "weights", "tmodel_", 5);
+    setup::CheckpointStore store(cut.path / "weights", "tmodel_", 5);
     REQUIRE(store.latest_epoch().has_value());
-    TrainingState state = store.load_state(CheckpointStore::epoch_tag(*store.latest_epoch()));
+    setup::TrainingState state = store.load_state(setup::CheckpointStore::epoch_tag(*store.latest_epoch()));
     int64_t logged = int64_t(logged_steps(cut.path / "run/metrics.jsonl"));
     MESSAGE("killed after step ", logged, "; resumes from step ", state.global_step);
     CHECK(state.global_step >= kEvery);
@@ -549,10 +549,10 @@ TEST_SUITE("mpi" * doctest::skip()) {
       kill(job, SIGINT);
       wait_exit(job);
       REQUIRE(all_ended(ranks));
-      CheckpointStore store(cut.path / "weights", "tmodel_", 5);
+      setup::CheckpointStore store(cut.path / "weights", "tmodel_", 5);
       REQUIRE(store.latest_epoch().has_value());
       // The position the job reached, not an older checkpoint.
-      TrainingState state = store.load_state(CheckpointStore::epoch_tag(*store.latest_epoch()));
+      setup::TrainingState state = store.load_state(setup::CheckpointStore::epoch_tag(*store.latest_epoch()));
       CHECK(state.global_step == int64_t(logged_steps(cut.path / "run/metrics.jsonl")));
       REQUIRE(run_ranks(2, train_args(config, with(kLonger, {"preload=latest"})), cut.path / "log2") == 0);
       check_same_files(straight.path, cut.path, "01");

@@ -97,7 +97,7 @@ TEST_CASE("nn: PyTorch loads our bf16 export (strict) and gives the NLLs score g
   testing::TempDir dir;
   std::string config = testing::write_config(dir.path, std::string(R"("data": {"task": "copy", "size": 300},
     "lang_src": "a", "lang_tgt": "b", "num_epochs": 1, )") + testing::kTiny);
-  train::Config c = train::load_config(config);
+  setup::Config c = setup::load_config(config);
   REQUIRE(train::Trainer(c).run() == 0);
   std::string bin = testing::scratchformer_binary(), model = dir.file("model.safetensors");
   REQUIRE(testing::run({"export", "--config", config, "--out", model}, dir.path / "export.log") == 0);

@@ -102,8 +102,8 @@ TEST_SUITE("opencl") {
     SF_NEED_OPENCL();
     TempDir on_cpu, on_opencl;
     std::string cpu_config = copy_task_config(on_cpu.path), cl_config = copy_task_config(on_opencl.path);
-    CHECK(train::Trainer(train::load_config(cpu_config)).run() == 0);
-    CHECK(train::Trainer(train::load_config(cl_config, {"device=opencl"})).run() == 0);
+    CHECK(train::Trainer(setup::load_config(cpu_config)).run() == 0);
+    CHECK(train::Trainer(setup::load_config(cl_config, {"device=opencl"})).run() == 0);
     std::vector<double> cpu = loss_values(step_losses(on_cpu.path / "run/metrics.jsonl"));
     std::vector<double> cl = loss_values(step_losses(on_opencl.path / "run/metrics.jsonl"));
     REQUIRE(cpu.size() >= 50);
@@ -141,7 +141,7 @@ TEST_SUITE("opencl") {
     TempDir dir;
     std::string config = write_config(dir.path, R"("data": {"task": "reverse", "size": 200}, "lang_src": "words",
       "lang_tgt": "reversed")");
-    CHECK_THROWS_WITH_AS(train::load_config(config, {"device=opencl", "precision=bf16"}),
+    CHECK_THROWS_WITH_AS(setup::load_config(config, {"device=opencl", "precision=bf16"}),
                          doctest::Contains("key 'precision': \"bf16\" runs on the CPU only; device \"opencl\" "
                                            "computes in float32"),
                          Error);
@@ -158,7 +158,7 @@ TEST_SUITE("opencl") {
     const std::string task = R"("data": {"task": "reverse", "size": 6000}, "lang_src": "words",
       "lang_tgt": "reversed", "num_epochs": 10, )";
     auto exact_match_on = [](const std::string& config, const std::string& device) {
-      CHECK(train::Trainer(train::load_config(config, {"device=" + device})).run() == 0);
+      CHECK(train::Trainer(setup::load_config(config, {"device=" + device})).run() == 0);
       return exact_match(config, {"device=" + device});
     };
     TempDir on_cpu, on_opencl;

@@ -20,7 +20,7 @@
 #include "train/trainer.h"
 
 using namespace sf;
-using namespace sf::train;
+using namespace sf::report;
 using sf::testing::capture;
 namespace fs = std::filesystem;
 
@@ -54,12 +54,12 @@ data::Tokenizer letters_tokenizer() {
 
 // What the tiny model (2 layers, 2 heads) attends to while greedily
 // translating "a b c", stopped after 3 decoder positions.
-AttentionRecord tiny_model_record() {
+infer::AttentionRecord tiny_model_record() {
   auto model = testing::tiny_model();
   model->eval();
   model->projection_layer.proj.bias.data()[data::kEosId] = -40.0f;  // no [EOS]: max_len ends it
-  std::vector<AttentionRecord> records;
-  greedy_decode(*model, data::frame_sources({{4, 5, 6}}), 4, &records);
+  std::vector<infer::AttentionRecord> records;
+  infer::greedy_decode(*model, data::frame_sources({{4, 5, 6}}), 4, &records);
   return records.at(0);
 }
 
@@ -99,7 +99,8 @@ TEST_CASE("report: a self-contained page with the curves, metrics table, samples
     // Validation records with every metric: metric i is i + 0.25 at epoch 0, i + 10.25 at epoch 1.
     for (int epoch = 0; epoch < 2; ++epoch) {
       nlohmann::ordered_json valid = {{"kind", "valid"}, {"epoch", epoch}, {"step", 30 * (epoch + 1)}, {"loss", 1.5 - epoch}};
-      for (size_t i = 0; i < metrics().size(); ++i) valid[metrics()[i].name] = double(i) + 10 * epoch + 0.25;
+      for (size_t i = 0; i < eval::metrics().size(); ++i)
+        valid[eval::metrics()[i].name] = double(i) + 10 * epoch + 0.25;
       out << valid.dump() << "\n";
     }
     out << R"({"kind": "step", "ep)" << "\n";  // a line cut short by a kill is skipped
@@ -110,19 +111,19 @@ TEST_CASE("report: a self-contained page with the curves, metrics table, samples
   write_report((dir.path / "report.html").string(), content);
   std::string html = slurp(dir.path / "report.html");
   std::set<std::string> metric_charts;
-  for (const Metric& m : metrics()) metric_charts.insert(m.chart);
+  for (const eval::Metric& m : eval::metrics()) metric_charts.insert(m.chart);
   // Training loss, learning rate, validation loss, the metrics' charts.
   CHECK(count(html, "<svg") == 3 + metric_charts.size());
-  CHECK(count(html, "<polyline class=\"series\"") == 3 + metrics().size());  // a curve per metric
+  CHECK(count(html, "<polyline class=\"series\"") == 3 + eval::metrics().size());  // a curve per metric
   for (const std::string& title : metric_charts) CHECK(html.find(">" + title + "</text>") != std::string::npos);
   // The table: a column per metric, its last row the epoch-1 values.
-  CHECK(count(html, "<th>") == 3 + metrics().size() + 3);  // + the samples table's 3
+  CHECK(count(html, "<th>") == 3 + eval::metrics().size() + 3);  // + the samples table's 3
   CHECK(html.find("<th>token BLEU ↑</th>") != std::string::npos);
   CHECK(html.find("<th>sacreBLEU ↑</th>") != std::string::npos);
-  CHECK(html.find(sacrebleu_signature()) != std::string::npos);
+  CHECK(html.find(eval::sacrebleu_signature()) != std::string::npos);
   CHECK(html.find("<th>CER ↓</th>") != std::string::npos);
   std::string last_row = "<tr><td>1</td><td>60</td><td>0.5</td>";
-  for (size_t i = 0; i < metrics().size(); ++i) last_row += "<td>" + std::to_string(10 + i) + ".25</td>";
+  for (size_t i = 0; i < eval::metrics().size(); ++i) last_row += "<td>" + std::to_string(10 + i) + ".25</td>";
   CHECK(html.find(last_row + "</tr>") != std::string::npos);
   // The explorer, with its one sentence.
   CHECK(count(html, "<section id=\"explorer\">") == 1);
@@ -135,8 +136,8 @@ TEST_CASE("report: a self-contained page with the curves, metrics table, samples
 
 TEST_CASE("attention maps: every layer's and head's weights, rows summing to 1, tokens on the axes") {
   data::Tokenizer tokenizer = letters_tokenizer();
-  std::vector<AttentionRecord> records = {tiny_model_record()};
-  std::vector<AttentionMap> maps = attention_maps(records.at(0), tokenizer, tokenizer);
+  std::vector<infer::AttentionRecord> records = {tiny_model_record()};
+  std::vector<infer::AttentionMap> maps = infer::attention_maps(records.at(0), tokenizer, tokenizer);
   // 2 layers x 2 heads: encoder self, decoder self, decoder cross.
   REQUIRE(maps.size() == 3 * 2 * 2);
   CHECK(maps[0].rows == std::vector<std::string>{"[SOS]", "a", "b", "c", "[EOS]"});
@@ -147,17 +148,17 @@ TEST_CASE("attention maps: every layer's and head's weights, rows summing to 1, 
   CHECK(fed.front() == "[SOS]");
   CHECK(maps.back().rows == fed);
   CHECK(maps.back().cols.size() == 5);
-  for (const AttentionMap& m : maps)
+  for (const infer::AttentionMap& m : maps)
     for (size_t r = 0; r < m.rows.size(); ++r) {
       double sum = 0;
       for (size_t c = 0; c < m.cols.size(); ++c) sum += m.weights[r * m.cols.size() + c];
       CHECK(sum == doctest::Approx(1.0).epsilon(1e-5));
     }
   // Decoder self-attention is causal: nothing above the diagonal.
-  const AttentionMap& self = maps[4];
+  const infer::AttentionMap& self = maps[4];
   CHECK(self.title == "decoder layer 0 self-attention, head 0");
   CHECK(self.weights[0 * self.cols.size() + 1] == 0.0f);
-  std::string svg = attention_svg(maps, 2);
+  std::string svg = infer::attention_svg(maps, 2);
   CHECK(count(svg, "<g class=\"heatmap\">") == 12);
   CHECK(svg.find(">[SOS]</text>") != std::string::npos);
 }
@@ -176,7 +177,7 @@ TEST_CASE("attention explorer: every block, layer and head quantised to 8 bits; 
   CHECK(quantised_base64({-0.5f, 0.5f, 2.0f}) == quantised_base64({0.0f, 128 / 255.0f, 1.0f}));  // clamped, rounded
 
   data::Tokenizer letters = letters_tokenizer();
-  AttentionRecord record = tiny_model_record();
+  infer::AttentionRecord record = tiny_model_record();
   std::string page = attention_explorer_page("a </script> title", {{"a b c", "b c </script>", record}}, letters, letters);
   CHECK(page.find("src=") == std::string::npos);  // nothing loaded from elsewhere
   CHECK(page.find("href=") == std::string::npos);
@@ -206,9 +207,9 @@ TEST_CASE("attention explorer: every block, layer and head quantised to 8 bits; 
   auto weights_of = [](int64_t queries, int64_t keys) {
     std::vector<float> w(static_cast<size_t>(8 * queries * keys));
     for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 37) % 101) / 100.0f;
-    return AttentionWeights{8, queries, keys, w};
+    return infer::AttentionWeights{8, queries, keys, w};
   };
-  AttentionRecord long_record;
+  infer::AttentionRecord long_record;
   long_record.source.assign(22, 4);
   long_record.target.assign(21, 4);
   for (int l = 0; l < 3; ++l) {
@@ -230,12 +231,12 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
   std::string config = testing::write_config(dir.path, R"("data": {"task": "dates", "size": 3000}, "lang_src": "en",
     "lang_tgt": "iso", "num_epochs": 1, "batch_size": 32, "lr": 0.005, "seq_len": 20, "d_model": 32, "N": 1,
     "h": 2, "d_ff": 64, "min_frequency": 1)");
-  REQUIRE(Trainer(load_config(config)).run() == 0);
+  REQUIRE(train::Trainer(setup::load_config(config)).run() == 0);
   {
     // Validation records the attention of its first sentences while it
     // translates them, so the report's heatmaps show the translations it printed.
-    Trainer trainer(load_config(config, {"num_epochs=0", "preload=latest"}));
-    ValidationResult v = trainer.validate();
+    train::Trainer trainer(setup::load_config(config, {"num_epochs=0", "preload=latest"}));
+    eval::ValidationResult v = trainer.validate();
     REQUIRE(v.attention.size() == 20);
     data::Tokenizer iso = data::Tokenizer::load(d + "/tokenizer_iso.json");
     for (size_t i = 0; i < v.attention.size(); ++i) {
@@ -261,7 +262,7 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
       auto r = nlohmann::json::parse(line);
       if (r["kind"] != "valid") continue;
       ++valid_records;
-      for (const Metric& m : metrics()) CHECK_MESSAGE(r[m.name].is_number(), m.name);
+      for (const eval::Metric& m : eval::metrics()) CHECK_MESSAGE(r[m.name].is_number(), m.name);
     }
     CHECK(valid_records == 1);
   }
@@ -293,23 +294,23 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
     rewritten += line != tokens;
   }
   CHECK(rewritten > 0);
-  Scores s = score_translations(hypotheses, refs);
+  eval::Scores s = eval::score_translations(hypotheses, refs);
   // Every metric of the table, in its order, then sacreBLEU's signature, the
   // sentences and the time.
   std::vector<std::string> keys;
   for (const auto& [key, value] : result.items()) keys.push_back(key);
-  REQUIRE(keys.size() == metrics().size() + 3);
-  for (size_t i = 0; i < metrics().size(); ++i) {
+  REQUIRE(keys.size() == eval::metrics().size() + 3);
+  for (size_t i = 0; i < eval::metrics().size(); ++i) {
     CAPTURE(keys[i]);
-    CHECK(keys[i] == metrics()[i].name);
+    CHECK(keys[i] == eval::metrics()[i].name);
     CHECK(result[keys[i]].get<double>() == doctest::Approx(s.values[i]));
   }
   for (const char* key : {"bleu", "sacrebleu", "chrf", "cer", "wer"}) CHECK(result.contains(key));
-  CHECK(result["signature"] == sacrebleu_signature());
+  CHECK(result["signature"] == eval::sacrebleu_signature());
   // sacreBLEU scores the lines translate prints against the raw references.
   std::vector<std::string> printed;
   for (const std::string& tokens : hypotheses) printed.push_back(data::detokenize(tokens));
-  CHECK(result["sacrebleu"].get<double>() == doctest::Approx(corpus_sacrebleu(printed, refs)));
+  CHECK(result["sacrebleu"].get<double>() == doctest::Approx(eval::corpus_sacrebleu(printed, refs)));
   CHECK(result["sentences"] == 20);
   CHECK(result["seconds"].get<double>() > 0);
   // --attention writes one sentence's heatmaps.

@@ -14,7 +14,7 @@
 
 #include "eval/sacrebleu.h"
 
-using namespace sf::train;
+using namespace sf::eval;
 using doctest::Approx;
 
 namespace {

@@ -43,7 +43,7 @@ const ReverseRun& reverse_task_run(const std::string& precision, int epochs = 7)
   TempDir dir;
   std::string config = write_config(dir.path, std::string(kReverseTask) + ", " + kSmall);
   const std::vector<std::string> sets = {"precision=" + precision, "num_epochs=" + std::to_string(epochs)};
-  CHECK(Trainer(load_config(config, sets)).run() == 0);
+  CHECK(Trainer(setup::load_config(config, sets)).run() == 0);
   ReverseRun run;
   run.exact_match = exact_match(config, sets);
   std::ifstream metrics(dir.path / "run/metrics.jsonl");
@@ -114,10 +114,11 @@ struct StopRequested {
 TEST_CASE("train: 4 epochs equal 2 epochs then a resumed run to 4, bit for bit (noam past warmup, partial accumulation)") {
   testing::TempDir straight, resumed;
   std::string a = resume_config(straight.path), b = resume_config(resumed.path);
-  CHECK(Trainer(load_config(a, with(kNoam, {"num_epochs=4"}))).run() == 0);
-  CHECK(Trainer(load_config(b, with(kNoam, {"num_epochs=2"}))).run() == 0);
-  CHECK(Trainer(load_config(b, with(kNoam, {"num_epochs=4", "preload=latest"}))).run() == 0);
-  TrainingState state = CheckpointStore((straight.path / "weights").string(), "tmodel_", 5).load_state("03");
+  CHECK(Trainer(setup::load_config(a, with(kNoam, {"num_epochs=4"}))).run() == 0);
+  CHECK(Trainer(setup::load_config(b, with(kNoam, {"num_epochs=2"}))).run() == 0);
+  CHECK(Trainer(setup::load_config(b, with(kNoam, {"num_epochs=4", "preload=latest"}))).run() == 0);
+  setup::TrainingState state =
+      setup::CheckpointStore((straight.path / "weights").string(), "tmodel_", 5).load_state("03");
   CHECK(state.batches_in_epoch % 5 != 0);  // each epoch ends with a partial accumulation
   CHECK(state.global_step == 4 * ((state.batches_in_epoch + 4) / 5));
   check_same_run(straight.path, resumed.path, "03");
@@ -131,18 +132,18 @@ TEST_CASE("train: 4 epochs equal 2 epochs then a resumed run to 4, bit for bit (
 TEST_CASE("train: a cosine run stopped after every step and resumed each time equals the straight run, bit for bit") {
   testing::TempDir straight, stopped;
   std::string a = resume_config(straight.path), b = resume_config(stopped.path);
-  CHECK(Trainer(load_config(a, kCosine)).run() == 0);
-  CheckpointStore store((stopped.path / "weights").string(), "tmodel_", 5);
+  CHECK(Trainer(setup::load_config(a, kCosine)).run() == 0);
+  setup::CheckpointStore store((stopped.path / "weights").string(), "tmodel_", 5);
   int64_t runs = 0, mid_epoch = 0, end_of_epoch = 0;
   std::vector<std::string> weights;  // after each step
   {
     StopRequested stop;
     std::vector<std::string> sets = kCosine;
-    while (Trainer(load_config(b, sets)).run() == 130 && runs < 100) {
+    while (Trainer(setup::load_config(b, sets)).run() == 130 && runs < 100) {
       sets = with(kCosine, {"preload=latest"});
       ++runs;
-      std::string tag = CheckpointStore::epoch_tag(*store.latest_epoch());
-      TrainingState state = store.load_state(tag);
+      std::string tag = setup::CheckpointStore::epoch_tag(*store.latest_epoch());
+      setup::TrainingState state = store.load_state(tag);
       CHECK(state.global_step == runs);  // one optimizer step per run, then the stop
       (state.epoch_complete() ? end_of_epoch : mid_epoch) += 1;
       weights.push_back(read_file(store.weights_path(tag)));
@@ -166,8 +167,8 @@ TEST_CASE("train: each step logs the learning rate its schedule gives at that st
     CAPTURE(name);
     testing::TempDir dir;
     std::string config = resume_config(dir.path);
-    CHECK(Trainer(load_config(config, {"schedule=" + std::string(name), "lr=" + std::to_string(lr),
-                                       "warmup_steps=3", "num_epochs=4"})).run() == 0);
+    CHECK(Trainer(setup::load_config(config, {"schedule=" + std::string(name), "lr=" + std::to_string(lr),
+                                              "warmup_steps=3", "num_epochs=4"})).run() == 0);
     std::vector<std::pair<int64_t, float>> logged;  // step, lr
     std::ifstream in(dir.path / "run/metrics.jsonl");
     for (std::string line; std::getline(in, line);) {
@@ -208,7 +209,7 @@ const fs::path& straight_run() {
 struct InterruptedRun {
   testing::TempDir dir;
   std::string config = write_config(dir.path, kInterruptedBody);
-  CheckpointStore store{(dir.path / "weights").string(), "tmodel_", 5};
+  setup::CheckpointStore store{(dir.path / "weights").string(), "tmodel_", 5};
 
   pid_t start(const std::vector<std::string>& sets = {}) {
     std::vector<std::string> args = {"train", "--config", config};
@@ -216,7 +217,9 @@ struct InterruptedRun {
     return spawn(args, dir.path / "log");
   }
   void wait_for_steps(size_t steps, pid_t pid) { wait_for_lines(dir.path / "run/metrics.jsonl", steps, pid); }
-  TrainingState latest_state() { return store.load_state(CheckpointStore::epoch_tag(*store.latest_epoch())); }
+  setup::TrainingState latest_state() {
+    return store.load_state(setup::CheckpointStore::epoch_tag(*store.latest_epoch()));
+  }
   // Resumed to the end, it logs the straight run's losses (at each step and
   // validation) and ends with its weights, bit for bit; a killed run's steps
   // after its checkpoint are not logged twice.
@@ -241,7 +244,7 @@ TEST_CASE("train: SIGINT or SIGTERM saves the position mid-epoch and exits 130; 
     kill(pid, signal);
     CHECK(wait_exit(pid) == 130);
     REQUIRE(cut.store.latest_epoch() == 0);
-    TrainingState state = cut.latest_state();
+    setup::TrainingState state = cut.latest_state();
     CHECK(state.batch >= 30);
     CHECK(state.batch < state.batches_in_epoch);
     cut.check_resumes_exactly();
@@ -255,7 +258,7 @@ TEST_CASE("train: a signal during validation saves the completed epoch and exits
   kill(pid, SIGTERM);
   CHECK(wait_exit(pid) == 130);
   REQUIRE(cut.store.latest_epoch() == 0);
-  TrainingState state = cut.latest_state();
+  setup::TrainingState state = cut.latest_state();
   CHECK(state.epoch_complete());
   CHECK(state.global_step == int64_t(kStepsPerEpoch));
   CHECK(step_losses(cut.dir.path / "run/metrics.jsonl").size() == kStepsPerEpoch);  // epoch 1 not begun
@@ -289,7 +292,7 @@ TEST_CASE("train: a second signal ends the run at once; the previous checkpoint 
     InterruptedRun& cut = *attempt;
     REQUIRE(cut.store.latest_epoch() == 0);
     CHECK(cut.latest_state().epoch_complete());
-    Session session = Session::open(load_config(cut.config), std::nullopt);
+    infer::Session session = infer::Session::open(setup::load_config(cut.config), std::nullopt);
     CHECK(session.checkpoint == cut.store.weights_path("00"));
     cut.check_resumes_exactly();
   }
@@ -303,7 +306,7 @@ TEST_CASE("train: after SIGKILL mid-epoch the last checkpoint loads and training
   CHECK(wait_exit(pid) == -SIGKILL);
   REQUIRE(cut.store.latest_epoch() == 0);
   // The checkpoint left behind loads (no temporary or partial file is taken for one).
-  Session session = Session::open(load_config(cut.config), std::nullopt);
+  infer::Session session = infer::Session::open(setup::load_config(cut.config), std::nullopt);
   CHECK(session.checkpoint == cut.store.weights_path("00"));
   cut.check_resumes_exactly();
 }
@@ -328,7 +331,7 @@ TEST_CASE("train: SIGKILL at a random step loses at most checkpoint_every steps;
     kill(pid, SIGKILL);
     REQUIRE(wait_exit(pid) == -SIGKILL);
     REQUIRE(cut.store.latest_epoch().has_value());
-    TrainingState state = cut.latest_state();
+    setup::TrainingState state = cut.latest_state();
     size_t logged = logged_steps(cut.dir.path / "run/metrics.jsonl");
     MESSAGE("killed after step ", logged, "; resumes from step ", state.global_step, " (epoch ", state.epoch,
             ", batch ", state.batch, " of ", state.batches_in_epoch, ")");
@@ -373,8 +376,8 @@ TEST_CASE("score: prints the unsmoothed teacher-forced NLL and the target length
   testing::TempDir dir;
   std::string config = write_config(dir.path, std::string(R"("data": {"task": "copy", "size": 300},
     "lang_src": "a", "lang_tgt": "b", "num_epochs": 1, "label_smoothing": 0.1, )") + kTiny);
-  REQUIRE(Trainer(load_config(config)).run() == 0);
-  Session session = Session::open(load_config(config), std::nullopt);
+  REQUIRE(Trainer(setup::load_config(config)).run() == 0);
+  infer::Session session = infer::Session::open(setup::load_config(config), std::nullopt);
   std::vector<std::pair<std::string, std::string>> pairs = {{"ka lo", "ka lo"}, {"mi", "lo ka mi"}};
   // The expected NLL, by hand: teacher forcing on [SOS] tgt -> tgt [EOS].
   std::vector<double> expect;
@@ -409,7 +412,7 @@ TEST_CASE("train: keep_checkpoints prunes old epochs; the best by BLEU is kept a
   testing::TempDir dir;
   std::string config = write_config(dir.path, std::string(R"("data": {"task": "dates", "size": 600},
     "lang_src": "en", "lang_tgt": "iso", "num_epochs": 3, "keep_checkpoints": 2, )") + kTiny);
-  REQUIRE(Trainer(load_config(config)).run() == 0);
+  REQUIRE(Trainer(setup::load_config(config)).run() == 0);
   fs::path weights = dir.path / "weights";
   CHECK_FALSE(fs::exists(weights / "tmodel_00.safetensors"));
   CHECK_FALSE(fs::exists(weights / "tmodel_00.state.json"));
@@ -419,7 +422,7 @@ TEST_CASE("train: keep_checkpoints prunes old epochs; the best by BLEU is kept a
     CHECK(fs::exists(weights / ("tmodel_" + tag + ".optim.safetensors")));
     CHECK(fs::exists(weights / ("tmodel_" + tag + ".state.json")));
   }
-  CheckpointStore store(weights.string(), "tmodel_", 2);
+  setup::CheckpointStore store(weights.string(), "tmodel_", 2);
   CHECK(store.latest_epoch() == 2);
   // "best" holds the epoch with the highest validation BLEU seen.
   double best = -1;
@@ -434,12 +437,13 @@ TEST_CASE("train: keep_checkpoints prunes old epochs; the best by BLEU is kept a
   // epoch 0 from those weights.
   fs::create_directories(dir.path / "export");
   fs::copy_file(weights / "tmodel_02.safetensors", dir.path / "export/model.safetensors");
-  Trainer trainer(load_config(config, {"preload=" + (dir.path / "export/model.safetensors").string(),
-                                        "num_epochs=1", "model_folder=" + (dir.path / "w2").string()}));
-  Session reference = Session::open(load_config(config), weights.string() + "/tmodel_02.safetensors");
+  Trainer trainer(setup::load_config(config, {"preload=" + (dir.path / "export/model.safetensors").string(),
+                                               "num_epochs=1", "model_folder=" + (dir.path / "w2").string()}));
+  infer::Session reference =
+      infer::Session::open(setup::load_config(config), weights.string() + "/tmodel_02.safetensors");
   CHECK(trainer.model().state_dict()[0].second.to_vector() == reference.model->state_dict()[0].second.to_vector());
   CHECK(trainer.run() == 0);
-  CheckpointStore fresh((dir.path / "w2").string(), "tmodel_", 2);
+  setup::CheckpointStore fresh((dir.path / "w2").string(), "tmodel_", 2);
   CHECK(fresh.latest_epoch() == 0);  // trained epoch 0, not a continuation of epoch 2
   CHECK(fresh.load_state("00").global_step * 2 == store.load_state("01").global_step);
 }

@@ -44,7 +44,7 @@ inline const char* kSmall = R"("batch_size": 32, "lr": 0.005, "schedule": "cosin
 // The validation exact match of the latest checkpoint (`sets`: --set overrides).
 inline double exact_match(const std::string& config_path, std::vector<std::string> sets = {}) {
   sets.insert(sets.end(), {"num_epochs=0", "preload=latest"});
-  train::Trainer trainer(train::load_config(config_path, sets));
+  train::Trainer trainer(setup::load_config(config_path, sets));
   return trainer.validate().scores.at("exact_match");
 }
 
@@ -84,7 +84,7 @@ inline double train_toy_task(const std::string& data_and_languages,
                               const std::vector<std::string>& sets = {}) {
   TempDir dir;
   std::string config = write_config(dir.path, data_and_languages + ", " + kSmall);
-  CHECK(train::Trainer(train::load_config(config, sets)).run() == 0);
+  CHECK(train::Trainer(setup::load_config(config, sets)).run() == 0);
   return exact_match(config, sets);
 }
 

@@ -9,17 +9,18 @@
 namespace sf::train {
 
 namespace fs = std::filesystem;
+using dist::say;
 using nlohmann::json;
 
 // Loads into this process; returns the position and the optimizer state it
 // read, if it resumes.
-static std::optional<std::pair<TrainingState, optim::OptimizerState>> restore_on_rank_0(const CheckpointParts& parts,
-                                                                                       int64_t batches_per_epoch) {
-  const Config& config = parts.config;
+static std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> restore_on_rank_0(
+    const CheckpointParts& parts, int64_t batches_per_epoch) {
+  const setup::Config& config = parts.config;
   if (!config.preload) return std::nullopt;
-  CheckpointFiles files;
+  setup::CheckpointFiles files;
   if (*config.preload == "latest") {
-    std::optional<CheckpointFiles> latest = parts.store.latest();
+    std::optional<setup::CheckpointFiles> latest = parts.store.latest();
     if (!latest) {
       // Starting fresh would write over them: say so instead.
       if (std::optional<std::string> stray = parts.store.any_checkpoint_file())
@@ -31,7 +32,7 @@ static std::optional<std::pair<TrainingState, optim::OptimizerState>> restore_on
     }
     files = *latest;
   } else {
-    files = CheckpointFiles::beside(*config.preload);  // the trainer's check_outputs found it
+    files = setup::CheckpointFiles::beside(*config.preload);  // the trainer's check_outputs found it
   }
   nn::load_checkpoint(parts.model, files.weights);
   if (!fs::exists(files.optimizer) && !fs::exists(files.state)) {
@@ -46,7 +47,7 @@ static std::optional<std::pair<TrainingState, optim::OptimizerState>> restore_on
     if (!fs::exists(*file)) fail(*file, ": missing, so the checkpoint is incomplete");
   optim::OptimizerState optimizer_state = parts.optimizer.read_state(files.optimizer);
   parts.optimizer.load_state_dict(optimizer_state, files.optimizer);
-  TrainingState position = files.load_state();
+  setup::TrainingState position = files.load_state();
   if (parts.optimizer.steps() != position.global_step)
     fail(files.optimizer, ": ", parts.optimizer.steps(), " steps, but ", files.state, " says ", position.global_step);
   if (position.accum_pending >= config.grad_accum)
@@ -64,30 +65,31 @@ static std::optional<std::pair<TrainingState, optim::OptimizerState>> restore_on
   return std::pair{std::move(position), std::move(optimizer_state)};
 }
 
-std::optional<TrainingState> restore_checkpoint(const CheckpointParts& parts, int64_t batches_per_epoch) {
-  Communicator& comm = parts.comm;
-  std::optional<std::pair<TrainingState, optim::OptimizerState>> loaded;
+std::optional<setup::TrainingState> restore_checkpoint(const CheckpointParts& parts, int64_t batches_per_epoch) {
+  dist::Communicator& comm = parts.comm;
+  std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> loaded;
   if (comm.rank() == 0) loaded = restore_on_rank_0(parts, batches_per_epoch);
   // Rank 0's weights, position and optimizer state to the others (alone: nothing to send).
-  broadcast_tensors(parts.optimizer.params(), comm);
+  dist::broadcast_tensors(parts.optimizer.params(), comm);
   json header = {{"resumed", loaded.has_value()}, {"state", loaded ? loaded->first.to_json() : json()}};
-  header = json::parse(broadcast_string(header.dump(), comm));
+  header = json::parse(dist::broadcast_string(header.dump(), comm));
   if (!header["resumed"].get<bool>()) return std::nullopt;
-  optim::OptimizerState state = broadcast_optimizer_state(loaded ? loaded->second : optim::OptimizerState{}, comm);
+  optim::OptimizerState state =
+      dist::broadcast_optimizer_state(loaded ? loaded->second : optim::OptimizerState{}, comm);
   if (comm.rank() == 0) return loaded->first;
   const std::string origin = "rank 0's checkpoint";
   parts.optimizer.load_state_dict(state, origin);
-  TrainingState position = TrainingState::from_json(header["state"], origin);
+  setup::TrainingState position = setup::TrainingState::from_json(header["state"], origin);
   parts.accumulation.set_pending(position.accum_pending);
   // A run resumed by more ranks than saved it starts the new ranks' streams afresh.
   size_t saved = static_cast<size_t>(comm.rank() - 1);
   parts.model.dropout_rng().set_state(saved < position.rank_dropout_rngs.size()
                                           ? position.rank_dropout_rngs[saved]
-                                          : rank_dropout_state(position.dropout_rng, comm.rank()));
+                                          : dist::rank_dropout_state(position.dropout_rng, comm.rank()));
   return position;
 }
 
-void save_checkpoint(const CheckpointParts& parts, const std::string& tag, TrainingState position) {
+void save_checkpoint(const CheckpointParts& parts, const std::string& tag, setup::TrainingState position) {
   std::vector<Rng::State> streams(static_cast<size_t>(parts.comm.size()));
   Rng::State mine = parts.model.dropout_rng().state();
   parts.comm.all_gather(std::as_bytes(std::span<const Rng::State>(&mine, 1)),
@@ -99,13 +101,14 @@ void save_checkpoint(const CheckpointParts& parts, const std::string& tag, Train
   if (parts.comm.rank() == 0) parts.store.save(tag, parts.model, optimizer_state, position);
 }
 
-bool periodic_checkpoint_due(const Config& config, const TrainingState& position, bool stepped) {
+bool periodic_checkpoint_due(const setup::Config& config, const setup::TrainingState& position, bool stepped) {
   return stepped && config.checkpoint_every > 0 && position.global_step % config.checkpoint_every == 0 &&
          !position.epoch_complete();
 }
 
-void save_epoch_checkpoint(const CheckpointParts& parts, int64_t epoch, const TrainingState& position, bool best) {
-  save_checkpoint(parts, CheckpointStore::epoch_tag(epoch), position);
+void save_epoch_checkpoint(const CheckpointParts& parts, int64_t epoch, const setup::TrainingState& position,
+                           bool best) {
+  save_checkpoint(parts, setup::CheckpointStore::epoch_tag(epoch), position);
   if (parts.comm.rank() == 0) parts.store.prune();
   if (best) save_checkpoint(parts, "best", position);
 }

@@ -18,13 +18,13 @@ namespace sf::train {
 
 // What saving and resuming read and write; each outlives the calls.
 struct CheckpointParts {
-  const Config& config;
-  const CheckpointStore& store;
+  const setup::Config& config;
+  const setup::CheckpointStore& store;
   nn::Transformer& model;
   optim::Optimizer& optimizer;
-  GradientSync& gradients;
+  dist::GradientSync& gradients;
   optim::GradAccumulation& accumulation;
-  Communicator& comm;
+  dist::Communicator& comm;
 };
 
 // Rank 0 reads the checkpoint `preload` names (only its machine need have the
@@ -32,18 +32,19 @@ struct CheckpointParts {
 // starting fresh, so that every replica starts equal), the optimizer state
 // and the position, which it returns when the run resumes from one.
 // `batches_per_epoch`: this run's, which a half-done epoch must have had.
-std::optional<TrainingState> restore_checkpoint(const CheckpointParts& parts, int64_t batches_per_epoch);
+std::optional<setup::TrainingState> restore_checkpoint(const CheckpointParts& parts, int64_t batches_per_epoch);
 // Collective: every rank hands rank 0 what only it holds (its dropout stream,
 // its share of a sharded optimizer state); rank 0 writes the files, with
 // `position` as the state.
-void save_checkpoint(const CheckpointParts& parts, const std::string& tag, TrainingState position);
+void save_checkpoint(const CheckpointParts& parts, const std::string& tag, setup::TrainingState position);
 // Whether the position reached calls for a mid-epoch checkpoint: after every
 // checkpoint_every-th optimizer step (`stepped`: one was just taken), counted
 // from the run's first, so that a resumed run saves where the straight run
 // does; not after an epoch's last, whose checkpoint follows validation.
-bool periodic_checkpoint_due(const Config& config, const TrainingState& position, bool stepped);
+bool periodic_checkpoint_due(const setup::Config& config, const setup::TrainingState& position, bool stepped);
 // The epoch's checkpoint, older epochs beyond keep_checkpoints deleted, and
 // "best" too when `best`.
-void save_epoch_checkpoint(const CheckpointParts& parts, int64_t epoch, const TrainingState& position, bool best);
+void save_epoch_checkpoint(const CheckpointParts& parts, int64_t epoch, const setup::TrainingState& position,
+                           bool best);
 
 }  // namespace sf::train

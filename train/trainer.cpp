@@ -20,23 +20,25 @@
 namespace sf::train {
 
 namespace fs = std::filesystem;
+using dist::say;
 
-static std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const NamedTensors& params) {
-  const OptimizerConfig& o = c.optimizer;
+static std::unique_ptr<optim::Optimizer> make_optimizer(const setup::Config& c, const NamedTensors& params) {
+  const setup::OptimizerConfig& o = c.optimizer;
   if (o.name == "sgd")
     return std::make_unique<optim::Sgd>(params, c.lr, optim::SgdOptions{o.momentum, o.weight_decay, o.nesterov});
   return std::make_unique<optim::Adam>(
       params, c.lr, optim::AdamOptions{o.beta1, o.beta2, o.eps, o.weight_decay, o.name == "adamw"});
 }
 
-Trainer::Trainer(Config c, Communicator* given)
-    : own_comm_(given ? nullptr : single_process()), comm_(given ? *given : *own_comm_), config_(std::move(c)),
+Trainer::Trainer(setup::Config c, dist::Communicator* given)
+    : own_comm_(given ? nullptr : dist::single_process()), comm_(given ? *given : *own_comm_), config_(std::move(c)),
       accumulation_(config_.grad_accum), store_(config_.model_folder, config_.model_basename, config_.keep_checkpoints) {
-  kernels::set_num_threads(threads_to_use(config_.threads, comm_.local_size(), comm_.size() > 1));
+  kernels::set_num_threads(setup::threads_to_use(config_.threads, comm_.local_size(), comm_.size() > 1));
   check_outputs();
   prepare_data();
   build_model_and_optimizer();
-  if (std::optional<TrainingState> resumed = restore_checkpoint(checkpoint_parts(), train_set_->batches_per_epoch())) {
+  if (std::optional<setup::TrainingState> resumed =
+          restore_checkpoint(checkpoint_parts(), train_set_->batches_per_epoch())) {
     position_ = std::move(*resumed);
     resumed_ = true;
   }
@@ -46,15 +48,16 @@ Trainer::Trainer(Config c, Communicator* given)
 // the model, and every folder it writes to (rank 0's: no other rank writes).
 void Trainer::check_outputs() {
   // The vocabularies are not known yet: without them, a lower bound.
-  check_fits_in_memory(training_bytes(model_config(0, 0), config_.batch_size), "training this model", config_.source);
+  setup::check_fits_in_memory(setup::training_bytes(model_config(0, 0), config_.batch_size), "training this model",
+                              config_.source);
   if (comm_.rank() != 0) return;
   if (config_.preload && *config_.preload != "latest" && !fs::is_regular_file(*config_.preload))
     fail(config_.source, ": key 'preload': ", *config_.preload, ": no such file");
-  check_writable_folder(config_.model_folder, config_.source, "model_folder");
-  check_writable_folder(config_.experiment_name, config_.source, "experiment_name");
+  setup::check_writable_folder(config_.model_folder, config_.source, "model_folder");
+  setup::check_writable_folder(config_.experiment_name, config_.source, "experiment_name");
   for (const std::string& lang : {config_.lang_src, config_.lang_tgt}) {
     std::string folder = fs::path(config_.tokenizer_path(lang)).parent_path().string();
-    check_writable_folder(folder.empty() ? "." : folder, config_.source, "tokenizer_file");
+    setup::check_writable_folder(folder.empty() ? "." : folder, config_.source, "tokenizer_file");
   }
   store_.remove_unfinished();
 }
@@ -78,7 +81,7 @@ static uint64_t data_digest(const std::vector<data::Example>& train, const std::
 }
 
 void Trainer::prepare_data() {
-  const DataConfig& d = config_.data;
+  const setup::DataConfig& d = config_.data;
   data::CorpusOptions options{d.task, d.size, d.train, d.valid, d.format, config_.lang_src,
                               config_.lang_tgt, config_.val_fraction, static_cast<uint64_t>(config_.seed)};
   data::Corpus corpus = data::load_corpus(options);
@@ -120,9 +123,9 @@ void Trainer::prepare_data() {
   }
   Digest settings;
   settings.add(config_.canonical);
-  check_same_on_every_rank(settings.value(), "settings (config file and --set)", config_.source, comm_);
-  check_same_on_every_rank(data_digest(train, valid, *src_tokenizer_, *tgt_tokenizer_), "data (pairs or tokenizers)",
-                           config_.source, comm_);
+  dist::check_same_on_every_rank(settings.value(), "settings (config file and --set)", config_.source, comm_);
+  dist::check_same_on_every_rank(data_digest(train, valid, *src_tokenizer_, *tgt_tokenizer_),
+                                 "data (pairs or tokenizers)", config_.source, comm_);
   data::BatchOptions batching{config_.batch_size, config_.seq_len, config_.bucket, true,
                               static_cast<uint64_t>(config_.seed)};
   train_set_ = std::make_unique<data::BatchedDataset>(std::move(train), batching);
@@ -142,13 +145,13 @@ void Trainer::build_model_and_optimizer() {
   if (mc.tie_embeddings && mc.src_vocab_size != mc.tgt_vocab_size)
     fail(config_.source, ": key 'tie_embeddings': the source and target vocabularies differ (", mc.src_vocab_size,
          " and ", mc.tgt_vocab_size, " tokens); one matrix needs one vocabulary for both languages");
-  check_fits_in_memory(training_bytes(mc, config_.batch_size), "training this model", config_.source);
+  setup::check_fits_in_memory(setup::training_bytes(mc, config_.batch_size), "training this model", config_.source);
   Rng init(static_cast<uint64_t>(config_.seed));
   model_ = nn::build_transformer(mc, init);
   Device& device = device_named(config_.device);
   model_->to(device);
   Rng& dropout = model_->dropout_rng();
-  dropout.set_state(rank_dropout_state(dropout.state(), comm_.rank()));
+  dropout.set_state(dist::rank_dropout_state(dropout.state(), comm_.rank()));
   // The threads are the CPU's: they run the kernels there, and the host's work
   // (data, decoding's bookkeeping) beside an OpenCL device.
   say(comm_, "model: %lld parameters on %s, %d CPU threads\n", static_cast<long long>(model_->num_parameters()),
@@ -156,9 +159,10 @@ void Trainer::build_model_and_optimizer() {
   if (std::string note = config_.precision_note(); !note.empty()) say(comm_, "%s\n", note.c_str());
   optimizer_ = make_optimizer(config_, model_->named_parameters());
   // The one choice between a process alone and data-parallel ranks.
-  gradients_ = make_gradient_sync(optimizer_->params(), comm_, static_cast<size_t>(config_.bucket_mb * 1048576.0),
-                                  config_.overlap_grad_reduce, config_.zero);
-  if (const GradientReducer* reducer = gradients_->reducer())
+  gradients_ = dist::make_gradient_sync(optimizer_->params(), comm_,
+                                        static_cast<size_t>(config_.bucket_mb * 1048576.0),
+                                        config_.overlap_grad_reduce, config_.zero);
+  if (const dist::GradientReducer* reducer = gradients_->reducer())
     say(comm_,
         "data parallel: %d ranks, %lld threads each; gradients all-reduced in %zu buckets (%.1f MB per step)%s\n",
         comm_.size(), static_cast<long long>(kernels::num_threads()), reducer->buckets(),
@@ -170,37 +174,37 @@ void Trainer::end_of_epoch(int64_t epoch, int64_t skipped_updates) {
   // record: whatever fails there, the epoch's training is saved first (no
   // validation scores, so the best checkpoint stays as it was), then the run
   // ends with the failure, in one line that says what was kept.
-  ValidationResult v;
+  eval::ValidationResult v;
   try {
     v = validate();
     if (!v.predictions.empty()) {
-      say(comm_, "%s", validation_lines(epoch, v, config_.val_examples).c_str());
+      say(comm_, "%s", eval::validation_lines(epoch, v, config_.val_examples).c_str());
       if (!metrics_path_.empty())
-        append_metrics(metrics_path_, ValidRecord{epoch, position_.global_step, v.loss, v.scores});
+        report::append_metrics(metrics_path_, report::ValidRecord{epoch, position_.global_step, v.loss, v.scores});
     }
   } catch (const std::exception& e) {
-    std::string tag = CheckpointStore::epoch_tag(epoch);
+    std::string tag = setup::CheckpointStore::epoch_tag(epoch);
     save_epoch_checkpoint(checkpoint_parts(), epoch, position_, /*best=*/false);
     rethrow_as(e, "validation after epoch ", tag, " failed (the epoch is saved as ", store_.weights_path(tag),
                "; preload latest resumes after it): ", plain_message(e));
   }
   bool validated = !v.predictions.empty();
-  bool best = validated && v.scores.at(kBestMetric) > position_.best_score;
-  if (best) position_.best_score = v.scores.at(kBestMetric);
+  bool best = validated && v.scores.at(setup::kBestMetric) > position_.best_score;
+  if (best) position_.best_score = v.scores.at(setup::kBestMetric);
   // The checkpoint before the report: whatever fails there, the epoch's work is kept.
   save_epoch_checkpoint(checkpoint_parts(), epoch, position_, best);
   if (skipped_updates > 0)
     say(comm_, "epoch %02lld: %lld updates skipped so far for a non-finite loss or gradient norm\n",
         static_cast<long long>(epoch), static_cast<long long>(skipped_updates));
   if (validated && !metrics_path_.empty())
-    write_validation_report(config_.experiment_name, metrics_path_, v, *src_tokenizer_, *tgt_tokenizer_);
+    report::write_validation_report(config_.experiment_name, metrics_path_, v, *src_tokenizer_, *tgt_tokenizer_);
 }
 
 int Trainer::run() {
   if (comm_.rank() == 0) {
     metrics_path_ = (fs::path(config_.experiment_name) / "metrics.jsonl").string();
     fs::create_directories(config_.experiment_name);
-    if (int64_t dropped = restart_metrics(metrics_path_, resumed_, position_.global_step))
+    if (int64_t dropped = report::restart_metrics(metrics_path_, resumed_, position_.global_step))
       say(comm_, "%s: dropped %lld line%s that %s no complete record (a run killed while writing a line leaves it cut "
           "short)\n", metrics_path_.c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",
           dropped == 1 ? "is" : "are");
@@ -220,7 +224,7 @@ int Trainer::run() {
     data::EpochBatches batches(*train_set_, epoch, first_batch);
     position_.epoch = epoch;
     position_.batches_in_epoch = batches.size();
-    std::optional<Progress> progress;
+    std::optional<report::Progress> progress;
     if (comm_.rank() == 0) progress.emplace(epoch, config_.num_epochs, batches.size(), first_batch);
     step.start_epoch();
     int64_t epoch_tokens = 0;
@@ -232,17 +236,17 @@ int Trainer::run() {
       position_.batch = batches.position();
       if (progress) progress->update(batches.position(), status.last_loss, optimizer_->lr(), epoch_tokens);
       if (status.diverged) {
-        save_checkpoint(checkpoint_parts(), CheckpointStore::epoch_tag(epoch), position_);
+        save_checkpoint(checkpoint_parts(), setup::CheckpointStore::epoch_tag(epoch), position_);
         fail(config_.source, ": training diverged: ", status.nonfinite_in_a_row,
              " optimizer steps in a row had a non-finite loss or gradient norm; the last good state is saved as ",
-             store_.weights_path(CheckpointStore::epoch_tag(epoch)),
+             store_.weights_path(setup::CheckpointStore::epoch_tag(epoch)),
              " (lower lr, set clip_grad_norm, or raise max_nonfinite_steps)");
       }
       // Stop only between optimizer steps, so no accumulated gradient is
       // lost, and on every rank at the same one.
       bool stop = status.stop_agreed && accumulation_.pending() == 0 && !last;
       if (stop || periodic_checkpoint_due(config_, position_, status.updated))
-        save_checkpoint(checkpoint_parts(), CheckpointStore::epoch_tag(epoch), position_);
+        save_checkpoint(checkpoint_parts(), setup::CheckpointStore::epoch_tag(epoch), position_);
       if (stop) {
         say(comm_, "\nstopped: saved epoch %02lld at batch %lld of %lld\n", static_cast<long long>(epoch),
             static_cast<long long>(position_.batch), static_cast<long long>(batches.size()));
@@ -265,7 +269,7 @@ int Trainer::run() {
 // hide, and each rank's memory (ZeRO-1 shrinks the optimizer state's share);
 // and what each rank trained on, whose sums are the whole batches'.
 void Trainer::report_data_parallel(const TrainingStep::Status& trained) {
-  const GradientReducer& reducer = *gradients_->reducer();
+  const dist::GradientReducer& reducer = *gradients_->reducer();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const std::vector<int64_t> mine{trained.pairs,           trained.label_tokens,     trained.empty_shares,

@@ -35,11 +35,13 @@ namespace sf::train {
 class Trainer {
  public:
   // `comm`: the ranks training together (null: this process alone).
-  explicit Trainer(Config config, Communicator* comm = nullptr);
+  explicit Trainer(setup::Config config, dist::Communicator* comm = nullptr);
   // Trains up to num_epochs. Returns 0 when done, 130 when a stop was
   // requested (after saving a checkpoint of the position reached).
   int run();
-  ValidationResult validate() { return train::validate(*model_, *valid_set_, *src_tokenizer_, *tgt_tokenizer_, config_); }
+  eval::ValidationResult validate() {
+    return eval::validate(*model_, *valid_set_, *src_tokenizer_, *tgt_tokenizer_, config_);
+  }
 
   const nn::Transformer& model() const { return *model_; }
   const optim::Optimizer& optimizer() const { return *optimizer_; }
@@ -55,17 +57,17 @@ class Trainer {
     return {config_, store_, *model_, *optimizer_, *gradients_, accumulation_, comm_};
   }
 
-  std::unique_ptr<Communicator> own_comm_;  // a single process's, when none is given
-  Communicator& comm_;
-  Config config_;
+  std::unique_ptr<dist::Communicator> own_comm_;  // a single process's, when none is given
+  dist::Communicator& comm_;
+  setup::Config config_;
   std::unique_ptr<data::Tokenizer> src_tokenizer_, tgt_tokenizer_;
   std::unique_ptr<data::BatchedDataset> train_set_, valid_set_;
   std::unique_ptr<nn::Transformer> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
-  std::unique_ptr<GradientSync> gradients_;
+  std::unique_ptr<dist::GradientSync> gradients_;
   optim::GradAccumulation accumulation_;
-  CheckpointStore store_;
-  TrainingState position_;   // where training stands
+  setup::CheckpointStore store_;
+  setup::TrainingState position_;  // where training stands
   bool resumed_ = false;     // from a saved position
   std::string metrics_path_;  // rank 0's metrics.jsonl (the others write none), set by run()
 };

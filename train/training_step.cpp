@@ -15,6 +15,8 @@
 
 namespace sf::train {
 
+using dist::say;
+
 std::atomic<bool> g_stop_requested{false};
 
 static void request_stop(int) {
@@ -41,16 +43,16 @@ void install_stop_handlers(StopSignals mode) {
 
 TrainingStep::TrainingStep(const Parts& parts, std::string metrics_path)
     : parts_(parts), metrics_path_(std::move(metrics_path)) {
-  const Config& config = parts.config;
+  const setup::Config& config = parts.config;
   int64_t steps_per_epoch = (parts.train_set.batches_per_epoch() + config.grad_accum - 1) / config.grad_accum;
   schedule_ = {optim::parse_schedule(config.schedule), config.lr, config.warmup_steps,
                std::max<int64_t>(1, steps_per_epoch * config.num_epochs), config.d_model};
 }
 
 int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batches_left,
-                                  const TrainingState& position) {
-  Communicator& comm = parts_.comm;
-  std::vector<size_t> mine = rank_share(batch, comm.rank(), comm.size());
+                                  const setup::TrainingState& position) {
+  dist::Communicator& comm = parts_.comm;
+  std::vector<size_t> mine = dist::rank_share(batch, comm.rank(), comm.size());
   std::optional<data::Batch> b;
   if (!mine.empty()) b = parts_.train_set.make_batch(mine);
   // The whole batch's label tokens, and whether a stop was asked anywhere:
@@ -70,7 +72,7 @@ int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batc
       // Mixed precision (docs/13-bf16.md): in bf16 the forward's matrix
       // products round their operands; the backward's follow the forward's.
       AutocastGuard autocast(parts_.config.precision_dtype());
-      loss = batch_loss(parts_.model, *b, parts_.config.label_smoothing);
+      loss = setup::batch_loss(parts_.model, *b, parts_.config.label_smoothing);
     }
     // This rank's share of the whole batch's mean (data_parallel.h); 1 alone.
     float share = static_cast<float>(b->label_tokens) / static_cast<float>(batch_tokens);
@@ -84,7 +86,7 @@ int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batc
   return batch_tokens;
 }
 
-void TrainingStep::optimizer_step(const TrainingState& position) {
+void TrainingStep::optimizer_step(const setup::TrainingState& position) {
   optim::Optimizer& optimizer = parts_.optimizer;
   parts_.gradients.finish(optimizer);
   // The loss over the ranks, and the squares of a ZeRO rank's summed
@@ -114,9 +116,9 @@ void TrainingStep::optimizer_step(const TrainingState& position) {
     auto now = std::chrono::steady_clock::now();
     double seconds = std::chrono::duration<double>(now - last_step_).count();
     if (!metrics_path_.empty())
-      append_metrics(metrics_path_, StepRecord{position.epoch, step, mean_loss, lr, norm,
-                                               seconds > 0 ? pending_tokens_ / seconds : 0.0,
-                                               std::chrono::duration<double>(now - start_).count()});
+      report::append_metrics(metrics_path_, report::StepRecord{position.epoch, step, mean_loss, lr, norm,
+                                                               seconds > 0 ? pending_tokens_ / seconds : 0.0,
+                                                               std::chrono::duration<double>(now - start_).count()});
   } else {
     skip_nonfinite_step(mean_loss, norm, step);
   }

@@ -31,13 +31,13 @@ class TrainingStep {
  public:
   // What a step works on; each outlives the step.
   struct Parts {
-    const Config& config;
+    const setup::Config& config;
     const data::BatchedDataset& train_set;
     nn::Transformer& model;
     optim::Optimizer& optimizer;
-    GradientSync& gradients;
+    dist::GradientSync& gradients;
     optim::GradAccumulation& accumulation;
-    Communicator& comm;
+    dist::Communicator& comm;
   };
   // `metrics_path`: where each update's record goes ("" for none: the ranks
   // but 0).
@@ -46,7 +46,7 @@ class TrainingStep {
   // in the epoch, this one included; `position`: where training stands, which
   // the trainer alone advances (by one optimizer step when status().updated).
   // Returns the whole batch's label tokens.
-  int64_t train_batch(const std::vector<size_t>& batch, int64_t batches_left, const TrainingState& position);
+  int64_t train_batch(const std::vector<size_t>& batch, int64_t batches_left, const setup::TrainingState& position);
 
   struct Status {
     bool updated = false;       // the last batch ended with an optimizer update
@@ -66,7 +66,7 @@ class TrainingStep {
   void start_epoch() { status_.epoch_loss_sum = 0; }
 
  private:
-  void optimizer_step(const TrainingState& position);
+  void optimizer_step(const setup::TrainingState& position);
   void skip_nonfinite_step(float loss, float grad_norm, int64_t step);
 
   Parts parts_;

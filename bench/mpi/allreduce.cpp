@@ -79,7 +79,7 @@ float known_value(int rank, size_t i) { return static_cast<float>((rank + 1) * (
 // The all-reduce and the reduce-scatter (runs of unequal lengths, one empty)
 // of known values in buffers of `sizes`, each from `buffers`; 0 when every
 // element holds the exact sum.
-int check_sums(sf::train::Communicator& comm, const std::vector<size_t>& sizes,
+int check_sums(sf::dist::Communicator& comm, const std::vector<size_t>& sizes,
                const std::vector<std::span<float>>& buffers) {
   const int ranks = comm.size(), rank = comm.rank();
   const float rank_sum = static_cast<float>(ranks * (ranks + 1) / 2);
@@ -111,7 +111,7 @@ int check_sums(sf::train::Communicator& comm, const std::vector<size_t>& sizes,
 }
 
 // The sums in the rank's own memory, then in shared memory.
-int check(sf::train::Communicator& comm) {
+int check(sf::dist::Communicator& comm) {
   const std::vector<size_t> sizes = {1, 1000, 262144 * 3 + 17, (1 << 22) + 5};
   std::vector<std::vector<float>> own;
   std::vector<std::span<float>> buffers;
@@ -133,7 +133,7 @@ int check(sf::train::Communicator& comm) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "ours") {
-    auto comm = sf::train::mpi_world(&argc, &argv);
+    auto comm = sf::dist::mpi_world(&argc, &argv);
     std::vector<double> token(1);
     std::vector<float> own;
     table(
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
         [&](std::span<float> v) { comm->wait(comm->start_all_reduce_sum(v)); }, [&] { comm->all_reduce_sum(token); });
     return 0;
   }
-  if (mode == "check") return check(*sf::train::mpi_world(&argc, &argv));
+  if (mode == "check") return check(*sf::dist::mpi_world(&argc, &argv));
   if (mode == "mpi") {
     MPI_Init(&argc, &argv);
     int rank = 0;

@@ -105,7 +105,7 @@
 
 #include "base/error.h"
 
-namespace sf::train {
+namespace sf::dist {
 
 namespace {
 
@@ -830,4 +830,4 @@ std::unique_ptr<Communicator> mpi_world(int* argc, char*** argv) {
   return std::make_unique<MpiWorld>(argc, argv, timeout, shared_sums);
 }
 
-}  // namespace sf::train
+}  // namespace sf::dist

@@ -5,7 +5,7 @@
 
 #include "dist/communicator.h"
 
-namespace sf::train {
+namespace sf::dist {
 
 // Starts MPI on a communication thread of its own, which makes every MPI
 // call of the process (MPI_Init_thread with MPI_THREAD_FUNNELED: MPI's main
@@ -24,4 +24,4 @@ namespace sf::train {
 // test that case on one machine, with mpirun --mca btl self,tcp).
 std::unique_ptr<Communicator> mpi_world(int* argc, char*** argv);
 
-}  // namespace sf::train
+}  // namespace sf::dist
