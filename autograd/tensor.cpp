@@ -230,16 +230,25 @@ Tensor& Tensor::set_requires_grad(bool value) {
 }
 
 bool Tensor::is_leaf() const { return impl().grad_fn == nullptr; }
-Tensor Tensor::grad() const { return impl().grad; }
-void Tensor::zero_grad() {
+Tensor Tensor::grad() const {
+  TensorImpl& t = impl();
+  if (t.grad_zero) {
+    device().fill(t.grad.raw_mem(), 0, static_cast<size_t>(t.grad.numel()));
+    t.grad_zero = false;
+  }
+  return t.grad;
+}
+
+void Tensor::zero_grad() const {
   TensorImpl& t = impl();
   if (t.grad_in_place && t.grad.defined())
-    device().fill(t.grad.raw_mem(), 0, static_cast<size_t>(t.grad.numel()));
+    t.grad_zero = true;
   else
     t.grad = Tensor();
 }
 
 void Tensor::set_grad(const Tensor& grad) const {
+  impl().grad_zero = false;
   if (!grad.defined()) {
     impl().grad = Tensor();
     impl().grad_in_place = false;
@@ -304,6 +313,11 @@ void Tensor::accumulate_grad(const Tensor& grad) const {
   }
   if (&grad.device() != &device())
     internal_fail("gradient on ", grad.device().name(), " for a tensor on ", device().name());
+  if (impl().grad_zero) {  // zero + grad, written once
+    slot.copy_from(grad);
+    impl().grad_zero = false;
+    return;
+  }
   // Both contiguous and of one shape: one row of every element.
   kernels::Rows all;
   all.cols = numel();

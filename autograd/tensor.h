@@ -109,7 +109,7 @@ class Tensor {
   Tensor& set_requires_grad(bool value = true);
   bool is_leaf() const;
   Tensor grad() const;
-  void zero_grad();
+  void zero_grad() const;
   void backward() const;                   // for a one-element tensor
   void backward(const Tensor& grad) const;  // seed with `grad` (same shape)
   Tensor detach() const;  // same storage, no history
@@ -128,8 +128,10 @@ class Tensor {
   // Internal: makes `grad` (this tensor's shape, float32, on its device) the
   // gradient slot itself, so backward accumulates into it where it lies (a
   // view into a communication buffer: dist/data_parallel.h); zero_grad()
-  // then zeroes it in place instead of dropping it. An undefined `grad`
-  // drops the slot.
+  // then keeps it and marks it zero, and the next accumulation overwrites it
+  // (one write per step, as PyTorch's DDP does with gradient_as_bucket_view,
+  // instead of zeroing, then reading back to add); grad() writes the zeros
+  // of a slot that nothing accumulated into. An undefined `grad` drops the slot.
   void set_grad(const Tensor& grad) const;
   bool same_storage(const Tensor& other) const;
   // Internal: what this handle refers to; equal for handles of one tensor.
@@ -148,7 +150,8 @@ struct TensorImpl {
   size_t offset = 0;  // bytes into storage where the elements begin (a view)
   bool requires_grad = false;
   Tensor grad;
-  bool grad_in_place = false;  // set_grad(): zero_grad() zeroes grad, keeps it
+  bool grad_in_place = false;  // set_grad(): zero_grad() keeps grad
+  bool grad_zero = false;      // in place: grad's elements stand for zeros (zero_grad)
   std::shared_ptr<Node> grad_fn;
 };
 

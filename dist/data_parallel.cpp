@@ -112,8 +112,8 @@ void GradientReducer::allocate_buckets() {
 }
 
 void GradientReducer::zero_grad() {
-  if (allocated_) {
-    for (Bucket& b : buckets_) b.values.device().fill(b.values.raw_mem(), 0, static_cast<size_t>(b.elements));
+  if (allocated_) {  // marked zero: backward's first accumulation overwrites each
+    for (const auto& [name, p] : params_) p.zero_grad();
     return;
   }
   // The old buckets go back to the system (the allocator would cache them),
@@ -158,6 +158,7 @@ void GradientReducer::gradient_ready(size_t i) {
 void GradientReducer::start_ready_buckets() {
   while (started_ < buckets_.size() && buckets_[started_].ready == buckets_[started_].params.size()) {
     Bucket& b = buckets_[started_++];
+    for (size_t i : b.params) params_[i].second.grad();  // writes the zeros of a gradient no op gave
     if (b.copied) b.values.device().read(b.values.mem(), b.summed.data(), b.summed.size_bytes());
     b.request = zero_ && rebuilt_ ? comm_.start_reduce_scatter_sum(b.summed, b.rank_begins)
                                   : comm_.start_all_reduce_sum(b.summed);

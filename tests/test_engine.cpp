@@ -47,6 +47,24 @@ TEST_CASE("engine: reshape and detach alias storage; clone copies") {
   CHECK_FALSE(transpose(x, 0, 1).same_storage(x));
 }
 
+TEST_CASE("engine: a gradient slot set in place is overwritten after zero_grad, and reads zeros where none came") {
+  // As data parallelism's buckets use it: each slot a view of one buffer.
+  Tensor buffer = Tensor::from({9, 9, 9, 9}, {4});
+  Tensor x = Tensor::from({1, 2}, {2}).set_requires_grad(), unused = Tensor::ones({2}).set_requires_grad();
+  x.set_grad(buffer.view(0, {2}));
+  unused.set_grad(buffer.view(2, {2}));
+  x.zero_grad();
+  unused.zero_grad();
+  sum(x * x).backward();
+  sum(x * x).backward();  // accumulates onto the first
+  CHECK(buffer.to_vector() == std::vector<float>{4, 8, 9, 9});  // written once, not zeroed first
+  CHECK(unused.grad().to_vector() == std::vector<float>{0, 0});  // zeroed when read
+  CHECK(buffer.to_vector() == std::vector<float>{4, 8, 0, 0});
+  x.zero_grad();
+  CHECK(x.grad().to_vector() == std::vector<float>{0, 0});
+  CHECK(x.grad().same_storage(buffer));
+}
+
 TEST_CASE("errors: broadcast and matmul shape mismatches") {
   Tensor a = Tensor::ones({2, 3}), b = Tensor::ones({4});
   CHECK_THROWS_WITH_AS(a + b, doctest::Contains("add: shapes [2, 3] and [4] do not broadcast"),
