@@ -361,15 +361,16 @@ int average_command(int argc, char** argv) {
 
 // The exception that ends the command, as one line on stderr; returns the
 // exit status (2: bad input, sf::Error; 1: a bug; base/error.h). With
-// several ranks, rank 0 speaks for all: an error every rank meets (a bad
-// config, a diverged run) is printed once, by rank 0, which ends the job. A
-// rank that fails alone while rank 0 waits for it gives rank 0 a moment to do
-// that, then reports its own error, naming itself, and ends the job.
+// several ranks, the writer (rank 0) speaks for all: an error every rank
+// meets (a bad config, a diverged run) is printed once, by the writer, which
+// ends the job. A rank that fails alone while the writer waits for it gives
+// the writer a moment to do that, then reports its own error, naming itself,
+// and ends the job.
 int report_failure(const std::exception& e, dist::Communicator& comm) {
   std::fflush(stdout);
   int status = exit_status(e);
   std::string rank;
-  if (comm.rank() > 0) {
+  if (!comm.writes()) {
     std::this_thread::sleep_for(std::chrono::seconds(2));
     rank = "rank " + std::to_string(comm.rank()) + ": ";
   }

@@ -25,12 +25,21 @@ class Communicator {
  public:
   virtual ~Communicator() = default;
 
-  virtual int rank() const = 0;  // 0 .. size() - 1; rank 0 writes files and prints
+  virtual int rank() const = 0;  // 0 .. size() - 1
   virtual int size() const = 0;
   // This process's place among the ranks on its own machine, and their
   // number: to share the machine's cores and devices out among them.
   virtual int local_rank() const = 0;
   virtual int local_size() const = 0;
+
+  // The writer: the one rank that speaks for all and keeps the run's files.
+  // It prints, saves the tokenizers, appends to metrics.jsonl, writes the
+  // checkpoints and the report, and alone reads a checkpoint or a preload
+  // file, then broadcasts what it read (root kWriter). The other ranks compute
+  // the same and write nothing. A single process is the writer. Every choice
+  // of who writes or speaks is this one.
+  static constexpr int kWriter = 0;
+  bool writes() const { return rank() == kWriter; }
 
   // Element-wise over all ranks, in place; every rank receives the same values.
   virtual void all_reduce_sum(std::span<double> values) = 0;
@@ -96,10 +105,10 @@ class Communicator {
 // The communicator of a process training alone.
 std::unique_ptr<Communicator> single_process();
 
-// printf to stderr on rank 0; the other ranks keep quiet.
+// printf to stderr on the writer; the other ranks keep quiet.
 template <class... Args>
 void say(const Communicator& comm, const char* format, Args... args) {
-  if (comm.rank() != 0) return;
+  if (!comm.writes()) return;
   if constexpr (sizeof...(Args) == 0)
     std::fputs(format, stderr);  // no arguments: the text as it is, no format to read
   else

@@ -204,12 +204,12 @@ void GradientReducer::finish() {
 // ---- Broadcasts ------------------------------------------------------------
 
 void broadcast_tensors(const NamedTensors& tensors, Communicator& comm) {
-  if (comm.size() == 1) return;  // alone, rank 0's values are already everyone's
+  if (comm.size() == 1) return;  // alone, the writer's values are already everyone's
   for (const auto& [name, t] : tensors) {
     std::vector<float> values(static_cast<size_t>(t.numel()));
-    if (comm.rank() == 0) read_elements(t, 0, t.numel(), values.data());
-    comm.broadcast(as_bytes(values), 0);
-    if (comm.rank() != 0) write_elements(t, 0, values.data(), t.numel());
+    if (comm.writes()) read_elements(t, 0, t.numel(), values.data());
+    comm.broadcast(as_bytes(values), Communicator::kWriter);
+    if (!comm.writes()) write_elements(t, 0, values.data(), t.numel());
   }
 }
 
@@ -220,10 +220,10 @@ Rng::State rank_dropout_state(const Rng::State& rank0, int rank) {
 
 std::string broadcast_string(const std::string& text, Communicator& comm) {
   std::vector<int64_t> size{static_cast<int64_t>(text.size())};
-  comm.broadcast(as_bytes(size), 0);
+  comm.broadcast(as_bytes(size), Communicator::kWriter);
   std::vector<char> bytes(text.begin(), text.end());
   bytes.resize(static_cast<size_t>(size[0]));
-  comm.broadcast(as_bytes(bytes), 0);
+  comm.broadcast(as_bytes(bytes), Communicator::kWriter);
   return {bytes.begin(), bytes.end()};
 }
 
@@ -255,16 +255,16 @@ void all_gather_parameters(const optim::Optimizer& sharded, const std::vector<st
       write_elements(params[i].second, 0, host_copies[copy++].data(), params[i].second.numel());
 }
 
-// Each state tensor gathered on rank 0 alone, from every rank's slices of it:
+// Each state tensor gathered on the writer alone, from every rank's slices of it:
 // the other ranks send their slices from where they lie.
 optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded,
                                              const std::vector<std::vector<int64_t>>& runs, Communicator& comm) {
   const NamedTensors& params = sharded.params();
   optim::OptimizerState whole{sharded.name(), sharded.steps(), {}};
-  // Rank 0 assembles the whole state, which ZeRO keeps it from holding while
-  // it trains: it makes room first among the blocks the step's activations
-  // left in the allocator's cache.
-  if (comm.rank() == 0) release_cached_cpu_memory();
+  // The writer assembles the whole state, which ZeRO keeps it from holding
+  // while it trains: it makes room first among the blocks the step's
+  // activations left in the allocator's cache.
+  if (comm.writes()) release_cached_cpu_memory();
   // A single process's optimizer lists each parameter's state in name order.
   std::vector<std::string> keys = sharded.state_names();
   std::sort(keys.begin(), keys.end());
@@ -282,7 +282,7 @@ optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded,
       const optim::Slice& own = sharded.owned(i);
       const Tensor* piece = sharded.find_state(i, keys[k]);
       std::span<float> values;
-      if (comm.rank() == 0) {
+      if (comm.writes()) {
         per_key[k][i] = Tensor::zeros(p.shape());
         if (piece && own.size() > 0) read_elements(*piece, 0, own.size(), per_key[k][i].data() + own.begin);
         values = {per_key[k][i].data(), static_cast<size_t>(p.numel())};
@@ -295,7 +295,7 @@ optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded,
       }
       arrays.push_back({values, runs[i]});
     }
-    comm.gather_in_place(arrays, 0);
+    comm.gather_in_place(arrays, Communicator::kWriter);
   }
   for (size_t i = 0; i < params.size(); ++i)
     for (size_t k = 0; k < keys.size(); ++k)
@@ -307,12 +307,13 @@ optim::OptimizerState broadcast_optimizer_state(const optim::OptimizerState& on_
   if (comm.size() == 1) return on_root;
   nlohmann::json header = {{"kind", on_root.kind}, {"steps", on_root.steps}, {"tensors", nlohmann::json::array()}};
   for (const auto& [name, t] : on_root.tensors) header["tensors"].push_back({name, t.shape()});
-  header = nlohmann::json::parse(broadcast_string(comm.rank() == 0 ? header.dump() : "", comm));
+  header = nlohmann::json::parse(broadcast_string(comm.writes() ? header.dump() : "", comm));
   optim::OptimizerState state{header["kind"], header["steps"], {}};
   for (size_t i = 0; i < header["tensors"].size(); ++i) {
     Shape shape = header["tensors"][i][1].get<Shape>();
-    Tensor t = comm.rank() == 0 ? on_root.tensors[i].second.to(cpu()) : Tensor::empty(shape);
-    comm.broadcast(std::as_writable_bytes(std::span<float>(t.data(), static_cast<size_t>(t.numel()))), 0);
+    Tensor t = comm.writes() ? on_root.tensors[i].second.to(cpu()) : Tensor::empty(shape);
+    comm.broadcast(std::as_writable_bytes(std::span<float>(t.data(), static_cast<size_t>(t.numel()))),
+                   Communicator::kWriter);
     state.tensors.emplace_back(header["tensors"][i][0].get<std::string>(), t);
   }
   return state;

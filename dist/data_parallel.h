@@ -136,9 +136,9 @@ class GradientReducer {
 // batch are not dropped alike.
 Rng::State rank_dropout_state(const Rng::State& rank0, int rank);
 
-// Copies rank 0's values of every tensor to the other ranks.
+// Copies the writer's values of every tensor to the other ranks.
 void broadcast_tensors(const NamedTensors& tensors, Communicator& comm);
-// Rank 0's string on every rank.
+// The writer's string on every rank.
 std::string broadcast_string(const std::string& text, Communicator& comm);
 
 // ZeRO-1 (GradientReducer): after a sharded step, every rank's updated
@@ -146,7 +146,7 @@ std::string broadcast_string(const std::string& text, Communicator& comm);
 void all_gather_parameters(const optim::Optimizer& sharded, const std::vector<std::vector<int64_t>>& runs,
                            Communicator& comm);
 // The whole state of a sharded optimizer, as a single process's optimizer
-// would hold it (on rank 0; the other ranks get an empty state).
+// would hold it (on the writer; the other ranks get an empty state).
 optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded,
                                              const std::vector<std::vector<int64_t>>& runs, Communicator& comm);
 // Rank 0's optimizer state (read from a checkpoint) on every rank.

@@ -30,7 +30,7 @@ class GradientSync {
   // After the step: the gradients zeroed for the next.
   virtual void zero_grad(optim::Optimizer& optimizer) { optimizer.zero_grad(); }
   // The optimizer's whole state, as one process holds it (for a checkpoint,
-  // written by rank 0).
+  // written by the writer).
   virtual optim::OptimizerState whole_state(const optim::Optimizer& optimizer) { return optimizer.state_dict(); }
   // The reducer of data-parallel ranks; null for a process alone.
   virtual const GradientReducer* reducer() const { return nullptr; }

@@ -12,9 +12,9 @@ namespace fs = std::filesystem;
 using dist::say;
 using nlohmann::json;
 
-// Loads into this process; returns the position and the optimizer state it
+// On the writer: loads into this process; returns the position and the optimizer state it
 // read, if it resumes.
-static std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> restore_on_rank_0(
+static std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> restore_on_writer(
     const CheckpointParts& parts, int64_t batches_per_epoch) {
   const setup::Config& config = parts.config;
   if (!config.preload) return std::nullopt;
@@ -68,7 +68,7 @@ static std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> res
 std::optional<setup::TrainingState> restore_checkpoint(const CheckpointParts& parts, int64_t batches_per_epoch) {
   dist::Communicator& comm = parts.comm;
   std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> loaded;
-  if (comm.rank() == 0) loaded = restore_on_rank_0(parts, batches_per_epoch);
+  if (comm.writes()) loaded = restore_on_writer(parts, batches_per_epoch);
   // Rank 0's weights, position and optimizer state to the others (alone: nothing to send).
   dist::broadcast_tensors(parts.optimizer.params(), comm);
   json header = {{"resumed", loaded.has_value()}, {"state", loaded ? loaded->first.to_json() : json()}};
@@ -76,7 +76,7 @@ std::optional<setup::TrainingState> restore_checkpoint(const CheckpointParts& pa
   if (!header["resumed"].get<bool>()) return std::nullopt;
   optim::OptimizerState state =
       dist::broadcast_optimizer_state(loaded ? loaded->second : optim::OptimizerState{}, comm);
-  if (comm.rank() == 0) return loaded->first;
+  if (comm.writes()) return loaded->first;
   const std::string origin = "rank 0's checkpoint";
   parts.optimizer.load_state_dict(state, origin);
   setup::TrainingState position = setup::TrainingState::from_json(header["state"], origin);
@@ -98,7 +98,7 @@ void save_checkpoint(const CheckpointParts& parts, const std::string& tag, setup
   position.rank_dropout_rngs.assign(streams.begin() + 1, streams.end());
   position.accum_pending = parts.accumulation.pending();
   optim::OptimizerState optimizer_state = parts.gradients.whole_state(parts.optimizer);
-  if (parts.comm.rank() == 0) parts.store.save(tag, parts.model, optimizer_state, position);
+  if (parts.comm.writes()) parts.store.save(tag, parts.model, optimizer_state, position);
 }
 
 bool periodic_checkpoint_due(const setup::Config& config, const setup::TrainingState& position, bool stepped) {
@@ -109,7 +109,7 @@ bool periodic_checkpoint_due(const setup::Config& config, const setup::TrainingS
 void save_epoch_checkpoint(const CheckpointParts& parts, int64_t epoch, const setup::TrainingState& position,
                            bool best) {
   save_checkpoint(parts, setup::CheckpointStore::epoch_tag(epoch), position);
-  if (parts.comm.rank() == 0) parts.store.prune();
+  if (parts.comm.writes()) parts.store.prune();
   if (best) save_checkpoint(parts, "best", position);
 }
 

@@ -33,8 +33,9 @@ struct CheckpointParts {
 // and the position, which it returns when the run resumes from one.
 // `batches_per_epoch`: this run's, which a half-done epoch must have had.
 std::optional<setup::TrainingState> restore_checkpoint(const CheckpointParts& parts, int64_t batches_per_epoch);
-// Collective: every rank hands rank 0 what only it holds (its dropout stream,
-// its share of a sharded optimizer state); rank 0 writes the files, with
+// Collective: every rank hands the writer (Communicator::writes) what only it
+// holds (its dropout stream, its share of a sharded optimizer state); the
+// writer writes the files, with
 // `position` as the state.
 void save_checkpoint(const CheckpointParts& parts, const std::string& tag, setup::TrainingState position);
 // Whether the position reached calls for a mid-epoch checkpoint: after every

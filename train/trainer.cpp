@@ -45,12 +45,12 @@ Trainer::Trainer(setup::Config c, dist::Communicator* given)
 }
 
 // What the run needs, checked before any data is read or written: memory for
-// the model, and every folder it writes to (rank 0's: no other rank writes).
+// the model, and every folder it writes to (the writer's: no other rank writes).
 void Trainer::check_outputs() {
   // The vocabularies are not known yet: without them, a lower bound.
   setup::check_fits_in_memory(setup::training_bytes(model_config(0, 0), config_.batch_size), "training this model",
                               config_.source);
-  if (comm_.rank() != 0) return;
+  if (!comm_.writes()) return;
   if (config_.preload && *config_.preload != "latest" && !fs::is_regular_file(*config_.preload))
     fail(config_.source, ": key 'preload': ", *config_.preload, ": no such file");
   setup::check_writable_folder(config_.model_folder, config_.source, "model_folder");
@@ -96,7 +96,7 @@ void Trainer::prepare_data() {
   auto tokenizer = [&](const std::string& lang, data::Side side) {
     std::string path = config_.tokenizer_path(lang);
     data::TokenizerFile file =
-        data::load_or_build_tokenizer(path, corpus.train, side, tokenizer_options, /*save=*/comm_.rank() == 0);
+        data::load_or_build_tokenizer(path, corpus.train, side, tokenizer_options, /*save=*/comm_.writes());
     if (file.tokenizer.is_bpe() != (config_.tokenizer == "bpe"))
       fail(path, ": holds a ", file.tokenizer.is_bpe() ? "BPE" : "WordLevel", " tokenizer, but the config's tokenizer is \"",
            config_.tokenizer, "\" (delete the file or change tokenizer_file)");
@@ -201,7 +201,7 @@ void Trainer::end_of_epoch(int64_t epoch, int64_t skipped_updates) {
 }
 
 int Trainer::run() {
-  if (comm_.rank() == 0) {
+  if (comm_.writes()) {
     metrics_path_ = (fs::path(config_.experiment_name) / "metrics.jsonl").string();
     fs::create_directories(config_.experiment_name);
     if (int64_t dropped = report::restart_metrics(metrics_path_, resumed_, position_.global_step))
@@ -225,7 +225,7 @@ int Trainer::run() {
     position_.epoch = epoch;
     position_.batches_in_epoch = batches.size();
     std::optional<report::Progress> progress;
-    if (comm_.rank() == 0) progress.emplace(epoch, config_.num_epochs, batches.size(), first_batch);
+    if (comm_.writes()) progress.emplace(epoch, config_.num_epochs, batches.size(), first_batch);
     step.start_epoch();
     int64_t epoch_tokens = 0;
     while (!batches.done()) {

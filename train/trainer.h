@@ -12,8 +12,8 @@
 //
 // With a communicator of several ranks (mpirun, dist/data_parallel.h) every
 // rank runs this same loop on its share of each batch and the ranks sum their
-// gradients (dist/gradient_sync.h); rank 0 alone prints, writes checkpoints,
-// metrics and the report.
+// gradients (dist/gradient_sync.h); the writer (Communicator::writes, rank 0)
+// alone prints, writes checkpoints, metrics and the report.
 #pragma once
 #include <memory>
 #include <string>
@@ -69,7 +69,7 @@ class Trainer {
   setup::CheckpointStore store_;
   setup::TrainingState position_;  // where training stands
   bool resumed_ = false;     // from a saved position
-  std::string metrics_path_;  // rank 0's metrics.jsonl (the others write none), set by run()
+  std::string metrics_path_;  // the writer's metrics.jsonl (the others write none), set by run()
 };
 
 }  // namespace sf::train
