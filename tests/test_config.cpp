@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "base/error.h"
 #include "cli_process.h"
@@ -233,4 +234,26 @@ TEST_CASE("config: the threads key sets the kernels' thread count, and the log s
     std::string log = testing::read_file(dir.path / "log");
     CHECK_MESSAGE(log.find("parameters on cpu, " + threads + " CPU threads") != std::string::npos, log);
   }
+}
+
+// The configs the repository ships are what users start from: each must load,
+// and no two may write into the same folders, or training one would overwrite
+// another's checkpoints, tokenizers or metrics.
+TEST_CASE("config: every file in configs/ loads, and each writes into folders of its own") {
+  std::map<std::string, std::string> owner;  // folder -> the config that writes there
+  int configs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("configs")) {
+    if (entry.path().extension() != ".json") continue;
+    const std::string name = entry.path().string();
+    CAPTURE(name);
+    Config c = load_config(name);
+    ++configs;
+    for (const std::string& folder :
+         {c.model_folder, c.experiment_name, std::filesystem::path(c.tokenizer_path(c.lang_src)).parent_path().string()}) {
+      CAPTURE(folder);
+      auto [it, added] = owner.emplace(folder, name);
+      CHECK_MESSAGE((added || it->second == name), "also written by ", it->second);
+    }
+  }
+  CHECK(configs >= 10);
 }
