@@ -143,12 +143,39 @@ std::pair<double, std::optional<double>> measured_peaks(int threads) {
   return {fma, bf16};
 }
 
+// OpenBLAS chooses its kernels by the CPU's family and model when it loads. A
+// CPU newer than the installed OpenBLAS gets the generic "Prescott" (SSE3)
+// kernels: Debian 12's 0.3.21 does so on Emerald Rapids (family 6, model
+// 207), where they run 4-5x slower than its AVX-512 ones, and a reference that
+// slow would flatter every ratio of the bench, PyTorch's included (it calls
+// the same library). The core to name instead (OPENBLAS_CORETYPE, read at
+// load), or nullptr where OpenBLAS chose well or the user chose already.
+const char* openblas_core_to_set() {
+  if (std::getenv("OPENBLAS_CORETYPE") || std::strcmp(openblas_get_corename(), "Prescott") != 0) return nullptr;
+  if (__builtin_cpu_supports("avx512bf16")) return "Cooperlake";  // SkylakeX's kernels and bf16 ones
+  if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
+  if (__builtin_cpu_supports("avx2")) return "Haswell";
+  return nullptr;
+}
+
 }  // namespace
 
 // Usage: bench [OUT.json [PART...]]: every part by default, else the parts
 // named (gemm, gemm_bf16, memory, train, train_bf16, profile, gemm_steps,
-// opencl_gemm).
+// opencl_gemm). `bench --openblas-coretype` prints the OpenBLAS core the
+// bench would name, if any (bench/data_parallel.py sets it for PyTorch).
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--openblas-coretype") {
+    if (const char* core = openblas_core_to_set()) std::printf("%s\n", core);
+    return 0;
+  }
+  if (const char* core = openblas_core_to_set()) {
+    std::printf("OpenBLAS chose its generic %s kernels for this CPU; the bench names %s (OPENBLAS_CORETYPE)\n",
+                openblas_get_corename(), core);
+    std::fflush(stdout);
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    execv("/proc/self/exe", argv);
+  }
   // OpenBLAS's idle workers spin for 2^28 cycles (~0.1 s) after each call
   // before they sleep, so in interleaved trials they would hold the second
   // core while our own threads run and halve our 2-thread figures. 2^18
@@ -161,6 +188,7 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);
   }
   if (argc > 1 && std::string(argv[1]) == "--measure") return measure(argc, argv);
+  std::printf("%s, core %s\n", openblas_get_config(), openblas_get_corename());
   std::string out_path = argc > 1 ? argv[1] : "build/bench.json";
   std::vector<std::string> parts(argv + std::min(argc, 2), argv + argc);
   auto wanted = [&](const std::string& part) {

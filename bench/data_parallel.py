@@ -353,6 +353,12 @@ def main():
         sys.exit(__doc__)
     build, bench_json = sys.argv[1:]
     shutil.rmtree(WORK, ignore_errors=True)
+    # PyTorch's float32 products run in OpenBLAS: on a CPU it does not know it
+    # would take its generic kernels, and the C++ bench says which to name.
+    core = subprocess.run([f"{build}/bench", "--openblas-coretype"], stdout=subprocess.PIPE, text=True).stdout.strip()
+    if core and "OPENBLAS_CORETYPE" not in os.environ:
+        print(f"OpenBLAS does not know this CPU; PyTorch runs with OPENBLAS_CORETYPE={core}")
+        os.environ["OPENBLAS_CORETYPE"] = core
     records = allreduce_table(build) + multi30k(build)
     runs = small_model_runs(build)
     records += overlap_table(runs) + zero_table(runs) + pytorch_table(runs)
