@@ -54,16 +54,29 @@ GradientReducer::GradientReducer(const NamedTensors& params, Communicator& comm,
 // Consecutive parameters of `order` share a bucket up to its size, as
 // PyTorch's DDP sizes them: the first bucket small, so that its sum starts as
 // soon as backward's last layers are done, the others large, so that each sum
-// moves data at full speed and pays MPI's fixed cost per call rarely.
+// moves data at full speed and pays MPI's fixed cost per call rarely. The last
+// bucket is small too: it is complete only when backward ends, so all of its
+// sum is exposed. It holds the last gradients up to kFirstBucketBytes (or
+// the one last, where that is larger).
 void GradientReducer::plan_buckets(const std::vector<size_t>& order) {
   buckets_.clear();
   allocated_ = false;
   bucket_of_.assign(params_.size(), 0);
   offset_of_.assign(params_.size(), 0);
-  for (size_t i : order) {
-    int64_t length = round_up(params_[i].second.numel(), kAlign);
-    size_t limit = buckets_.size() == 1 ? std::min(kFirstBucketBytes, bucket_bytes_) : bucket_bytes_;
-    if (buckets_.empty() || static_cast<size_t>(buckets_.back().elements + length) * sizeof(float) > limit)
+  if (order.empty()) return;
+  const size_t small = std::min(kFirstBucketBytes, bucket_bytes_);
+  auto bytes = [&](size_t i) {
+    return static_cast<size_t>(round_up(params_[i].second.numel(), kAlign)) * sizeof(float);
+  };
+  size_t last_begins = order.size() - 1;  // where the last bucket starts in `order`
+  for (size_t tail = bytes(order.back()); last_begins > 0 && tail + bytes(order[last_begins - 1]) <= small;)
+    tail += bytes(order[--last_begins]);
+  for (size_t at = 0; at < order.size(); ++at) {
+    const size_t i = order[at];
+    const int64_t length = round_up(params_[i].second.numel(), kAlign);
+    const size_t limit = buckets_.size() == 1 ? small : bucket_bytes_;
+    if (buckets_.empty() || at == last_begins ||
+        static_cast<size_t>(buckets_.back().elements + length) * sizeof(float) > limit)
       buckets_.emplace_back();
     Bucket& b = buckets_.back();
     bucket_of_[i] = buckets_.size() - 1;

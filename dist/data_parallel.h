@@ -58,8 +58,8 @@ class GradientReducer {
  public:
   // `overlap` false: nothing happens during backward; finish() reduces every
   // bucket after it (to measure what overlapping saves).
-  // Buckets hold about `bucket_bytes` of gradients each, but the first,
-  // which holds at most kFirstBucketBytes. `zero`: ZeRO-1's reduce-scatter.
+  // Buckets hold about `bucket_bytes` of gradients each, but the first and
+  // the last, which hold at most kFirstBucketBytes (or one parameter). `zero`: ZeRO-1's reduce-scatter.
   GradientReducer(const NamedTensors& params, Communicator& comm, size_t bucket_bytes, bool overlap = true,
                   bool zero = false);
   static constexpr size_t kFirstBucketBytes = size_t{1} << 20;

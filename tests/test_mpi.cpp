@@ -358,6 +358,22 @@ TEST_CASE("data parallel: gradients are views into their buckets, each from a mu
   }
 }
 
+TEST_CASE("data parallel: the first and the last bucket are small, the others up to bucket_mb") {
+  // Reverse order (backward's guess): 100k, 600k, 600k, 200k, 100k floats.
+  // Buckets of 4 MB (1M floats) but the first and the last, of at most 1 MB
+  // (256k floats): 100k | 600k | 600k + 200k | 100k. Without the small last
+  // bucket the last would be 600k + 200k + 100k, all of it summed only after
+  // backward.
+  NamedTensors params;
+  for (int64_t n : {100000, 200000, 600000, 600000, 100000})
+    params.emplace_back(std::to_string(n), Tensor::zeros({n}).set_requires_grad());
+  LayoutOnly comm(2);
+  GradientReducer reducer(params, comm, size_t{4} << 20);
+  REQUIRE(reducer.buckets() == 4);
+  const int64_t expected[] = {100032, 600000, 800000, 100032};  // each parameter from a multiple of 64
+  for (size_t b = 0; b < 4; ++b) CHECK(reducer.bucket_values(b).numel() == expected[b]);
+}
+
 TEST_SUITE("mpi" * doctest::skip()) {
   TEST_CASE("mpi: the ring sums buckets of one element to several segments per chunk exactly, on 2, 3 and 4 ranks") {
     const std::string program = fs::absolute(std::string(SF_BUILD_DIR) + "/mpi/allreduce-bench").string();
