@@ -240,13 +240,20 @@ def small_model_runs(build):
     settings = {"off": {}, "on": {}, f"off {SMALL_BUCKETS_MB}": {"bucket_mb": SMALL_BUCKETS_MB},
                 f"on {SMALL_BUCKETS_MB}": {"bucket_mb": SMALL_BUCKETS_MB}}
     runs = {name: [] for name in settings}
+    # PyTorch's runs (comparison 4) take their turns among ours, so that a
+    # machine whose speed drifts slows both sides of the ratio alike.
+    pytorch = {"fp32": [], "bf16": []}
     for trial in range(TRIALS):
         for name in runs:
             runs[name].append(train(launcher, f"{folder}/config.json", f"{folder}/{name.replace(' ', '_')}{trial}",
                                     dict(settings[name], zero=0, overlap_grad_reduce=name.startswith("on"))))
-    # ZeRO-1: one run, for its memory, traffic and step; and one in bf16 (comparison 4).
+        pytorch["fp32"].append(pytorch_step_ms("fp32"))
+    # ZeRO-1: one run, for its memory, traffic and step; then bf16 (comparison 4).
     runs["zero"] = [train(launcher, f"{folder}/config.json", f"{folder}/zero", {"zero": 1})]
-    runs["bf16"] = [train(launcher, f"{folder}/config.json", f"{folder}/bf16", {"precision": "bf16"})]
+    runs["bf16"] = []
+    for trial in range(TRIALS):
+        runs["bf16"].append(train(launcher, f"{folder}/config.json", f"{folder}/bf16{trial}", {"precision": "bf16"}))
+        pytorch["bf16"].append(pytorch_step_ms("bf16"))
     # Per kind: the pooled median step, the mean waits, the first run's lines and memory.
     kinds = {}
     for name, trials in runs.items():
@@ -254,7 +261,20 @@ def small_model_runs(build):
                            step_ms=median_step_ms([steps for steps, _ in trials]),
                            **{k: statistics.mean(summary(stderr)[k] for _, stderr in trials)
                               for k in ("wait_ms", "exposed_ms")})
+    kinds["pytorch"] = pytorch
     return kinds
+
+
+def pytorch_step_ms(precision):
+    """One run of PyTorch DDP (bench/pytorch_ddp.py): (its median step in ms,
+    None), or (None, why there is none)."""
+    if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
+        return None, f"skipped: {TORCH_PYTHON} has no torch"
+    torch = subprocess.run([TORCH_PYTHON, "bench/pytorch_ddp.py", "--model", "small", "--precision", precision],
+                           stdout=subprocess.PIPE, text=True)
+    if torch.returncode != 0:
+        return None, f"failed: bench/pytorch_ddp.py exited {torch.returncode}"
+    return json.loads(torch.stdout.strip().splitlines()[-1])["step_ms"], None
 
 
 def overlap_table(runs):
@@ -320,7 +340,9 @@ def pytorch_table(runs):
     tokens where DDP averages the ranks' means (the same work). Both take
     25 MB buckets after a first small one. Twice: float32, and bf16 matrix
     products (ours: `precision: "bf16"`, float32 accumulation and weights,
-    chapter 13; PyTorch's: torch.autocast("cpu", dtype=torch.bfloat16))."""
+    chapter 13; PyTorch's: torch.autocast("cpu", dtype=torch.bfloat16)).
+    PyTorch's figure is the median of its TRIALS runs' medians, each run in
+    turn with ours."""
     ours = {"fp32": runs["on"]["step_ms"], "bf16": runs["bf16"]["step_ms"]}
     print(f"\nTraining step, small model, global batch {SMALL['batch']} on 2 ranks x 1 thread (ms, median after "
           f"{WARMUP} warm-up steps):\nours beside PyTorch's DistributedDataParallel (gloo; its own warm-up, "
@@ -329,20 +351,13 @@ def pytorch_table(runs):
     records = []
     for precision, mine in ours.items():
         case = f"small, 2 ranks x 1 thread, {precision}"
-        theirs, reason = None, None
-        if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
-            reason = f"skipped: {TORCH_PYTHON} has no torch"
-        else:
-            torch = subprocess.run([TORCH_PYTHON, "bench/pytorch_ddp.py", "--model", "small", "--precision",
-                                    precision], stdout=subprocess.PIPE, text=True)
-            if torch.returncode != 0:
-                reason = f"failed: bench/pytorch_ddp.py exited {torch.returncode}"
-            else:
-                theirs = json.loads(torch.stdout.strip().splitlines()[-1])["step_ms"]
+        trials = runs["pytorch"][precision]
+        reason = next((why for _, why in trials if why), None)
         if reason:
             print(f"{case:<34} {mine:9.1f}   {reason}")
             records.append(record("ddp_train_step", case, mine, mine, "none", "ms"))
             continue
+        theirs = statistics.median(ms for ms, _ in trials)
         print(f"{case:<34} {mine:9.1f} {theirs:9.1f} {mine / theirs:7.3f}")
         records.append(record("ddp_train_step", case, mine, theirs, f"pytorch ddp (gloo), {precision}", "ms"))
     return records
