@@ -46,6 +46,21 @@ class KernelTimer {
   Clock::time_point start_;
 };
 
+// One GEMM shape of the step: its calls' seconds and operations, and the
+// first call's arguments, to run it again alone.
+struct GemmShape {
+  bool trans_a, trans_b;
+  int64_t m, n, k, lda, stride_a, ldb, stride_b, ldc, stride_c, batch;
+  float alpha, beta;
+  int64_t calls = 0;
+  double seconds = 0, flops = 0;
+};
+
+std::map<std::string, GemmShape>& gemm_shapes() {
+  static std::map<std::string, GemmShape> shapes;
+  return shapes;
+}
+
 // The fast table's entry, timed.
 #define TIMED(entry)                                  \
   t.entry = [](auto... args) {                        \
@@ -58,14 +73,25 @@ const kernels::HostTable& timed_table() {
     kernels::HostTable t = kernels::fast_table();
     t.name = "timed";
     SF_KERNEL_LIST(TIMED)
-    // gemm also counts its floating-point operations.
+    // gemm also counts its floating-point operations, by shape.
     t.gemm = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                 int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
                 float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
-      KernelTimer timer("gemm");
-      gemm_flops() += 2.0 * static_cast<double>(m * n) * static_cast<double>(k * batch);
-      kernels::fast_table().gemm(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
-                                 c, ldc, stride_c, batch);
+      const double flops = 2.0 * static_cast<double>(m * n) * static_cast<double>(k * batch);
+      const auto start = Clock::now();
+      {
+        KernelTimer timer("gemm");
+        kernels::fast_table().gemm(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
+                                   c, ldc, stride_c, batch);
+      }
+      gemm_flops() += flops;
+      const std::string key = std::string(ta ? "T" : "N") + (tb ? "T" : "N") + " m=" + std::to_string(m) +
+                              " n=" + std::to_string(n) + " k=" + std::to_string(k) + " x" + std::to_string(batch);
+      auto [it, added] = gemm_shapes().try_emplace(
+          key, GemmShape{ta, tb, m, n, k, lda, stride_a, ldb, stride_b, ldc, stride_c, batch, alpha, beta});
+      it->second.calls += 1;
+      it->second.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      it->second.flops += flops;
     };
     return t;
   }();
@@ -74,6 +100,34 @@ const kernels::HostTable& timed_table() {
 #undef TIMED
 
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The shapes that take most of the step's GEMM time, each at its speed in the
+// step and alone (the same call repeated on operands left in cache by the
+// last): where the two differ, the step's operands come from farther away
+// than the shape needs.
+void print_gemm_shapes(int steps, double peak, nlohmann::json& split) {
+  std::vector<std::pair<double, std::string>> by_time;
+  for (const auto& [key, shape] : gemm_shapes()) by_time.push_back({shape.seconds, key});
+  std::sort(by_time.rbegin(), by_time.rend());
+  std::printf("  GEMM by shape (op(A) op(B), C m x n, batch), ms per step, GFLOP/s in the step and alone:\n");
+  for (size_t i = 0; i < std::min<size_t>(by_time.size(), 8); ++i) {
+    const std::string& key = by_time[i].second;
+    const GemmShape& g = gemm_shapes().at(key);
+    std::vector<float> a(kernels::gemm_operand_extent(g.trans_a, g.m, g.k, g.lda, g.stride_a, g.batch), 0.5f);
+    std::vector<float> b(kernels::gemm_operand_extent(g.trans_b, g.k, g.n, g.ldb, g.stride_b, g.batch), 0.25f);
+    std::vector<float> c(kernels::gemm_operand_extent(false, g.m, g.n, g.ldc, g.stride_c, g.batch), 0.0f);
+    const double alone = interleaved({[&] {
+      kernels::fast_table().gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a.data(), g.lda, g.stride_a, b.data(),
+                                 g.ldb, g.stride_b, g.beta, c.data(), g.ldc, g.stride_c, g.batch);
+    }})[0];
+    const double in_step = g.flops / g.seconds * 1e-9, by_itself = g.flops / g.calls / alone * 1e-9;
+    std::printf("    %-30s %7.2f ms %3lld calls %7.1f %7.1f (%.0f%% and %.0f%% of peak)\n", key.c_str(),
+                g.seconds / steps * 1e3, static_cast<long long>(g.calls / steps), in_step, by_itself,
+                100 * in_step / peak, 100 * by_itself / peak);
+    split["gemm_shapes"][key] = {{"ms", g.seconds / steps * 1e3}, {"gflops_in_step", in_step},
+                                 {"gflops_alone", by_itself}};
+  }
+}
 
 }  // namespace
 
@@ -93,6 +147,7 @@ void bench_step_profile() {
       if (i == kWarmup) {  // measure from here on
         kernels::set_active(timed_table());
         kernel_seconds().clear();
+        gemm_shapes().clear();
         gemm_flops() = 0;
         forward = backward = update = 0;
       }
@@ -138,6 +193,7 @@ void bench_step_profile() {
                 gflop, in_gemm, 100 * in_gemm / peak, peak, over_step, 100 * over_step / peak);
     split["gemm_gflop_per_step"] = gflop;
     split["gemm_peak_fraction"] = in_gemm / peak;
+    print_gemm_shapes(kSteps, peak, split);
     split["step_peak_fraction"] = over_step / peak;
     add_record("step_profile", model_name, 2, step, step, "self", "ms")["split"] = split;
   }

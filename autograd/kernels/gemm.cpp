@@ -83,7 +83,17 @@ constexpr int64_t kMC = 16 * kMR;
 // is reused by enough A panels. Measured 1-thread NN: in place is 5-20% faster
 // up to M = 128 (batched 32 x 32 x 32: 85 against 70 GFLOP/s), equal at 256,
 // slower from 512 on and for 2048 x 8000 x 256 (93 against 100 GFLOP/s).
+// Whatever the rows, B is packed where its rows lie a page or more apart
+// (ldb >= kPageFloats) and more than one panel of A reuses it: read in place
+// each step of k would then touch a page of its own, and a product of k steps
+// needs k TLB entries. Measured on an Emerald Rapids Xeon, 2 threads (whose
+// split gives each task 128 rows or fewer): backward's TN 256 x 1024 x 2048
+// (the second feed-forward weight's gradient) from 78-101 to 181-185 GFLOP/s,
+// NN 128 x 1024 x 2048 from 117-120 to 240-246; 1 thread, NN 128 x 1024 x 2048
+// from 55-57 to 119-122. With one panel of rows (8 x 1024 x 1024) in place
+// stays faster: 40-52 against 33-35.
 constexpr int64_t kPackBRows = 128;
+constexpr int64_t kPageFloats = 1024;
 
 // Below this many multiply-adds (summed over the batch, ~3 us on one core) a
 // product runs on the calling thread. The pool's workers spin between jobs, so
@@ -340,14 +350,16 @@ void pack_a_columns(const float* a, int64_t lda, int64_t kc, int64_t rows, float
   }
 }
 
-bool packs_b(bool trans_b, int64_t m) { return trans_b || m > kPackBRows; }
+bool packs_b(bool trans_b, int64_t m, int64_t ldb) {
+  return trans_b || m > kPackBRows || (ldb >= kPageFloats && m > kMR);
+}
 
 // One product on the calling thread: C[m,n] = alpha op(A) op(B) + beta C, k > 0.
 void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
                  float beta, float* c, int64_t ldc) {
   const int64_t nc_max = gemm_tasks::block_size(n, kNC, kNR);
   const int64_t kc_max = gemm_tasks::block_size(k, kKC, 1);
-  const bool pack = packs_b(b.trans, m);
+  const bool pack = packs_b(b.trans, m, b.ld);
   float* b_block = pack ? t_pack_b.get(kc_max * nc_max) : nullptr;
   const int64_t mc_max = a.trans ? std::min(kMC, (m + kMR - 1) / kMR * kMR) : m;
   float* a_packed = a.trans ? t_pack_a.get(kc_max * mc_max) : nullptr;
@@ -389,11 +401,11 @@ void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64
 // its MR x NR tiles (padding included) plus packing its columns of B if it
 // must, weighted 8x per float because packing moves ~2 floats/cycle while the
 // kernel does 16 multiply-adds/cycle.
-gemm_tasks::Split choose_split(bool trans_b, int64_t m, int64_t n, int64_t batch, int threads) {
+gemm_tasks::Split choose_split(bool trans_b, int64_t ldb, int64_t m, int64_t n, int64_t batch, int threads) {
   return gemm_tasks::choose_split(batch, threads, [&](int64_t pm, int64_t pn) {
     const int64_t rows = ((m + kMR - 1) / kMR + pm - 1) / pm * kMR;
     const int64_t cols = ((n + kNR - 1) / kNR + pn - 1) / pn * kNR;
-    return rows * cols + (packs_b(trans_b, rows) ? 8 * cols : 0);
+    return rows * cols + (packs_b(trans_b, rows, ldb) ? 8 * cols : 0);
   });
 }
 
@@ -409,7 +421,7 @@ void fast::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
                          stride_c, batch);
   const int threads = num_threads();
   const bool serial = threads == 1 || batch * m * n * k < kParallelWork;
-  const gemm_tasks::Split split = serial ? gemm_tasks::Split{} : choose_split(trans_b, m, n, batch, threads);
+  const gemm_tasks::Split split = serial ? gemm_tasks::Split{} : choose_split(trans_b, ldb, m, n, batch, threads);
   gemm_tasks::run_tasks(m, n, batch, kMR, kNR, serial, split,
                         [&](int64_t e, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     const Operand op_a{a + e * stride_a, lda, trans_a}, op_b{b + e * stride_b, ldb, trans_b};
