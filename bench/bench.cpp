@@ -150,9 +150,10 @@ std::pair<double, std::optional<double>> measured_peaks(int threads) {
 // slow would flatter every ratio of the bench, PyTorch's included (it calls
 // the same library). The core to name instead (OPENBLAS_CORETYPE, read at
 // load), or nullptr where OpenBLAS chose well or the user chose already.
+// (0.3.21 does not take "Cooperlake" here: it warns "Core not found" and
+// detects again; its float32 kernels are SkylakeX's anyway.)
 const char* openblas_core_to_set() {
   if (std::getenv("OPENBLAS_CORETYPE") || std::strcmp(openblas_get_corename(), "Prescott") != 0) return nullptr;
-  if (__builtin_cpu_supports("avx512bf16")) return "Cooperlake";  // SkylakeX's kernels and bf16 ones
   if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
   if (__builtin_cpu_supports("avx2")) return "Haswell";
   return nullptr;
@@ -169,22 +170,23 @@ int main(int argc, char** argv) {
     if (const char* core = openblas_core_to_set()) std::printf("%s\n", core);
     return 0;
   }
-  if (const char* core = openblas_core_to_set()) {
+  // OpenBLAS reads its settings once, when it loads: the bench sets them and
+  // starts itself again (once, with both). Its idle workers spin for 2^28
+  // cycles (~0.1 s) after each call before they sleep, so in interleaved
+  // trials they would hold the second core while our own threads run and
+  // halve our 2-thread figures. 2^18 cycles (~70 us) keeps them spinning
+  // between OpenBLAS's own back-to-back calls, as they would in a user's
+  // program, and idle before our trial starts (trials are apart,
+  // bench_util.h). And the kernels: openblas_core_to_set.
+  const char* core = openblas_core_to_set();
+  if (core) {
     std::printf("OpenBLAS chose its generic %s kernels for this CPU; the bench names %s (OPENBLAS_CORETYPE)\n",
                 openblas_get_corename(), core);
     std::fflush(stdout);
     setenv("OPENBLAS_CORETYPE", core, 1);
-    execv("/proc/self/exe", argv);
   }
-  // OpenBLAS's idle workers spin for 2^28 cycles (~0.1 s) after each call
-  // before they sleep, so in interleaved trials they would hold the second
-  // core while our own threads run and halve our 2-thread figures. 2^18
-  // cycles (~70 us) keeps them spinning between OpenBLAS's own back-to-back
-  // calls, as they would in a user's program, and idle before our trial
-  // starts (trials are apart, bench_util.h). The timeout is read once, when
-  // the library loads, so the bench sets it and starts itself again.
-  if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
-    setenv("OPENBLAS_THREAD_TIMEOUT", "18", 1);
+  if (core || !std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
+    setenv("OPENBLAS_THREAD_TIMEOUT", "18", 0);
     execv("/proc/self/exe", argv);
   }
   if (argc > 1 && std::string(argv[1]) == "--measure") return measure(argc, argv);

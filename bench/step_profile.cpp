@@ -79,19 +79,18 @@ const kernels::HostTable& timed_table() {
                 float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
       const double flops = 2.0 * static_cast<double>(m * n) * static_cast<double>(k * batch);
       const auto start = Clock::now();
-      {
-        KernelTimer timer("gemm");
-        kernels::fast_table().gemm(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
-                                   c, ldc, stride_c, batch);
-      }
+      kernels::fast_table().gemm(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                                 stride_c, batch);
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      kernel_seconds()["gemm"] += seconds;
       gemm_flops() += flops;
       const std::string key = std::string(ta ? "T" : "N") + (tb ? "T" : "N") + " m=" + std::to_string(m) +
                               " n=" + std::to_string(n) + " k=" + std::to_string(k) + " x" + std::to_string(batch);
-      auto [it, added] = gemm_shapes().try_emplace(
-          key, GemmShape{ta, tb, m, n, k, lda, stride_a, ldb, stride_b, ldc, stride_c, batch, alpha, beta});
-      it->second.calls += 1;
-      it->second.seconds += std::chrono::duration<double>(Clock::now() - start).count();
-      it->second.flops += flops;
+      GemmShape& shape = gemm_shapes().try_emplace(
+          key, GemmShape{ta, tb, m, n, k, lda, stride_a, ldb, stride_b, ldc, stride_c, batch, alpha, beta}).first->second;
+      shape.calls += 1;
+      shape.seconds += seconds;
+      shape.flops += flops;
     };
     return t;
   }();
