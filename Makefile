@@ -57,11 +57,23 @@ LIB_SRC := $(wildcard base/*.cpp autograd/*.cpp autograd/kernels/*.cpp nn/*.cpp 
 OPENCL_PACKAGES := ocl-icd-opencl-dev:/usr/lib/x86_64-linux-gnu/libOpenCL.so \
                    opencl-headers:/usr/include/CL/cl.h pocl-opencl-icd:/usr/share/doc/pocl-opencl-icd/copyright \
                    clinfo:/usr/bin/clinfo
+# The variant compiles only the sources that differ in it: the backend and
+# those that name SF_OPENCL, or SF_BUILD_DIR (the folder a test runs programs
+# from). The rest are the plain build's objects (PLAIN_BUILD), compiled with
+# its flags, so that `make test`, which builds both, compiles them once.
+PLAIN_BUILD := $(BUILD)
+PLAIN_FLAGS := $(BASE_FLAGS) $(CXXFLAGS) -DSF_BUILD_DIR='"$(BUILD)"'
 ifeq ($(OPENCL),1)
   BUILD := $(BUILD)/opencl
   BASE_FLAGS += -DSF_OPENCL -I$(BUILD)/gen
   LIB_SRC += $(wildcard autograd/opencl/*.cpp)
   LDLIBS := -lOpenCL
+  VARIANT_SRC := $(wildcard autograd/opencl/*.cpp) \
+                 $(shell grep -lE '^[^/]*(SF_OPENCL|SF_BUILD_DIR)' $(wildcard */*.cpp */*/*.cpp))
+  # A header that named them would make each file that includes it differ.
+  VARIANT_HEADERS := $(filter-out autograd/opencl/%,$(shell grep -lE '^[^/]*(SF_OPENCL|SF_BUILD_DIR)' $(wildcard */*.h */*/*.h)))
+  $(if $(VARIANT_HEADERS),$(error $(VARIANT_HEADERS): names SF_OPENCL or SF_BUILD_DIR outside a comment; \
+    the OpenCL variant reuses the plain objects of the files that include it: keep the macro in a .cpp file))
 endif
 ALL_FLAGS := $(BASE_FLAGS) $(CXXFLAGS) -DSF_BUILD_DIR='"$(BUILD)"'
 
@@ -86,7 +98,7 @@ $(WEB_TEXTS:%=$(GENERATED)/%.inc): $(GENERATED)/%.inc: %
 	@mkdir -p $(dir $@)
 	@! grep -q ')WEB"' $< || { echo '$<: holds )WEB", which ends its embedding early' >&2; exit 1; }
 	{ printf 'R"WEB('; cat $<; printf ')WEB"\n'; } > $@
-$(BUILD)/obj/report/attention_explorer.o: $(WEB_TEXTS:%=$(GENERATED)/%.inc)
+$(PLAIN_BUILD)/obj/report/attention_explorer.o: $(WEB_TEXTS:%=$(GENERATED)/%.inc)
 
 # The suite replays the fuzz targets' regression inputs, so it holds the targets.
 TEST_SRC := $(wildcard tests/*.cpp) $(filter-out fuzz/libfuzzer_main.cpp,$(wildcard fuzz/*.cpp))
@@ -94,14 +106,14 @@ LIB := $(BUILD)/libscratchformer.a
 TESTS := $(BUILD)/tests
 EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.cpp))
 
-obj = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(1))
+obj = $(foreach f,$(1),$(if $(filter $(f),$(VARIANT_SRC)),$(BUILD),$(PLAIN_BUILD))/obj/$(f:.cpp=.o))
 
 .PHONY: all test docs-check docs-deps bench demo report-check deps bench-deps clean fuzz fuzz-deps mpi-deps torch-deps
 .SECONDARY:
 CLI := $(BUILD)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
 
-$(CLI): $(BUILD)/obj/cli/main.o $(LIB)
+$(CLI): $(call obj,cli/main.cpp) $(LIB)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
 # Headers the build writes into $(GENERATED), shared by every variant (each
@@ -120,6 +132,11 @@ deps: $(GENERATED)/kernel_list.h
 $(BUILD)/obj/%.o: %.cpp | deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_FLAGS) -c $< -o $@
+ifneq ($(BUILD),$(PLAIN_BUILD))
+$(PLAIN_BUILD)/obj/%.o: %.cpp | deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(PLAIN_FLAGS) -c $< -o $@
+endif
 
 $(LIB): $(call obj,$(LIB_SRC))
 	@rm -f $@
@@ -156,7 +173,8 @@ endif
 $(TESTS): $(call obj,$(TEST_SRC)) $(LIB) | $(EXAMPLES) $(CLI)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB)
+$(foreach e,$(EXAMPLES),$(eval $(e): $(call obj,$(e:$(BUILD)/%=%.cpp)) $(LIB)))
+$(EXAMPLES):
 	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
@@ -257,7 +275,10 @@ $(FUZZ)/obj/fuzz/main-%.o: fuzz/libfuzzer_main.cpp | deps fuzz-deps
 	@mkdir -p $(dir $@)
 	clang++ $(FUZZ_FLAGS) -DSF_FUZZ_TARGET=$* -c $< -o $@
 
-$(FUZZ_LIB): $(patsubst %.cpp,$(FUZZ)/obj/%.o,$(filter-out autograd/opencl/%,$(LIB_SRC)) fuzz/scratch.cpp)
+# What the targets read (configs, tokenizers, checkpoints, optimizer states,
+# corpora) lies at setup/ and below: the rooms above it are not compiled here.
+FUZZ_LIB_SRC := $(filter-out autograd/opencl/% $(foreach room,$(filter-out setup,$(ROOMS)),$(room)/%),$(LIB_SRC))
+$(FUZZ_LIB): $(patsubst %.cpp,$(FUZZ)/obj/%.o,$(FUZZ_LIB_SRC) fuzz/scratch.cpp)
 	@rm -f $@
 	ar rcs $@ $^
 
@@ -387,4 +408,4 @@ endif
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj $(FUZZ)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(sort $(BUILD)/obj $(PLAIN_BUILD)/obj) $(FUZZ)/obj -name '*.d' 2>/dev/null)

@@ -16,13 +16,12 @@
 #include <thread>
 #include <vector>
 
+#include "build_dir.h"
 #include "train_helpers.h"
 
 namespace sf::testing {
 
-inline std::string scratchformer_binary() {
-  return fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string();
-}
+inline std::string scratchformer_binary() { return build_path("scratchformer"); }
 
 // Runs a shell command that must succeed; returns what it printed on stdout.
 inline std::string capture(const std::string& command) {

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "build_dir.h"
 #include "test_nn_helpers.h"
 
 namespace fs = std::filesystem;
@@ -46,7 +47,7 @@ struct Outcome {
 Outcome run_command(const fs::path& dir, const std::vector<std::string>& args, const std::string& input) {
   fs::path in = dir / ".stdin", err = dir / ".stderr";
   write_file(in, input);
-  std::string bin = fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string();
+  std::string bin = sf::testing::build_path("scratchformer");
   pid_t pid = fork();
   if (pid == 0) {
     if (chdir(dir.c_str()) != 0) _exit(126);

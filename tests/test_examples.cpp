@@ -8,10 +8,12 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "build_dir.h"
 #include "data/toy_tasks.h"
 #include "test_nn_helpers.h"
 
 using namespace sf;
+using sf::testing::build_path;
 
 namespace {
 
@@ -31,18 +33,18 @@ std::pair<int, std::string> run(const std::string& command) {
 TEST_CASE("examples: xor learns XOR with every optimizer") {
   for (std::string kind : {"adam", "adamw", "sgd"}) {
     CAPTURE(kind);
-    auto [status, output] = run(std::string(SF_BUILD_DIR) + "/examples/xor " + kind);
+    auto [status, output] = run(build_path("examples/xor") + " " + kind);
     CAPTURE(output);
     CHECK(status == 0);
     CHECK(output.find("accuracy: 100%") != std::string::npos);
   }
-  auto [status, output] = run(std::string(SF_BUILD_DIR) + "/examples/xor momentum");
+  auto [status, output] = run(build_path("examples/xor") + " momentum");
   CHECK(status == 2);
   CHECK(output.find("unknown optimizer 'momentum'") != std::string::npos);
 }
 
 TEST_CASE("examples: train_toy learns to reverse and decodes held-out pairs") {
-  auto [status, output] = run(std::string(SF_BUILD_DIR) + "/examples/train_toy");
+  auto [status, output] = run(build_path("examples/train_toy"));
   CAPTURE(output);
   CHECK(status == 0);
   size_t last = output.rfind("final loss ");
@@ -57,12 +59,12 @@ TEST_CASE("examples: train_toy learns to reverse and decodes held-out pairs") {
 }
 
 TEST_CASE("examples: custom_op's softplus passes its gradient check, a wrong backward fails it") {
-  auto [status, output] = run(std::string(SF_BUILD_DIR) + "/examples/custom_op");
+  auto [status, output] = run(build_path("examples/custom_op"));
   CAPTURE(output);
   CHECK(status == 0);
   CHECK(output.find("softplus gradient check: max |analytic - numeric| = ") != std::string::npos);
   CHECK(output.find("(ok)") != std::string::npos);
-  auto [wrong_status, wrong_output] = run(std::string(SF_BUILD_DIR) + "/examples/custom_op --wrong-backward");
+  auto [wrong_status, wrong_output] = run(build_path("examples/custom_op") + " --wrong-backward");
   CAPTURE(wrong_output);
   CHECK(wrong_status == 1);
   CHECK(wrong_output.find("(FAILED)") != std::string::npos);
@@ -75,21 +77,20 @@ TEST_CASE("examples: translate prints what `scratchformer translate` prints for 
     "lang_tgt": "b", "num_epochs": 3, "batch_size": 16, "lr": 0.01, "seq_len": 16, "d_model": 32, "N": 1,
     "h": 2, "d_ff": 64, "min_frequency": 1, "val_examples": 0, "model_folder": "w",
     "experiment_name": "run", "tokenizer_file": "tok_{0}.json"})";
-  std::string build = std::filesystem::absolute(SF_BUILD_DIR).string();
   std::string cd = "cd '" + d + "' && ";
-  auto [trained, log] = run(cd + "'" + build + "/scratchformer' train --config config.json");
+  auto [trained, log] = run(cd + "'" + build_path("scratchformer") + "' train --config config.json");
   CAPTURE(log);
   REQUIRE(trained == 0);
   std::string sentences;
   for (const data::Pair& p : data::generate_toy_task("reverse", 4, 99)) sentences += " '" + p.src + "'";
-  auto [cli_status, expect] = run(cd + "'" + build + "/scratchformer' translate --config config.json" + sentences);
+  auto [cli_status, expect] = run(cd + "'" + build_path("scratchformer") + "' translate --config config.json" + sentences);
   REQUIRE(cli_status == 0);
   CHECK(std::count(expect.begin(), expect.end(), '\n') == 4);
   CHECK(expect.find("\n\n") == std::string::npos);  // every sentence gets some translation
   // The latest checkpoint, found in model_folder, and the same one named.
   for (std::string checkpoint : {"", " w/tmodel_02.safetensors"}) {
     CAPTURE(checkpoint);
-    auto [status, output] = run(cd + "'" + build + "/examples/translate' config.json" + checkpoint + sentences);
+    auto [status, output] = run(cd + "'" + build_path("examples/translate") + "' config.json" + checkpoint + sentences);
     CHECK(status == 0);
     CHECK(output == expect);
   }

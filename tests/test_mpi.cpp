@@ -33,12 +33,12 @@ using namespace sf::testing;
 
 namespace {
 
-// `variant` "" or "/opencl": the plain build's commands or the OpenCL build's.
+// `variant` "" or "opencl/": the plain build's commands or the OpenCL build's.
 std::string mpi_binary(const std::string& variant = "") {
-  return fs::absolute(std::string(SF_BUILD_DIR) + variant + "/mpi/scratchformer").string();
+  return build_path(variant + "mpi/scratchformer");
 }
 std::string single_binary(const std::string& variant = "") {
-  return fs::absolute(std::string(SF_BUILD_DIR) + variant + "/scratchformer").string();
+  return build_path(variant + "scratchformer");
 }
 
 // Starts the program argv[0] (looked up in PATH), output to `log`, with
@@ -376,7 +376,7 @@ TEST_CASE("data parallel: the first and the last bucket are small, the others up
 
 TEST_SUITE("mpi" * doctest::skip()) {
   TEST_CASE("mpi: the ring sums buckets of one element to several segments per chunk exactly, on 2, 3 and 4 ranks") {
-    const std::string program = fs::absolute(std::string(SF_BUILD_DIR) + "/mpi/allreduce-bench").string();
+    const std::string program = build_path("mpi/allreduce-bench");
     for (int ranks : {2, 3, 4}) {
       CAPTURE(ranks);
       TempDir dir;
@@ -456,9 +456,9 @@ TEST_SUITE("mpi" * doctest::skip()) {
   }
 
   TEST_CASE("mpi: device opencl: 2 ranks on the machine's OpenCL devices match one process on OpenCL") {
-    if (!fs::exists(mpi_binary("/opencl"))) SF_SKIP("no OpenCL build here (make OPENCL=1: its packages could not be installed)");
+    if (!fs::exists(mpi_binary("opencl/"))) SF_SKIP("no OpenCL build here (make OPENCL=1: its packages could not be installed)");
     TempDir one, two;
-    CHECK(distance_from_one_process(2, {"device=opencl"}, one.path, two.path, "/opencl") <= 1e-5);
+    CHECK(distance_from_one_process(2, {"device=opencl"}, one.path, two.path, "opencl/") <= 1e-5);
     CHECK(read_file(two.path / "log").find("parameters on opencl") != std::string::npos);
   }
 

@@ -276,7 +276,7 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
     }
   }
   std::ofstream(dir.path / "sources.txt") << sources;
-  std::string bin = fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string();
+  std::string bin = sf::testing::scratchformer_binary();
   std::string prefix = "cd '" + d + "' && '" + bin + "' ";
   auto result = nlohmann::ordered_json::parse(capture(prefix + "eval --config config.json --data valid.tsv --beam 2"));
   std::istringstream lines(capture(prefix + "translate --config config.json --beam 2 --tokens < sources.txt")),

@@ -142,7 +142,7 @@ TEST_CASE("unknown words: a model trained to reverse sentences with names puts b
   TempDir dir;
   std::ofstream(dir.path / "sources.txt") << input;
   std::ofstream(dir.path / "names.tsv") << tsv;
-  std::string prefix = "cd '" + dir.path.string() + "' && '" + fs::absolute(std::string(SF_BUILD_DIR) + "/scratchformer").string() +
+  std::string prefix = "cd '" + dir.path.string() + "' && '" + scratchformer_binary() +
                        "' translate --config " + model.config + " --set min_frequency=2 ";
   std::istringstream replaced(capture(prefix + "< sources.txt")), kept(capture(prefix + "--keep-unk < sources.txt"));
   int restored = 0;
