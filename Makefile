@@ -69,9 +69,9 @@ ifeq ($(OPENCL),1)
   LIB_SRC += $(wildcard autograd/opencl/*.cpp)
   LDLIBS := -lOpenCL
   VARIANT_SRC := $(wildcard autograd/opencl/*.cpp) \
-                 $(shell grep -lE '^[^/]*(SF_OPENCL|SF_BUILD_DIR)' $(wildcard */*.cpp */*/*.cpp))
+                 $(shell grep -lE '^([^/]|/[^/])*(SF_OPENCL|SF_BUILD_DIR)' $(wildcard */*.cpp */*/*.cpp))
   # A header that named them would make each file that includes it differ.
-  VARIANT_HEADERS := $(filter-out autograd/opencl/%,$(shell grep -lE '^[^/]*(SF_OPENCL|SF_BUILD_DIR)' $(wildcard */*.h */*/*.h)))
+  VARIANT_HEADERS := $(filter-out autograd/opencl/%,$(shell grep -lE '^([^/]|/[^/])*(SF_OPENCL|SF_BUILD_DIR)' $(wildcard */*.h */*/*.h)))
   $(if $(VARIANT_HEADERS),$(error $(VARIANT_HEADERS): names SF_OPENCL or SF_BUILD_DIR outside a comment; \
     the OpenCL variant reuses the plain objects of the files that include it: keep the macro in a .cpp file))
 endif
