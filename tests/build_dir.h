@@ -10,4 +10,7 @@ namespace sf::testing {
 // The absolute path of `relative` in the build folder, e.g. "scratchformer".
 std::string build_path(const std::string& relative);
 
+// The command this build made.
+inline std::string scratchformer_binary() { return build_path("scratchformer"); }
+
 }  // namespace sf::testing

@@ -21,8 +21,6 @@
 
 namespace sf::testing {
 
-inline std::string scratchformer_binary() { return build_path("scratchformer"); }
-
 // Runs a shell command that must succeed; returns what it printed on stdout.
 inline std::string capture(const std::string& command) {
   FILE* pipe = popen(command.c_str(), "r");

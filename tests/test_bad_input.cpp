@@ -47,7 +47,7 @@ struct Outcome {
 Outcome run_command(const fs::path& dir, const std::vector<std::string>& args, const std::string& input) {
   fs::path in = dir / ".stdin", err = dir / ".stderr";
   write_file(in, input);
-  std::string bin = sf::testing::build_path("scratchformer");
+  std::string bin = sf::testing::scratchformer_binary();
   pid_t pid = fork();
   if (pid == 0) {
     if (chdir(dir.c_str()) != 0) _exit(126);

@@ -14,6 +14,7 @@
 
 using namespace sf;
 using sf::testing::build_path;
+using sf::testing::scratchformer_binary;
 
 namespace {
 
@@ -77,13 +78,13 @@ TEST_CASE("examples: translate prints what `scratchformer translate` prints for 
     "lang_tgt": "b", "num_epochs": 3, "batch_size": 16, "lr": 0.01, "seq_len": 16, "d_model": 32, "N": 1,
     "h": 2, "d_ff": 64, "min_frequency": 1, "val_examples": 0, "model_folder": "w",
     "experiment_name": "run", "tokenizer_file": "tok_{0}.json"})";
-  std::string cd = "cd '" + d + "' && ";
-  auto [trained, log] = run(cd + "'" + build_path("scratchformer") + "' train --config config.json");
+  const std::string bin = scratchformer_binary(), cd = "cd '" + d + "' && ";
+  auto [trained, log] = run(cd + "'" + bin + "' train --config config.json");
   CAPTURE(log);
   REQUIRE(trained == 0);
   std::string sentences;
   for (const data::Pair& p : data::generate_toy_task("reverse", 4, 99)) sentences += " '" + p.src + "'";
-  auto [cli_status, expect] = run(cd + "'" + build_path("scratchformer") + "' translate --config config.json" + sentences);
+  auto [cli_status, expect] = run(cd + "'" + bin + "' translate --config config.json" + sentences);
   REQUIRE(cli_status == 0);
   CHECK(std::count(expect.begin(), expect.end(), '\n') == 4);
   CHECK(expect.find("\n\n") == std::string::npos);  // every sentence gets some translation
