@@ -288,8 +288,10 @@ def overlap_table(runs):
     a core with the compute threads: what the overlap saves shows in the
     whole step, beside the waits. Twice: with the default buckets, whose last
     one (the encoder's and the source embedding's gradients, which come last)
-    is summed only after backward, and with buckets of SMALL_BUCKETS_MB, where
-    what stays exposed is little more than the source embedding's 8.2 MB."""
+    is summed only after backward, and with buckets of SMALL_BUCKETS_MB, whose
+    last is the source embedding's 8.2 MB. Either last sum runs while the
+    trainer takes the gradient norm's squares of the buckets summed before
+    it, which the wait leaves out."""
     megabytes = BUCKETS.search(runs["on"]["stderr"]).group(2)
     print(f"\nGradient all-reduce, small model, 2 ranks x 1 thread, {megabytes} MB per step:\n"
           f"ms per step waiting for the all-reduces after backward, rank 0's and the exposed communication "

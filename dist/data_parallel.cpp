@@ -178,15 +178,23 @@ void GradientReducer::start_ready_buckets() {
   }
 }
 
-void GradientReducer::finish() {
+void GradientReducer::finish(const SummedHook& summed) {
+  using Clock = std::chrono::steady_clock;
   // Timed from here: with the overlap off, starting the buckets is exposed too.
-  auto start = std::chrono::steady_clock::now();
+  const Clock::time_point start = Clock::now();
+  Clock::duration in_summed{0};
   for (size_t i = 0; i < params_.size(); ++i) gradient_ready(i);
   for (Bucket& b : buckets_) {
     comm_.wait(b.request);
     if (b.copied) b.values.device().write(b.summed.data(), b.values.mem(), b.summed.size_bytes());
+    if (!summed || !overlap_) continue;
+    const Clock::time_point called = Clock::now();
+    summed(b.params);
+    in_summed += Clock::now() - called;
   }
-  waits_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  waits_.push_back(std::chrono::duration<double>(Clock::now() - start - in_summed).count());
+  if (summed && !overlap_)
+    for (const Bucket& b : buckets_) summed(b.params);
   std::fill(final_.begin(), final_.end(), false);
   for (Bucket& b : buckets_) b.ready = 0;
   started_ = 0;

@@ -13,6 +13,8 @@
 // (dist/communicator.h) carries the bytes.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -74,8 +76,13 @@ class GradientReducer {
   // After that backward: starts what is left and waits for every bucket;
   // then each gradient holds the sum over ranks (with zero, once the runs are
   // fixed: in this rank's run alone). A rank whose share of the batch was
-  // empty calls it too, contributing zeros.
-  void finish();
+  // empty calls it too, contributing zeros. `summed`, where given, gets each
+  // bucket's parameters as soon as their sums are in: with the overlap, while
+  // the later buckets are still summed, so that work on the sums (the
+  // gradient norm's squares) hides the communication of the last bucket,
+  // which backward cannot; without, after every bucket.
+  using SummedHook = std::function<void(std::span<const size_t> params)>;
+  void finish(const SummedHook& summed = {});
   // After the optimizer's step, instead of its zero_grad(): zeroes the
   // buckets. After the first step it moves the gradients into the buckets
   // that follow that step's order, the old ones freed first.
@@ -84,9 +91,10 @@ class GradientReducer {
   size_t buckets() const { return buckets_.size(); }
   int64_t bytes_per_step() const;
   bool overlapping() const { return overlap_; }
-  // Seconds finish() waited for the reductions, one figure per step: the
-  // communication backward did not hide, and the time this rank waited for a
-  // slower one to reach the same sums.
+  // Seconds finish() waited for the reductions, one figure per step (its
+  // time less `summed`'s): the communication that backward and `summed` did
+  // not hide, and the time this rank waited for a slower one to reach the
+  // same sums.
   const std::vector<double>& waits() const { return waits_; }
   // The gradients' buffer of bucket b (a test looks at where gradients lie).
   const Tensor& bucket_values(size_t b) const { return buckets_[b].values; }

@@ -12,10 +12,18 @@ class RankGradients final : public GradientSync {
 
   BackwardHooks hooks() override { return reducer_.hooks(); }
   // The buckets settle at the first step's finish(), and ZeRO's runs with
-  // them: the optimizer is sharded then, before its first update.
-  void finish(optim::Optimizer& optimizer) override {
-    reducer_.finish();
-    if (zero_ && !optimizer.sharded()) optimizer.shard(reducer_.owned(comm_.rank()));
+  // them: the optimizer is sharded then, before its first update, and only
+  // then are the squares of this rank's runs known. Afterwards each bucket's
+  // squares are taken as soon as its sums are in.
+  double finish(optim::Optimizer& optimizer) override {
+    if (zero_ && !optimizer.sharded()) {
+      reducer_.finish();
+      optimizer.shard(reducer_.owned(comm_.rank()));
+      return optim::grad_squares(optimizer.params(), optimizer.owned());
+    }
+    optim::GradSquares squares(optimizer.params(), optimizer.owned());
+    reducer_.finish([&squares](std::span<const size_t> params) { squares.add(params); });
+    return squares.total();
   }
   void after_update(optim::Optimizer& optimizer) override {
     if (optimizer.sharded()) all_gather_parameters(optimizer, reducer_.shard_runs(), comm_);

@@ -13,6 +13,7 @@
 #include "autograd/engine.h"
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
+#include "optim/clip.h"
 #include "optim/optimizer.h"
 
 namespace sf::dist {
@@ -24,7 +25,10 @@ class GradientSync {
   virtual BackwardHooks hooks() { return {}; }
   // After that backward: the gradients are the whole batch's (under ZeRO-1,
   // in this rank's runs, and the optimizer is sharded from the first step).
-  virtual void finish(optim::Optimizer&) {}
+  // Returns the sum of the squares of the gradient elements the optimizer
+  // updates (optim::grad_squares): the squared norm, or under ZeRO-1 this
+  // rank's part of it.
+  virtual double finish(optim::Optimizer& optimizer) { return optim::grad_squares(optimizer.params(), optimizer.owned()); }
   // After the optimizer's update: every rank's updated parameters everywhere.
   virtual void after_update(optim::Optimizer&) {}
   // After the step: the gradients zeroed for the next.

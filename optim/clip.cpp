@@ -1,6 +1,7 @@
 #include "clip.h"
 
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -17,15 +18,36 @@ std::vector<Slice> whole(const NamedTensors& params) {
 
 }  // namespace
 
-// Each gradient's squared norm goes to its element of one array on the
-// device; reading that array is the step's one wait for the device.
 double grad_squares(const NamedTensors& params, const std::vector<Slice>& slices) {
+  std::vector<size_t> all(params.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  GradSquares squares(params, slices);
+  squares.add(all);
+  return squares.total();
+}
+
+void GradSquares::add(std::span<const size_t> which) {
+  std::vector<size_t> listed;
   std::vector<Tensor> runs;
-  for (size_t i = 0; i < params.size(); ++i)
-    if (Tensor g = params[i].second.grad(); g.defined() && slices[i].size() > 0)
-      runs.push_back(g.view(slices[i].begin, {slices[i].size()}));
+  for (size_t i : which)
+    if (Tensor g = params_[i].second.grad(); g.defined() && slices_[i].size() > 0) {
+      listed.push_back(i);
+      runs.push_back(g.view(slices_[i].begin, {slices_[i].size()}));
+    }
+  if (!runs.empty()) parts_.emplace_back(std::move(listed), sums_of_squares(runs));
+}
+
+// Each part's squares are one array on the device; reading them here is the
+// step's one wait for the device. Each gradient's square is a float of its
+// own, so the sum in parameter order does not depend on how they were parted.
+double GradSquares::total() const {
+  std::vector<float> square_of(params_.size(), 0.0f);
+  for (const auto& [listed, squares] : parts_) {
+    std::vector<float> values = squares.to_vector();
+    for (size_t k = 0; k < listed.size(); ++k) square_of[listed[k]] = values[k];
+  }
   double total = 0.0;
-  for (float square : sums_of_squares(runs).to_vector()) total += square;
+  for (float square : square_of) total += square;
   return total;
 }
 

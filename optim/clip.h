@@ -1,5 +1,10 @@
 // Global gradient-norm clipping, as torch.nn.utils.clip_grad_norm_.
 #pragma once
+#include <cstddef>
+#include <span>
+#include <utility>
+#include <vector>
+
 #include "optimizer.h"
 
 namespace sf::optim {
@@ -11,11 +16,29 @@ float grad_norm(const NamedTensors& params);
 // the direction is kept. Returns the norm before clipping.
 float clip_grad_norm(const NamedTensors& params, float max_norm);
 
-// The same in pieces, for a ZeRO-1 rank that holds the summed gradients of
-// its slices alone (dist/data_parallel.h): the sum of the squares of the
-// elements `slices[i]` of each gradient (the ranks' sums add up to the
-// squared norm), and the scaling of those elements given the whole norm.
+// The same in pieces: the sum of the squares of the elements `slices[i]` of
+// each gradient, and the scaling of those elements given the whole norm. A
+// ZeRO-1 rank holds the summed gradients of its slices alone
+// (dist/data_parallel.h): the ranks' sums add up to the squared norm.
 double grad_squares(const NamedTensors& params, const std::vector<Slice>& slices);
 void clip_to_norm(const NamedTensors& params, const std::vector<Slice>& slices, float norm, float max_norm);
+
+// grad_squares in parts, parameter by parameter as their gradients become
+// final: a data-parallel rank adds each bucket's as soon as its sums are in,
+// while the later buckets are still summed. The total is the same to the bit
+// in whatever order the parts came.
+class GradSquares {
+ public:
+  GradSquares(const NamedTensors& params, const std::vector<Slice>& slices) : params_(params), slices_(slices) {}
+  // Starts the squares of these parameters' gradients (on their device).
+  void add(std::span<const size_t> which);
+  // The sum of the squares of every parameter added, in parameter order.
+  double total() const;
+
+ private:
+  const NamedTensors& params_;
+  const std::vector<Slice>& slices_;
+  std::vector<std::pair<std::vector<size_t>, Tensor>> parts_;  // parameters, and their squares
+};
 
 }  // namespace sf::optim

@@ -275,7 +275,7 @@ TEST_CASE("data parallel: rank_share splits a batch into contiguous shares diffe
 
 // A communicator that claims `ranks` ranks and moves nothing: the gradient
 // buckets' layout depends on the ranks' number alone.
-class LayoutOnly final : public Communicator {
+class LayoutOnly : public Communicator {
  public:
   explicit LayoutOnly(int ranks) : ranks_(ranks) {}
   int rank() const override { return 0; }
@@ -372,6 +372,59 @@ TEST_CASE("data parallel: the first and the last bucket are small, the others up
   REQUIRE(reducer.buckets() == 4);
   const int64_t expected[] = {100032, 600000, 800000, 100032};  // each parameter from a multiple of 64
   for (size_t b = 0; b < 4; ++b) CHECK(reducer.bucket_values(b).numel() == expected[b]);
+}
+
+// Two ranks with the same gradients: a sum doubles a bucket, when it is
+// waited for. Each wait is logged.
+class DoublesOnWait final : public LayoutOnly {
+ public:
+  explicit DoublesOnWait(std::vector<std::string>& log) : LayoutOnly(2), log_(log) {}
+  Request start_all_reduce_sum(std::span<float> values) override {
+    started_.push_back(values);
+    return static_cast<Request>(started_.size() - 1);
+  }
+  void wait(Request request) override {
+    for (float& v : started_[static_cast<size_t>(request)]) v *= 2.0f;
+    log_.push_back("wait");
+  }
+
+ private:
+  std::vector<std::string>& log_;
+  std::vector<std::span<float>> started_;
+};
+
+TEST_CASE("data parallel: finish() hands over each bucket once its sums are in: before the next wait with the overlap, "
+          "after every wait without") {
+  for (bool overlap : {true, false}) {
+    CAPTURE(overlap);
+    NamedTensors params;
+    for (int64_t n : {100000, 200000, 600000, 600000, 100000}) {
+      std::vector<float> values(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; ++k) values[static_cast<size_t>(k)] = static_cast<float>(k % 7) - 3.0f;
+      params.emplace_back(std::to_string(n), Tensor::from(values, {n}).set_requires_grad());
+    }
+    std::vector<std::string> log;
+    DoublesOnWait comm(log);
+    GradientReducer reducer(params, comm, size_t{4} << 20, overlap);
+    REQUIRE(reducer.buckets() == 4);
+    Tensor loss;
+    for (const auto& [name, p] : params) loss = loss.defined() ? loss + sum(p * p) : sum(p * p);
+    run_backward(loss, Tensor::ones({}), reducer.hooks());
+    std::vector<int> handed(params.size(), 0);
+    reducer.finish([&](std::span<const size_t> which) {
+      log.push_back("summed");
+      for (size_t i : which) {
+        ++handed[i];
+        const Tensor& p = params[i].second;
+        CAPTURE(params[i].first);
+        CHECK(p.grad().to_vector() == (p * 4.0f).to_vector());  // d(p * p)/dp = 2p, summed over 2 ranks
+      }
+    });
+    CHECK(handed == std::vector<int>(params.size(), 1));
+    const std::vector<std::string> in_turn{"wait", "summed", "wait", "summed", "wait", "summed", "wait", "summed"},
+        waits_first{"wait", "wait", "wait", "wait", "summed", "summed", "summed", "summed"};
+    CHECK(log == (overlap ? in_turn : waits_first));
+  }
 }
 
 TEST_SUITE("mpi" * doctest::skip()) {

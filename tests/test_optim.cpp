@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <numeric>
+#include <span>
 #include <nlohmann/json.hpp>
 
 #include "autograd/engine.h"
@@ -246,6 +248,33 @@ TEST_CASE("optim: gradient clipping keeps the direction; small norms are untouch
   std::vector<float> before = a.grad().to_vector();
   clip_grad_norm(params, 5.0f);
   CHECK(a.grad().to_vector() == before);
+}
+
+TEST_CASE("optim: the squared norm in parts equals it taken whole, to the bit, whatever order the parts come in") {
+  // 200 gradients of square 1, then one of square 2^60, whose spacing in a
+  // double is 256: in parameter order the small ones add up first and count
+  // (2^60 + 256); added after the big one, each would be rounded away.
+  NamedTensors params;
+  for (int i = 0; i < 200; ++i) {
+    Tensor p = Tensor::zeros({1});
+    p.set_grad(Tensor::from({1.0f}, {1}));
+    params.emplace_back("small " + std::to_string(i), p);
+  }
+  Tensor big = Tensor::zeros({2});
+  big.set_grad(Tensor::from({std::ldexp(1.0f, 30), 0.0f}, {2}));
+  params.emplace_back("big", big);
+  params.emplace_back("no gradient", Tensor::zeros({3}));
+  std::vector<Slice> whole;
+  for (const auto& [name, p] : params) whole.push_back({0, p.numel()});
+  const double expected = std::ldexp(1.0, 60) + 256.0;
+  REQUIRE(grad_squares(params, whole) == expected);
+  GradSquares squares(params, whole);
+  squares.add(std::vector<size_t>{201, 200});  // the last parameters first, as a rank's first bucket holds them
+  std::vector<size_t> rest(200);
+  std::iota(rest.rbegin(), rest.rend(), size_t{0});
+  squares.add(std::span(rest).first(150));
+  squares.add(std::span(rest).subspan(150));
+  CHECK(squares.total() == expected);
 }
 
 TEST_CASE("optim: clipping in slices: the slices' squares add up to the squared norm; only the slices scale") {

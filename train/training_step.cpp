@@ -88,22 +88,17 @@ int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batc
 
 void TrainingStep::optimizer_step(const setup::TrainingState& position) {
   optim::Optimizer& optimizer = parts_.optimizer;
-  parts_.gradients.finish(optimizer);
-  // The loss over the ranks, and the squares of a ZeRO rank's summed
-  // gradient elements, which the ranks add up to the squared gradient norm.
-  std::vector<double> sums{pending_loss_,
-                           optimizer.sharded() ? optim::grad_squares(optimizer.params(), optimizer.owned()) : 0.0};
+  // The gradients summed over the ranks, and the squares of the elements
+  // this rank updates; with the loss, the ranks add up a ZeRO rank's squares
+  // to the squared gradient norm.
+  const double squares = parts_.gradients.finish(optimizer);
+  std::vector<double> sums{pending_loss_, optimizer.sharded() ? squares : 0.0};
   parts_.comm.all_reduce_sum(sums);
   pending_loss_ = sums[0];
   // Every rank has the same norm, so it takes the same decisions.
-  const std::optional<float>& clip = parts_.config.clip_grad_norm;
-  float norm = 0.0f;
-  if (optimizer.sharded()) {
-    norm = static_cast<float>(std::sqrt(sums[1]));
-    if (clip) optim::clip_to_norm(optimizer.params(), optimizer.owned(), norm, *clip);
-  } else {
-    norm = clip ? optim::clip_grad_norm(optimizer.params(), *clip) : optim::grad_norm(optimizer.params());
-  }
+  const float norm = static_cast<float>(std::sqrt(optimizer.sharded() ? sums[1] : squares));
+  if (const std::optional<float>& clip = parts_.config.clip_grad_norm)
+    optim::clip_to_norm(optimizer.params(), optimizer.owned(), norm, *clip);
   float mean_loss = static_cast<float>(pending_loss_ / pending_batches_);
   const int64_t step = position.global_step + 1;
   if (std::isfinite(mean_loss) && std::isfinite(norm)) {
