@@ -342,15 +342,15 @@ int64_t a_panel_stride(int64_t kc) { return kc * kMR + 16; }
 // Copies `rows` rows of op(A) = A^T over kc steps of k (step p's floats lie
 // together in row p of A, the steps a stride lda apart) into panels of kMR
 // rows: panel q at dst + q * a_panel_stride(kc), element (r, p) at
-// [p * kMR + r]. The
-// micro-kernel then reads a dense panel in L1 for every B panel of the block
-// instead of kc lines each a page apart (lda is the product's M), and each row
-// of A is read once, MC floats in a run, not once per panel. Measured 1-thread
-// on a Sapphire Rapids Xeon against packing one panel at a time (itself from
-// 72 to ~110 GFLOP/s at TN 1024^3 against no packing): TN 1024 x 256 x 2048
-// from 126-130 to 163-164 GFLOP/s, 8000 x 256 x 1500 from 136-141 to 169-170,
-// 256 batched 64 x 32 x 64 from 87 to 121-127 (OpenBLAS: 163-171, 160-164,
-// 121-124); bits unchanged (the same kernel on the same values).
+// [p * kMR + r]. The micro-kernel then reads a dense panel in L1 for every B
+// panel of the block instead of kc lines each a page apart (lda is the
+// product's M), and each row of A is read once, MC floats in a run, not once
+// per panel. Measured 1-thread on a Sapphire Rapids Xeon against packing one
+// panel at a time (itself from 72 to ~110 GFLOP/s at TN 1024^3 against no
+// packing): TN 1024 x 256 x 2048 from 126-130 to 163-164 GFLOP/s, 8000 x 256 x
+// 1500 from 136-141 to 169-170, 256 batched 64 x 32 x 64 from 87 to 121-127
+// (OpenBLAS: 163-171, 160-164, 121-124); bits unchanged (the same kernel on
+// the same values).
 void pack_a_columns(const float* a, int64_t lda, int64_t kc, int64_t rows, float* dst) {
   for (int64_t p = 0; p < kc; ++p) {
     const float* step = a + p * lda;
