@@ -19,7 +19,7 @@ class RankGradients final : public GradientSync {
     if (zero_ && !optimizer.sharded()) {
       reducer_.finish();
       optimizer.shard(reducer_.owned(comm_.rank()));
-      return optim::grad_squares(optimizer.params(), optimizer.owned());
+      return GradientSync::finish(optimizer);  // the squares of the runs, taken as a process alone takes them
     }
     optim::GradSquares squares(optimizer.params(), optimizer.owned());
     reducer_.finish([&squares](std::span<const size_t> params) { squares.add(params); });
