@@ -143,7 +143,59 @@ TEST_SUITE("opencl") {
       // m or n = 0: nothing to do (C is left as it was).
       check(t, {false, false, 0, 5, 3});
       check(t, {false, false, 5, 0, 3});
+      // One tile and a deep k: k split into slices on any device (k_slices),
+      // with edges, alpha and beta; a k that only splits in two; float4 loads
+      // and element loads.
+      for (int layout = 0; layout < 4; ++layout) {
+        bool ta = layout & 1, tb = layout & 2;
+        check(t, {ta, tb, tm - 3, tn - 1, 1024, -1.5f, 0.5f});
+        check(t, {ta, tb, tm, tn, 1000, 1.0f, 0.0f, 1, false, false, 3, 3});
+      }
     }
+  }
+
+  TEST_CASE("opencl gemm: k is split where C has too few tiles for the device, into aligned slices at least 64 deep") {
+    // An H200 (132 compute units): a 256 x 256 weight gradient over 2048
+    // tokens (16 tiles of 64 x 64) in 32 slices of 64; 100 tiles over k 8000
+    // in 8 slices of 1000; 2 tiles per unit or a batch, not split.
+    CHECK(k_slices(16, 2048, 1, 132) == 32);
+    CHECK(k_slices(100, 8000, 1, 132) == 8);
+    CHECK(k_slices(128, 256, 1, 132) == 4);
+    CHECK(k_slices(264, 2048, 1, 132) == 1);
+    CHECK(k_slices(16, 2048, 2, 132) == 1);
+    // Slices stay multiples of 4 (aligned float4s) and at least kMinSliceK deep.
+    CHECK(k_slices(1, 1000, 1, 2) == 2);
+    CHECK(k_slices(1, 999, 1, 2) == 1);
+    CHECK(k_slices(1, 127, 1, 132) == 1);
+    CHECK(k_slices(1, 128, 1, 132) == 2);
+    // A device of 2 units (PoCL on this machine's cores): 8 groups' worth.
+    CHECK(k_slices(1, 4096, 1, 2) == 16);
+    CHECK(k_slices(3, 4096, 1, 2) == 4);
+    CHECK(k_slices(4, 4096, 1, 2) == 1);
+  }
+
+  TEST_CASE("opencl gemm: a split product adds its slices in another order than the whole k, the same every run") {
+    SF_NEED_OPENCL();
+    // The same product as the only matrix (split) and as both elements of a
+    // batch sharing its operands (never split): within rounding of each
+    // other, and different in some bits, since the slices' sums are added in
+    // another order; the split one gives the same bits every run.
+    const size_t t = 0;
+    const int64_t m = kTilings[t].tm(), n = kTilings[t].tn(), k = 2048;
+    std::vector<float> a = random_floats(m * k, 5), b = random_floats(k * n, 6);
+    DeviceArray<float> da(a), db(b), split(std::vector<float>(m * n)), again(std::vector<float>(m * n)),
+        whole(std::vector<float>(2 * m * n));
+    for (DeviceArray<float>* c : {&split, &again})
+      tiled_gemm(t, false, false, m, n, k, 1.0f, da.mem(), k, 0, db.mem(), n, 0, 0.0f, c->mem(), n, m * n, 1);
+    tiled_gemm(t, false, false, m, n, k, 1.0f, da.mem(), k, 0, db.mem(), n, 0, 0.0f, whole.mem(), n, m * n, 2);
+    std::vector<float> s = split.read(), w = whole.read();
+    CHECK(s == again.read());
+    int differing = 0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      REQUIRE(std::fabs(s[i] - w[i]) <= 1e-4f * std::sqrt(float(k)));
+      differing += s[i] != w[i];
+    }
+    CHECK(differing > 0);
   }
 
   TEST_CASE("opencl gemm: the tuner times the tilings once, caches the choice per device, and reads it back") {

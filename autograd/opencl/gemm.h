@@ -44,6 +44,16 @@ inline constexpr size_t kTilingCount = sizeof kTilings / sizeof kTilings[0];
 // SCRATCHFORMER_OPENCL_GEMM_TILING names and the tuning cache records).
 std::string tiling_name(const Tiling& tiling);
 
+// Split k. A product whose C has few tiles leaves most of a GPU idle while
+// each work-group walks all of k: a weight gradient of 256 x 256 summed over
+// 2048 tokens is 16 groups of 64 x 64 on an H200's 132 compute units. Such a
+// product (one matrix, fewer tiles than 2 per compute unit) runs as `slices`
+// products over slices of k, as many as bring it to about 8 groups per compute
+// unit, each slice a multiple of 4 (aligned float4 loads) and at least
+// kMinSliceK deep, and a sum of their results (gemm_launch.cpp). 1: not split.
+inline constexpr int64_t kMinSliceK = 64;
+int64_t k_slices(int64_t tiles, int64_t k, int64_t batch, int64_t compute_units);
+
 // The blocked kernel (kernels/gemm_blocked.cl), for CPU shapes: one work-item per
 // RM x BN block of C, kept in RM x NV vectors of VW floats (VW = 16: one
 // AVX-512 register). The accumulators, NV vectors of op(B) and one broadcast
@@ -64,8 +74,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           int64_t lda, int64_t stride_a, Mem<const float> b, int64_t ldb, int64_t stride_b, float beta,
           Mem<float> c, int64_t ldc, int64_t stride_c, int64_t batch);
 
-// gemm's product by the tiled kernel in kTilings[tiling], whatever the
-// shapes (for the tests and the tuner).
+// gemm's product by the tiled kernel in kTilings[tiling] (k split as
+// k_slices says), whatever the shapes (for the tests and the tuner).
 void tiled_gemm(size_t tiling, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                 Mem<const float> a, int64_t lda, int64_t stride_a, Mem<const float> b, int64_t ldb,
                 int64_t stride_b, float beta, Mem<float> c, int64_t ldc, int64_t stride_c, int64_t batch);

@@ -2,7 +2,8 @@
 // (kernels/gemm_blocked.cl) computes all of C, in the blocking that suits n,
 // after op(B) is packed when its rows are not contiguous whole blocks; with GPU
 // shapes the tiled kernel (kernels/gemm_tiled.cl) does, in the tiling the
-// tuner chose for the device (gemm_tuning.h).
+// tuner chose for the device (gemm_tuning.h), k cut into slices where C has
+// too few tiles to keep the device busy (k_slices).
 #include "gemm.h"
 
 #include "gemm_tuning.h"
@@ -25,13 +26,54 @@ struct Operands {
 
 size_t blocks(int64_t n, int64_t block) { return static_cast<size_t>((n + block - 1) / block); }
 
-void tiled(const Tiling& t, const Source& source, int64_t m, int64_t n, int64_t k, float alpha, const Operands& o,
-           float beta, int64_t batch) {
+void whole_k(const Tiling& t, const Source& source, int64_t m, int64_t n, int64_t k, float alpha, const Operands& o,
+             float beta, int64_t batch) {
   Grid grid{3,
             {blocks(n, t.tn()) * t.lx, blocks(m, t.tm()) * t.ly, static_cast<size_t>(batch)},
             {static_cast<size_t>(t.lx), static_cast<size_t>(t.ly), 1}};
   launch(Runtime::get().kernel(source, "gemm"), grid, m, n, k, alpha, o.a, o.a_rs, o.a_cs, o.stride_a, o.b, o.b_rs,
          o.b_cs, o.stride_b, beta, o.c, o.ldc, o.stride_c);
+}
+
+cl_uint compute_units() {
+  static const cl_uint units = [] {
+    cl_uint value = 1;
+    check(clGetDeviceInfo(Runtime::get().device(), CL_DEVICE_MAX_COMPUTE_UNITS, sizeof value, &value, nullptr),
+          "clGetDeviceInfo");
+    return value;
+  }();
+  return units;
+}
+
+// A product of one matrix by the tiled kernel, k cut into `slices`: slice s
+// (op(A)'s columns and op(B)'s rows s k/S to (s + 1) k/S) runs as batch
+// element s of the same kernel, its partial product written to the
+// runtime's scratch buffer; gemm_split_sum then adds the partial products in
+// slice order and applies alpha and beta. A fixed order: the bits of a
+// product do not change from run to run.
+void sliced_k(const Tiling& t, const Source& source, int64_t m, int64_t n, int64_t k, float alpha, const Operands& o,
+              float beta, int64_t slices) {
+  const int64_t slice = k / slices;
+  Mem<float> parts(Runtime::get().scratch(size_t(slices * m * n) * sizeof(float)), 0);
+  Operands s = o;
+  s.stride_a = slice * o.a_cs;
+  s.stride_b = slice * o.b_rs;
+  s.c = parts;
+  s.ldc = n;
+  s.stride_c = m * n;
+  whole_k(t, source, m, n, slice, 1.0f, s, 0.0f, slices);
+  Grid grid{2, {round_up(size_t(n), 64), size_t(m), 1}, {64, 1, 1}};
+  launch(Runtime::get().kernel(source, "gemm_split_sum"), grid, m, n, int32(slices), alpha, Mem<const float>(parts),
+         beta, o.c, o.ldc);
+}
+
+void tiled(const Tiling& t, const Source& source, int64_t m, int64_t n, int64_t k, float alpha, const Operands& o,
+           float beta, int64_t batch) {
+  const int64_t tiles = int64_t(blocks(m, t.tm()) * blocks(n, t.tn()));
+  if (int64_t slices = k_slices(tiles, k, batch, compute_units()); slices > 1)
+    sliced_k(t, source, m, n, k, alpha, o, beta, slices);
+  else
+    whole_k(t, source, m, n, k, alpha, o, beta, batch);
 }
 
 // The blocking for C's width n: the wide one, unless C is at most four wide
@@ -79,6 +121,14 @@ Operands operands(bool trans_a, bool trans_b, Mem<const float> a, int64_t lda, i
 }
 
 }  // namespace
+
+int64_t k_slices(int64_t tiles, int64_t k, int64_t batch, int64_t compute_units) {
+  if (batch != 1 || tiles >= 2 * compute_units) return 1;
+  const int64_t wanted = (8 * compute_units + tiles - 1) / tiles;
+  int64_t slices = 1;
+  while (2 * slices <= wanted && k % (2 * slices * 4) == 0 && k / (2 * slices) >= kMinSliceK) slices *= 2;
+  return slices;
+}
 
 std::string tiling_name(const Tiling& t) {
   return std::to_string(t.tm()) + "x" + std::to_string(t.tn()) + "x" + std::to_string(t.tk) + "-" +

@@ -74,7 +74,7 @@ const Source& tiled_source(size_t index) {
                      {gemm_tiled_cl},
                      define("LX", t.lx) + define("LY", t.ly) + define("WM", t.wm) + define("WN", t.wn) +
                          define("TK", t.tk),
-                     {"gemm"}});
+                     {"gemm", "gemm_split_sum"}});
     return all;
   }();
   return sources.at(index);

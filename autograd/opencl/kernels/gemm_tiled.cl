@@ -186,3 +186,18 @@ void gemm(long m, long n, long k, float alpha,
     }
   }
 }
+
+// The second pass of a product whose k was split (gemm_launch.cpp: sliced_k):
+// C = alpha * (parts[0] + parts[1] + ... in slice order) + beta * C, where
+// parts[s] is slice s's [m, n] product, row-major. One item per element of C;
+// beta == 0 never reads C.
+__kernel void gemm_split_sum(long m, long n, int slices, float alpha, __global const float* parts, long parts_off,
+                             float beta, __global float* c, long c_off, long ldc) {
+  long j = get_global_id(0), i = get_global_id(1);
+  if (j >= n) return;
+  parts += parts_off + i * n + j;
+  float sum = 0.0f;
+  for (int s = 0; s < slices; ++s) sum += parts[s * m * n];
+  __global float* out = c + c_off + i * ldc + j;
+  *out = beta == 0.0f ? alpha * sum : alpha * sum + beta * *out;
+}
