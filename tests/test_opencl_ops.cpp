@@ -151,7 +151,7 @@ TEST_SUITE("opencl") {
 
   TEST_CASE("opencl ops: softmax, log_softmax, masked_softmax") {
     SF_NEED_OPENCL();
-    for (int64_t cols : {1, 7, 65, 129, 4099}) {  // 4099: rows of many pieces (launch.h: kPiece)
+    for (int64_t cols : {1, 7, 65, 129, 4099}) {  // 4099: rows of many pieces (launch.h: pieces)
       Tensor x = random_tensor({3, 5, cols}, 16, -4.0f, 4.0f);
       check_matches_cpu([](const V& v) { return softmax(v[0]); }, {x});
       check_matches_cpu([](const V& v) { return log_softmax(v[0]); }, {x});

@@ -37,16 +37,16 @@ inline Grid items(int64_t n) {
 // Floats in the elementwise kernels' vectors (float16: one AVX-512 register).
 constexpr int kVector = 16;
 
-// Columns per work item of the kernels that go along rows in pieces (the
-// broadcasting ops, bias_relu, gather_rows): 16 vectors, which amortise an
-// item's division and broadcast offsets (measured: 64 was slower, 1024 no
-// faster). The kernels see it as PIECE.
-constexpr int kPiece = 256;
-
 // The pieces of `width` consecutive columns that cover rows of cols elements
 // (a row's last piece may be shorter): one work item each
-// (kernels/common.cl: row_piece).
-constexpr int64_t pieces(int64_t rows, int64_t cols, int64_t width = kPiece) {
+// (kernels/common.cl: row_piece). By default the width of the kernels that go
+// along rows in pieces (the broadcasting ops, bias_relu, gather_rows), which
+// they see as PIECE (Shapes::piece): with CPU shapes 16 vectors, which
+// amortise an item's division and broadcast offsets (measured on PoCL: 64
+// columns were slower, 1024 no faster); with GPU shapes one vector, so that a
+// [2048, 1024] tensor is 131072 items rather than 8192, two warps per compute
+// unit of an H200, too few to hide memory's latency.
+inline int64_t pieces(int64_t rows, int64_t cols, int64_t width = Runtime::get().shapes().piece) {
   return rows * ((cols + width - 1) / width);
 }
 

@@ -150,7 +150,8 @@ cl_program Runtime::build(const Source& source) {
   check(status, "clCreateProgramWithSource");
   std::string options = "-cl-std=CL1.2 -DLANES=" + std::to_string(shapes_->lanes) +
                         " -DROW_ITEMS=" + std::to_string(shapes_->row_items) +
-                        " -DCOLUMN_ITEMS=" + std::to_string(shapes_->column_items) + " " + source.options;
+                        " -DCOLUMN_ITEMS=" + std::to_string(shapes_->column_items) +
+                        " -DPIECE=" + std::to_string(shapes_->piece) + " " + source.options;
   status = clBuildProgram(program, 1, &device_, options.c_str(), nullptr, nullptr);
   if (status == CL_BUILD_PROGRAM_FAILURE) {
     std::string log = info_string(

@@ -60,10 +60,11 @@ struct Shapes {
   int lanes;         // floats per item of a row or column kernel: 16 or 1
   int row_items;     // items per row of a row kernel, a power of 2
   int column_items;  // items per work-group of a column kernel
+  int piece;         // columns per item of the kernels that go along rows in pieces (launch.h: pieces)
   bool tiled_gemm;   // the tiled GEMM, else the blocked one
 };
-inline constexpr Shapes kCpuShapes{"cpu", 16, 1, 1, false};
-inline constexpr Shapes kGpuShapes{"gpu", 1, 128, 64, true};
+inline constexpr Shapes kCpuShapes{"cpu", 16, 1, 1, 256, false};
+inline constexpr Shapes kGpuShapes{"gpu", 1, 128, 64, 16, true};
 
 class Runtime {
  public:

@@ -58,7 +58,7 @@ Source blocked_program(const Blocked& blocking) {
 #define SF_KERNEL_NAME(name) #name,
 const Source kernels_source{"kernels",
                             {shared_h, common_cl, elementwise_cl, reductions_cl, rows_cl, indexing_cl, optimizer_cl},
-                            define("PIECE", kPiece),
+                            "",
                             {SF_OPENCL_KERNELS(SF_KERNEL_NAME)}};
 #undef SF_KERNEL_NAME
 

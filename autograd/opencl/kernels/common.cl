@@ -177,8 +177,9 @@ int row_offset(PackedRows rows, int k, int r) {
 // `width` columns of one row, the row's pieces side by side; the row's last
 // piece may be shorter. Sets the item's row and its columns [first, end);
 // false for the items that pad the launch. Elementwise kernels go PIECE
-// columns at a time (launch.h: kPiece), enough to amortise the item's
-// divisions and row offsets; column sums take LANES.
+// columns at a time (launch.h: pieces; runtime.h: Shapes::piece), in CPU
+// shapes enough to amortise the item's divisions and row offsets; column
+// sums take LANES.
 bool row_piece(int rows, int cols, int width, int* row, int* first, int* end) {
   int pieces = (cols + width - 1) / width, g = get_global_id(0);
   *row = g / pieces;
