@@ -155,23 +155,35 @@ TEST_SUITE("opencl") {
   }
 
   TEST_CASE("opencl gemm: k is split where C has too few tiles for the device, into aligned slices at least 64 deep") {
-    // An H200 (132 compute units): a 256 x 256 weight gradient over 2048
-    // tokens (16 tiles of 64 x 64) in 32 slices of 64; 100 tiles over k 8000
-    // in 8 slices of 1000; 2 tiles per unit or a batch, not split.
-    CHECK(k_slices(16, 2048, 1, 132) == 32);
-    CHECK(k_slices(100, 8000, 1, 132) == 8);
-    CHECK(k_slices(128, 256, 1, 132) == 4);
-    CHECK(k_slices(264, 2048, 1, 132) == 1);
-    CHECK(k_slices(16, 2048, 2, 132) == 1);
-    // Slices stay multiples of 4 (aligned float4s) and at least kMinSliceK deep.
-    CHECK(k_slices(1, 1000, 1, 2) == 2);
-    CHECK(k_slices(1, 999, 1, 2) == 1);
-    CHECK(k_slices(1, 127, 1, 132) == 1);
-    CHECK(k_slices(1, 128, 1, 132) == 2);
-    // A device of 2 units (PoCL on this machine's cores): 8 groups' worth.
-    CHECK(k_slices(1, 4096, 1, 2) == 16);
-    CHECK(k_slices(3, 4096, 1, 2) == 4);
-    CHECK(k_slices(4, 4096, 1, 2) == 1);
+    struct Split {
+      int64_t tiles, k, batch, units, slices;
+    };
+    const Split splits[] = {
+        // An H200 (132 compute units): a 256 x 256 weight gradient over 2048
+        // tokens (16 tiles of 64 x 64) in 32 slices of 64; 100 tiles over k
+        // 8000 in 8 slices of 1000; 2 tiles per unit, or a batch: not split.
+        {16, 2048, 1, 132, 32},
+        {100, 8000, 1, 132, 8},
+        {128, 256, 1, 132, 4},
+        {264, 2048, 1, 132, 1},
+        {16, 2048, 2, 132, 1},
+        // Slices stay multiples of 4 (aligned float4s) and kMinSliceK deep.
+        {1, 1000, 1, 2, 2},
+        {1, 999, 1, 2, 1},
+        {1, 127, 1, 132, 1},
+        {1, 128, 1, 132, 2},
+        // A device of 2 units (PoCL on two cores): 8 groups' worth of slices.
+        {1, 4096, 1, 2, 16},
+        {3, 4096, 1, 2, 4},
+        {4, 4096, 1, 2, 1},
+    };
+    for (const Split& s : splits) {
+      CAPTURE(s.tiles);
+      CAPTURE(s.k);
+      CAPTURE(s.batch);
+      CAPTURE(s.units);
+      CHECK(k_slices(s.tiles, s.k, s.batch, s.units) == s.slices);
+    }
   }
 
   TEST_CASE("opencl gemm: a split product adds its slices in another order than the whole k, the same every run") {
