@@ -321,6 +321,10 @@ std::vector<Embedding> embeddings() {
   std::vector<int32_t> split_ids(kSplitRows);
   for (int64_t i = 0; i < kSplitRows; ++i) split_ids[i] = static_cast<int32_t>(i * 7 % 50);
   all.push_back({50, kSplitRows, kSplitCols, split_ids});
+  // GPU shapes' buckets of ids (autograd/opencl/table.cpp: scatter_add_rows),
+  // each holding several ids, repeated: 64 buckets of 256 columns, 2048 of 8.
+  all.push_back({1000, 2048, 256, int_vector(2048, 126, 0, 999)});
+  all.push_back({3000, 2100, 8, int_vector(2100, 127, 0, 2999)});
   return all;
 }
 

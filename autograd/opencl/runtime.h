@@ -60,7 +60,8 @@ struct Shapes {
   int lanes;           // floats per item of a row or column kernel: 16 or 1
   int row_items;       // items per row of a row kernel, a power of 2
   int column_items;    // items per work-group of a column kernel
-  bool split_columns;  // column sums take a column in blocks, side by side (table.cpp), else whole
+  bool split_columns;  // column sums take a column in blocks, the embedding's backward its ids in buckets
+                       // (table.cpp), side by side, else whole
   bool tiled_gemm;     // the tiled GEMM, else the blocked one
 };
 inline constexpr Shapes kCpuShapes{"cpu", 16, 1, 1, false, false};

@@ -6,6 +6,7 @@
 #include "table.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "gemm.h"
@@ -238,11 +239,24 @@ void gather_rows(Mem<const float> table, Mem<const int32_t> ids, int64_t n, int6
          int32(dim), out);
 }
 
+// With split columns the embedding's backward cuts the ids into buckets (id %
+// buckets), an item per bucket and column, so that each item's chain of reads
+// and writes (a write may be to the row the next read needs) is about
+// n / buckets long, not n. Each item still reads every id, so more items cost
+// more: buckets for about kItems items, a power of 2 (the kernel masks), at
+// most n.
+int64_t id_buckets(int64_t n, int64_t dim) {
+  constexpr int64_t kItems = 1 << 14;
+  if (!Runtime::get().shapes().split_columns) return 1;
+  return static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(std::clamp<int64_t>(kItems / dim, 1, n))));
+}
+
 void scatter_add_rows(Mem<const float> grad_out, Mem<const int32_t> ids, int64_t n, int64_t dim,
                       Mem<float> grad_table) {
   if (n * dim == 0) return;
-  launch(kernel(Kernel::scatter_add_rows), column_items(1, dim), grad_out, ids, int32(n), int32(dim), grad_table,
-         rows_in(grad_table, dim));
+  const int64_t buckets = id_buckets(n, dim);
+  launch(kernel(Kernel::scatter_add_rows), column_items(1, dim, buckets), grad_out, ids, int32(n), int32(dim),
+         int32(buckets), grad_table, rows_in(grad_table, dim));
 }
 
 void cross_entropy(Mem<const float> logits, Mem<const int32_t> targets, int64_t rows, int64_t cols,

@@ -35,7 +35,8 @@
 //     the items in local memory; a column sum is one item per column and
 //     block of rows (the launch's second dim), in groups of COLUMN_ITEMS
 //     neighbouring columns, and then one per column adding the blocks' sums
-//     (autograd/opencl/table.cpp: column_blocks).
+//     (autograd/opencl/table.cpp: column_blocks); the embedding's backward,
+//     one item per column and bucket of ids.
 
 // ---- vectors of 16 -----------------------------------------------------------
 
