@@ -27,6 +27,10 @@ constexpr int64_t kSplitElements = 3 * (1 << 14) + 37;
 // A grain is 127 rows of 129 floats; 600 rows are also three of the blocks of
 // 256 rows that column sums are added in (column_sums, layer_norm_backward).
 constexpr int64_t kSplitRows = 600, kSplitCols = 129;
+// A column long enough that GPU shapes sum it in blocks of about its square
+// root (autograd/opencl/table.cpp: column_blocks): 33 blocks of 34, the last
+// of 12, then the blocks' sums.
+constexpr int64_t kLongColumn = 1100;
 
 // A case's name from its parameters: named("rows", 3, "cols", 5) is "rows 3 cols 5".
 template <class... Parts>
@@ -95,6 +99,25 @@ std::vector<float> edge_rows(int64_t rows, int64_t cols, uint64_t seed) {
   for (int64_t r = 0; r < rows; ++r)
     if (r % (kNumEdges + 1) < kNumEdges) x[r * cols + (3 * r) % cols] = kEdges[r % (kNumEdges + 1)];
   return x;
+}
+
+// x [rows, cols] as [cols, rows].
+std::vector<float> transposed(const std::vector<float>& x, int64_t rows, int64_t cols) {
+  std::vector<float> t(x.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = x[r * cols + c];
+  return t;
+}
+
+// The sums down the columns of x [rows, cols], in double.
+std::vector<float> column_sums(const std::vector<float>& x, int64_t rows, int64_t cols) {
+  std::vector<float> sums(cols);
+  for (int64_t c = 0; c < cols; ++c) {
+    double total = 0.0;
+    for (int64_t r = 0; r < rows; ++r) total += x[r * cols + c];
+    sums[c] = static_cast<float>(total);
+  }
+  return sums;
 }
 
 // What an empty call's outputs hold: 42 where nothing may be written.
@@ -298,6 +321,10 @@ std::vector<Embedding> embeddings() {
   std::vector<int32_t> split_ids(kSplitRows);
   for (int64_t i = 0; i < kSplitRows; ++i) split_ids[i] = static_cast<int32_t>(i * 7 % 50);
   all.push_back({50, kSplitRows, kSplitCols, split_ids});
+  // GPU shapes' buckets of ids (autograd/opencl/table.cpp: scatter_add_rows),
+  // each holding several ids, repeated: 64 buckets of 256 columns, 2048 of 8.
+  all.push_back({1000, 2048, 256, int_vector(2048, 126, 0, 999)});
+  all.push_back({3000, 2100, 8, int_vector(2100, 127, 0, 2999)});
   return all;
 }
 
@@ -614,28 +641,25 @@ Cases sum_to() {
         // One edge value per sum at inner 1, so that no sum mixes two huge values.
         add({outer, n, inner}, {outer, 1, inner}, edge_rows(outer * inner, n, 4), {});
       }
+  // The edge values one per sum here too: down the columns, edge_rows
+  // transposed (1e30 and -1e30 in one column would leave only what a given
+  // order adds after both, and GPU shapes add in blocks).
   for (int64_t rows : kSizes)
-    for (int64_t cols : kSizes)
-      for (const std::vector<float>& x : {random_vector(rows * cols, 5), edge_rows(rows, cols, 5)}) {
-        std::vector<float> col_sums(cols), row_sums(rows);
-        for (int64_t c = 0; c < cols; ++c) {
-          double total = 0.0;
-          for (int64_t r = 0; r < rows; ++r) total += x[r * cols + c];
-          col_sums[c] = static_cast<float>(total);
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-          double total = 0.0;
-          for (int64_t c = 0; c < cols; ++c) total += x[r * cols + c];
-          row_sums[r] = static_cast<float>(total);
-        }
-        add({rows, cols}, {cols}, x, col_sums);
-        add({rows, cols}, {rows, 1}, x, row_sums);
-      }
+    for (int64_t cols : kSizes) {
+      const std::vector<float> random = random_vector(rows * cols, 5);
+      for (const std::vector<float>& x : {random, transposed(edge_rows(cols, rows, 5), cols, rows)})
+        add({rows, cols}, {cols}, x, column_sums(x, rows, cols));
+      for (const std::vector<float>& x : {random, edge_rows(rows, cols, 5)})
+        add({rows, cols}, {rows, 1}, x, column_sums(transposed(x, rows, cols), cols, rows));
+    }
   const std::pair<Shape, Shape> more[] = {
       {{2, 3, 4, 5}, {3, 1, 5}}, {{2, 3, 4, 5}, {}},    {{2, 3, 4, 5}, {2, 1, 4, 1}},
       {{2, 3, 4, 5}, {2, 3, 4, 5}}, {{2, 3, 4, 5}, {5}}, {{3, 4099}, {4099}},
       {{7, 1000}, {7, 1}},          {{2, 5, 257}, {2, 1, 257}},
-      {{kSplitRows, kSplitCols}, {kSplitRows, 1}}, {{kSplitRows, kSplitCols}, {kSplitCols}}, {{48, 33, 31}, {48, 1, 31}}};
+      {{kSplitRows, kSplitCols}, {kSplitRows, 1}}, {{kSplitRows, kSplitCols}, {kSplitCols}}, {{48, 33, 31}, {48, 1, 31}},
+      // Sums long enough for GPU shapes' blocks, which also cut across the
+      // rows of the summed dims (40 of 50, 30 of 40 over two dims).
+      {{kLongColumn, 3}, {3}}, {{40, 3, 50, 5}, {3, 1, 5}}, {{5, 2, 6, 3, 40, 2}, {2, 1, 3, 1, 2}}};
   for (const auto& [x_shape, out_shape] : more) add(x_shape, out_shape, random_vector(numel(x_shape), 31), {});
   return all;
 }
@@ -853,6 +877,8 @@ Cases layer_norm_backward() {
     all.push_back(kc);
   };
   for (const LayerNormInput& in : layer_norm_inputs()) add(in.name, in.rows, in.cols, in.x, in.alpha, in.bias);
+  add(named("rows", kLongColumn, "cols", 20), kLongColumn, 20, random_vector(kLongColumn * 20, 10, -3, 3),
+      random_vector(20, 12, 0.5f, 1.5f), random_vector(20, 13));
   add("zero rows", 0, 4, {}, random_vector(4, 12), random_vector(4, 13));
   return all;
 }

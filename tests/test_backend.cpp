@@ -111,6 +111,23 @@ TEST_CASE("opencl: gather_rows with an id outside the table writes zeros") {
   check_equal(dout.read(), want);
 }
 
+// An id outside the table adds nowhere, whichever bucket of ids it would
+// fall in (the host reference would write out of bounds: ops check ids first).
+TEST_CASE("opencl: scatter_add_rows skips ids outside the table") {
+  SF_NEED_OPENCL();
+  const int64_t rows = 4, dim = 8;
+  const std::vector<int32_t> ids{2, 1000000, -5, 2, 0, -1, 3, 4};
+  const int64_t n = static_cast<int64_t>(ids.size());
+  std::vector<float> grad = random_vector(n * dim, 126), table = random_vector(rows * dim, 127);
+  DeviceArray<float> dg(grad), dt(table);
+  DeviceArray<int32_t> di(ids);
+  opencl_device()->kernels().scatter_add_rows(dg.mem(), di.mem(), n, dim, dt.mem());
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] >= 0 && ids[i] < rows)
+      for (int64_t j = 0; j < dim; ++j) table[ids[i] * dim + j] += grad[i * dim + j];
+  check_equal(dt.read(), table);
+}
+
 }  // namespace
 }  // TEST_SUITE("opencl")
 

@@ -65,11 +65,14 @@ inline Grid row_groups(int64_t rows) {
 
 // A column kernel over rows of cols elements: one item per Shapes::lanes
 // columns of each row (pieces of that width), in groups of
-// Shapes::column_items.
-inline Grid column_items(int64_t rows, int64_t cols) {
+// Shapes::column_items; and that `blocks` times, the launch's second dim
+// (the blocks a column sum cuts its columns into, table.cpp).
+inline Grid column_items(int64_t rows, int64_t cols, int64_t blocks = 1) {
   const Shapes& shapes = Runtime::get().shapes();
   size_t group = static_cast<size_t>(shapes.column_items);
-  return {1, {round_up(static_cast<size_t>(pieces(rows, cols, shapes.lanes)), group), 1, 1}, {group, 1, 1}};
+  return {2,
+          {round_up(static_cast<size_t>(pieces(rows, cols, shapes.lanes)), group), static_cast<size_t>(blocks), 1},
+          {group, 1, 1}};
 }
 
 // A size or stride as the int32 the kernels index with; fails beyond it.

@@ -52,19 +52,21 @@ size_t choose_device(const std::vector<DeviceInfo>& devices, const char* request
 // (PoCL), which runs a work-group's items as one loop: one item per row or per
 // 16 columns, each with float16 vectors, and the register-blocked GEMM. GPU
 // shapes suit a device that runs a group's items side by side: a work-group
-// per row with its reductions in local memory, one item per column, and the
-// tiled GEMM. Every program is built with lanes, row_items and column_items
-// as LANES, ROW_ITEMS and COLUMN_ITEMS.
+// per row with its reductions in local memory, one item per column and block
+// of the column's rows, and the tiled GEMM. Every program is built with lanes,
+// row_items and column_items as LANES, ROW_ITEMS and COLUMN_ITEMS.
 struct Shapes {
-  const char* name;  // "cpu" or "gpu"
-  int lanes;         // floats per item of a row or column kernel: 16 or 1
-  int row_items;     // items per row of a row kernel, a power of 2
-  int column_items;  // items per work-group of a column kernel
-  int piece;         // columns per item of the kernels that go along rows in pieces (launch.h: pieces)
-  bool tiled_gemm;   // the tiled GEMM, else the blocked one
+  const char* name;    // "cpu" or "gpu"
+  int lanes;           // floats per item of a row or column kernel: 16 or 1
+  int row_items;       // items per row of a row kernel, a power of 2
+  int column_items;    // items per work-group of a column kernel
+  int piece;           // columns per item of the kernels that go along rows in pieces (launch.h: pieces)
+  bool split_columns;  // column sums take a column in blocks, the embedding's backward its ids in buckets
+                       // (table.cpp), side by side, else whole
+  bool tiled_gemm;     // the tiled GEMM, else the blocked one
 };
-inline constexpr Shapes kCpuShapes{"cpu", 16, 1, 1, 256, false};
-inline constexpr Shapes kGpuShapes{"gpu", 1, 128, 64, 16, true};
+inline constexpr Shapes kCpuShapes{"cpu", 16, 1, 1, 256, false, false};
+inline constexpr Shapes kGpuShapes{"gpu", 1, 128, 64, 16, true, true};
 
 class Runtime {
  public:

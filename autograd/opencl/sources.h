@@ -15,9 +15,9 @@ namespace sf::opencl_backend {
 #define SF_OPENCL_KERNELS(X)                                                                          \
   X(binary) X(predicate) X(predicate_int) X(fill_where) X(copy_strided) X(sum_to) X(unary) X(max_axis) \
   X(log_softmax) X(log_softmax_backward) X(masked_softmax) X(masked_softmax_backward) X(layer_norm) \
-  X(layer_norm_backward_rows) X(layer_norm_backward_columns) X(bias_relu) X(relu_backward) X(dropout) \
-  X(dropout_add) X(dot_partials) X(sum_partials) X(adam_step) X(sgd_step) X(topk) X(gather_rows) \
-  X(scatter_add_rows) X(cross_entropy) X(cross_entropy_backward) X(float_to_bf16) X(bf16_to_float)
+  X(layer_norm_backward_rows) X(layer_norm_backward_columns) X(layer_norm_backward_blocks) X(bias_relu) \
+  X(relu_backward) X(dropout) X(dropout_add) X(dot_partials) X(sum_partials) X(adam_step) X(sgd_step) X(topk) \
+  X(gather_rows) X(scatter_add_rows) X(cross_entropy) X(cross_entropy_backward) X(float_to_bf16) X(bf16_to_float)
 enum class Kernel {
 #define SF_KERNEL_ENUMERATOR(name) name,
   SF_OPENCL_KERNELS(SF_KERNEL_ENUMERATOR)

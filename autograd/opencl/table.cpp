@@ -6,6 +6,8 @@
 #include "table.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 
 #include "gemm.h"
 #include "launch.h"
@@ -55,9 +57,46 @@ void append_dim(Rows& rows, int64_t size, int64_t stride_x, int64_t stride_out) 
   rows.col_strides[1] = stride_out;
 }
 
+// A column sum with split columns (Shapes::split_columns) adds each column's
+// `length` elements in blocks, an item per block and column, and then the
+// blocks' sums in block order, an item per column: blocks of about
+// sqrt(length) elements make both chains of additions about sqrt(length)
+// long, where one item per column was a chain of `length` (each addition
+// waiting on a load). A column of up to kMinBlock elements stays one block,
+// one pass (too short a chain to be worth a second launch), as does every
+// column without split columns.
+struct Blocks {
+  int64_t size, count;
+};
+Blocks column_blocks(int64_t length) {
+  constexpr int64_t kMinBlock = 32;
+  if (!Runtime::get().shapes().split_columns || length <= kMinBlock) return {std::max<int64_t>(length, 1), 1};
+  const int64_t size = std::max(kMinBlock, static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(length)))));
+  return {size, (length + size - 1) / size};
+}
+
+// The partial sums of a column sum's blocks: [blocks, elements] floats of the
+// runtime's scratch buffer (the in-order queue lets the next op reuse it).
+Mem<float> partials(const Blocks& blocks, int64_t elements) {
+  return {Runtime::get().scratch(blocks.count * elements * sizeof(float)), 0};
+}
+
+// `rows` with operand k laid out packed: row r's column c at r * cols + c.
+Rows packed(Rows rows, int k) {
+  rows.col_strides[k] = 1;
+  int64_t stride = rows.cols;
+  for (int d = rows.ndim - 1; d >= 0; --d) {
+    rows.strides[k][d] = stride;
+    stride *= rows.shape[d];
+  }
+  return rows;
+}
+
 // The kernel's own loops: an item per LANES elements of out, seen as rows of
 // the dims out keeps (`kept`), adds x down the dims out sums away (stride 0 in
-// out: `summed`) in row-major order, as the reference does.
+// out: `summed`) in row-major order, as the reference does; with split
+// columns, in blocks of that order into partial sums, which the kernel then
+// adds up as one more sum down columns: over the partials' rows.
 void sum_to(Mem<const float> x, Mem<float> out, const Rows& rows) {
   Rows kept, summed;
   for (int d = 0; d <= rows.ndim; ++d) {
@@ -66,7 +105,19 @@ void sum_to(Mem<const float> x, Mem<float> out, const Rows& rows) {
     append_dim(stride_out != 0 ? kept : summed, col ? rows.cols : rows.shape[d],
                col ? rows.col_strides[0] : rows.strides[0][d], stride_out);
   }
-  launch(kernel(Kernel::sum_to), column_items(kept.count, kept.cols), x, out, kept, summed);
+  const Blocks blocks = column_blocks(summed.count * summed.cols);
+  if (blocks.count == 1) {
+    launch(kernel(Kernel::sum_to), column_items(kept.count, kept.cols), x, out, kept, summed, int32(blocks.size));
+    return;
+  }
+  const int64_t elements = kept.count * kept.cols;
+  const Mem<float> sums = partials(blocks, elements);
+  launch(kernel(Kernel::sum_to), column_items(kept.count, kept.cols, blocks.count), x, sums, packed(kept, 1), summed,
+         int32(blocks.size));
+  Rows over_blocks;
+  append_dim(over_blocks, blocks.count, elements, 0);
+  launch(kernel(Kernel::sum_to), column_items(kept.count, kept.cols), sums, out, packed(kept, 0), over_blocks,
+         int32(blocks.count));
 }
 
 void unary(Unary op, Mem<const float> x, Mem<float> y, int64_t n, float s) {
@@ -99,12 +150,23 @@ void layer_norm(Mem<const float> x, Mem<const float> alpha, Mem<const float> bia
   launch(kernel(Kernel::layer_norm), row_groups(rows), x, alpha, bias, rows, cols, eps, y, mean, std);
 }
 
+// dx by rows; dalpha and dbias down the columns, with split columns in
+// blocks of rows into partial sums ([blocks, cols] of dalpha's, then of
+// dbias's), which layer_norm_backward_blocks adds up.
 void layer_norm_backward(Mem<const float> x, Mem<const float> alpha, Mem<const float> mean, Mem<const float> std,
                          Mem<const float> dy, int64_t rows, int64_t cols, float eps, Mem<float> dx,
                          Mem<float> dalpha, Mem<float> dbias) {
   launch(kernel(Kernel::layer_norm_backward_rows), row_groups(rows), x, alpha, mean, std, dy, rows, cols, eps, dx);
-  launch(kernel(Kernel::layer_norm_backward_columns), column_items(1, cols), x, mean, std, dy, int32(rows),
-         int32(cols), eps, dalpha, dbias);
+  const Blocks blocks = column_blocks(rows);
+  auto columns = [&](Mem<float> dalpha_rows, Mem<float> dbias_rows) {
+    launch(kernel(Kernel::layer_norm_backward_columns), column_items(1, cols, blocks.count), x, mean, std, dy,
+           int32(rows), int32(cols), int32(blocks.size), eps, dalpha_rows, dbias_rows);
+  };
+  if (blocks.count == 1) return columns(dalpha, dbias);
+  const Mem<float> sums = partials(blocks, 2 * cols);
+  columns(sums, sums + blocks.count * cols);
+  launch(kernel(Kernel::layer_norm_backward_blocks), column_items(1, cols), sums, int32(blocks.count), int32(cols),
+         dalpha, dbias);
 }
 
 void bias_relu(Mem<const float> x, Mem<const float> bias, int64_t rows, int64_t cols, Mem<float> y) {
@@ -177,11 +239,24 @@ void gather_rows(Mem<const float> table, Mem<const int32_t> ids, int64_t n, int6
          int32(dim), out);
 }
 
+// With split columns the embedding's backward cuts the ids into buckets (id %
+// buckets), an item per bucket and column, so that each item's chain of reads
+// and writes (a write may be to the row the next read needs) is about
+// n / buckets long, not n. Each item still reads every id, so more items cost
+// more: buckets for about kItems items, a power of 2 (the kernel masks), at
+// most n.
+int64_t id_buckets(int64_t n, int64_t dim) {
+  constexpr int64_t kItems = 1 << 14;
+  if (!Runtime::get().shapes().split_columns) return 1;
+  return static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(std::clamp<int64_t>(kItems / dim, 1, n))));
+}
+
 void scatter_add_rows(Mem<const float> grad_out, Mem<const int32_t> ids, int64_t n, int64_t dim,
                       Mem<float> grad_table) {
   if (n * dim == 0) return;
-  launch(kernel(Kernel::scatter_add_rows), column_items(1, dim), grad_out, ids, int32(n), int32(dim), grad_table,
-         rows_in(grad_table, dim));
+  const int64_t buckets = id_buckets(n, dim);
+  launch(kernel(Kernel::scatter_add_rows), column_items(1, dim, buckets), grad_out, ids, int32(n), int32(dim),
+         int32(buckets), grad_table, rows_in(grad_table, dim));
 }
 
 void cross_entropy(Mem<const float> logits, Mem<const int32_t> targets, int64_t rows, int64_t cols,

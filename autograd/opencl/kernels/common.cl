@@ -3,9 +3,9 @@
 // reductions.cl, rows.cl, indexing.cl, optimizer.cl. Each kernel computes what
 // the entry of the same name in kernels/scalar.cpp computes (the formulas are
 // the comments in kernels/kernels.h). Sums down a column (sum_to, the layer
-// norm parameter gradients) add in the CPU's order; sums along a row
-// run as partial sums (per vector lane, per work item), so they match within
-// rounding.
+// norm parameter gradients) add in the CPU's order in CPU shapes and by blocks
+// of rows in GPU shapes; sums along a row run as partial sums (per vector
+// lane, per work item), so they match within rounding.
 //
 // Conventions: every array arrives as (pointer to the buffer's start, offset in
 // elements) and is advanced by its offset first; sizes are long (ints where an
@@ -32,8 +32,11 @@
 //   - GPU shapes: a row kernel is one work-group of ROW_ITEMS items per row,
 //     item k reading columns k, k + ROW_ITEMS, ... (LANES 1), so neighbouring
 //     items read neighbouring floats, and a row's max or sum is a tree over
-//     the items in local memory; a column sum is one item per column, in
-//     groups of COLUMN_ITEMS neighbouring columns.
+//     the items in local memory; a column sum is one item per column and
+//     block of rows (the launch's second dim), in groups of COLUMN_ITEMS
+//     neighbouring columns, and then one per column adding the blocks' sums
+//     (autograd/opencl/table.cpp: column_blocks); the embedding's backward,
+//     one item per column and bucket of ids.
 
 // ---- vectors of 16 -----------------------------------------------------------
 

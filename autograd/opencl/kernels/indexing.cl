@@ -29,17 +29,20 @@ __kernel void gather_rows(__global const float* table, long table_off, long tabl
 }
 
 // grad_table[ids[i], d] += grad_out[i, d]: a column sum, one item per LANES
-// columns adding the rows in order, so repeated ids sum deterministically, as
-// on the CPU, without atomics.
+// columns and bucket of ids (the launch's second dim: id % buckets, buckets a
+// power of 2) adding its bucket's rows in order. A table row is one bucket's,
+// so repeated ids sum deterministically, in the ids' order as on the CPU,
+// without atomics.
 __kernel COLUMN_GROUP
 void scatter_add_rows(__global const float* grad_out, long grad_out_off, __global const int* ids, long ids_off,
-                      int n, int dim, __global float* grad_table, long grad_table_off, long table_rows) {
-  int d = get_global_id(0) * LANES;
+                      int n, int dim, int buckets, __global float* grad_table, long grad_table_off,
+                      long table_rows) {
+  int d = get_global_id(0) * LANES, bucket = get_global_id(1);
   if (d >= dim) return;
   for (int i = 0; i < n; ++i) {
-    long id = ids[ids_off + i];
-    if (id < 0 || id >= table_rows) continue;
-    __global float* row = grad_table + grad_table_off + id * dim;
+    int id = ids[ids_off + i];
+    if (id < 0 || id >= table_rows || (id & (buckets - 1)) != bucket) continue;
+    __global float* row = grad_table + grad_table_off + (long)id * dim;
     storeV(loadV(row, 1, d, dim, 0.0f) + loadV(grad_out + grad_out_off + (long)i * dim, 1, d, dim, 0.0f), row,
            1, d, dim);
   }

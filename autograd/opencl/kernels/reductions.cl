@@ -4,19 +4,27 @@
 // one item per LANES elements of out, which `kept` walks as rows (x operand 0,
 // out operand 1; launch.h: column_items), so no two items write the same
 // element. Each adds up the x elements `summed` walks (operand 0) in
-// row-major order, as the CPU does.
+// row-major order, block_size of them: the launch's second dim numbers the
+// blocks of that walk, and block b writes row b of out, [blocks, out's
+// elements] (one block: out itself).
 __kernel COLUMN_GROUP
 void sum_to(__global const float* x, long x_off, __global float* out, long out_off, PackedRows kept,
-            PackedRows summed) {
+            PackedRows summed, int block_size) {
   int row, c, end;
   if (!row_piece(kept.count, kept.cols, LANES, &row, &c, &end)) return;
+  int block = get_global_id(1);
   x += x_off + row_offset(kept, 0, row);
-  out += out_off + row_offset(kept, 1, row);
+  out += out_off + (long)block * kept.count * kept.cols + row_offset(kept, 1, row);
+  // Element e of the walk is column e % cols of row e / cols.
+  int e = block * block_size, last = min(e + block_size, summed.count * summed.cols);
+  int r = e / summed.cols, s = e % summed.cols;
   floatV acc = (floatV)(0.0f);
-  for (int r = 0; r < summed.count; ++r) {
-    __global const float* xr = x + row_offset(summed, 0, r);
-    for (int s = 0; s < summed.cols; ++s)
-      acc += loadV(xr + s * summed.col_strides[0], kept.col_strides[0], c, kept.cols, 0.0f);
+  while (e < last) {
+    __global const float* xr = x + row_offset(summed, 0, r++);
+    int stop = min(summed.cols, s + (last - e));
+    e += stop - s;
+    for (; s < stop; ++s) acc += loadV(xr + s * summed.col_strides[0], kept.col_strides[0], c, kept.cols, 0.0f);
+    s = 0;
   }
   storeV(acc, out, kept.col_strides[1], c, kept.cols);
 }

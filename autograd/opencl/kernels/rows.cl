@@ -191,22 +191,44 @@ void layer_norm_backward_rows(__global const float* x, long x_off, __global cons
 }
 
 // Layer norm's parameter gradients, a column sum: one item per LANES columns
-// adding down the rows, dalpha = sum dy xhat, dbias = sum dy (overwritten).
+// adding down block_rows rows, dalpha = sum dy xhat, dbias = sum dy
+// (overwritten). The launch's second dim numbers the blocks of rows, and block
+// b writes row b of dalpha and dbias (one block: the gradients themselves).
 __kernel COLUMN_GROUP
 void layer_norm_backward_columns(__global const float* x, long x_off, __global const float* mean, long mean_off,
                                  __global const float* std, long std_off, __global const float* dy, long dy_off,
-                                 int rows, int cols, float eps, __global float* dalpha, long dalpha_off,
-                                 __global float* dbias, long dbias_off) {
-  int c = get_global_id(0) * LANES;
+                                 int rows, int cols, int block_rows, float eps, __global float* dalpha,
+                                 long dalpha_off, __global float* dbias, long dbias_off) {
+  int c = get_global_id(0) * LANES, block = get_global_id(1);
   if (c >= cols) return;
+  int first = block * block_rows, last = min(first + block_rows, rows);
   floatV da = (floatV)(0.0f), db = (floatV)(0.0f);
-  for (int r = 0; r < rows; ++r) {
+  for (int r = first; r < last; ++r) {
     long start = (long)r * cols;
     floatV xhat = (loadV(x + x_off + start, 1, c, cols, 0.0f) - mean[mean_off + r]) *
                   (1.0f / (std[std_off + r] + eps));
     floatV g = loadV(dy + dy_off + start, 1, c, cols, 0.0f);
     da += g * xhat;
     db += g;
+  }
+  storeV(da, dalpha + dalpha_off + (long)block * cols, 1, c, cols);
+  storeV(db, dbias + dbias_off + (long)block * cols, 1, c, cols);
+}
+
+// dalpha and dbias from layer_norm_backward_columns' blocks: partials holds
+// [blocks, cols] sums of dalpha's, then as many of dbias's, added in block
+// order, one item per LANES columns.
+__kernel COLUMN_GROUP
+void layer_norm_backward_blocks(__global const float* partials, long partials_off, int blocks, int cols,
+                                __global float* dalpha, long dalpha_off, __global float* dbias, long dbias_off) {
+  int c = get_global_id(0) * LANES;
+  if (c >= cols) return;
+  __global const float* dalpha_sums = partials + partials_off;
+  __global const float* dbias_sums = dalpha_sums + (long)blocks * cols;
+  floatV da = (floatV)(0.0f), db = (floatV)(0.0f);
+  for (int b = 0; b < blocks; ++b) {
+    da += loadV(dalpha_sums + (long)b * cols, 1, c, cols, 0.0f);
+    db += loadV(dbias_sums + (long)b * cols, 1, c, cols, 0.0f);
   }
   storeV(da, dalpha + dalpha_off, 1, c, cols);
   storeV(db, dbias + dbias_off, 1, c, cols);
