@@ -115,9 +115,9 @@ Place PlacedDecoder::measure(const DecodePlaces::ClassKey& key, int64_t sentence
 
 nn::Transformer& PlacedDecoder::model_at(Place place) { return place == Place::cpu_copy ? cpu_copy() : model_; }
 
-// Built once in the process for each model shape; its weights are taken from
-// the model at each decoder's first use, as they change between decoders
-// (training's validations).
+// Built again only for a model of another shape than the last one's; its
+// weights are taken from the model at each decoder's first use, as they
+// change between decoders (training's validations).
 nn::Transformer& PlacedDecoder::cpu_copy() {
   std::unique_ptr<nn::Transformer>& copy = places_.cpu_copy_;
   if (!copy || shape_of(copy->config()) != shape_of(model_.config())) {
