@@ -76,8 +76,11 @@ void copy_weights(const nn::Transformer& from, nn::Transformer& into) {
 DecodePlaces::DecodePlaces(Timer timer, Say say) : timer_(std::move(timer)), say_(std::move(say)) {}
 
 DecodePlaces& DecodePlaces::process() {
-  static DecodePlaces places;
-  return places;
+  // Never destroyed: it may be made before the CPU device (a DecodeOptions
+  // made during static initialisation asks for it), and then, destroyed
+  // after it at exit, would hand its copy's memory back to a device gone.
+  static DecodePlaces* places = new DecodePlaces;
+  return *places;
 }
 
 PlacedDecoder::PlacedDecoder(nn::Transformer& model, int64_t beam, DecodePlaces& places)
