@@ -112,7 +112,8 @@ std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, i
   std::optional<AttentionRecorder> recorder;
   if (attention) recorder.emplace(model);
   int64_t batch = src.size(0);
-  Tensor src_mask = data::encoder_keep_mask(src);
+  // On the model's device once: decode_next would otherwise upload it at every token.
+  Tensor src_mask = data::encoder_keep_mask(src).to(model.device());
   nn::DecoderCache cache = model.start_decoding(model.encode(src, src_mask));
   std::vector<TokenIds> out(batch);
   std::vector<TokenIds> fed(batch, TokenIds{data::kSosId});  // each sentence's decoder inputs
@@ -172,7 +173,7 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
     for (int64_t i = 0; i < k; ++i)
       repeated.insert(repeated.end(), ids.begin() + b * width, ids.begin() + (b + 1) * width);
   Tensor src_k = Tensor::from_ints(repeated, {batch * k, width});
-  Tensor src_mask = data::encoder_keep_mask(src_k);
+  Tensor src_mask = data::encoder_keep_mask(src_k).to(model.device());  // once, as greedy_decode's
   nn::DecoderCache cache = model.start_decoding(model.encode(src_k, src_mask));
 
   // Only beam 0 is live at the start, so the first step does not pick k copies.

@@ -96,19 +96,24 @@ std::vector<TokenIds> translate_ids(nn::Transformer& model, const std::vector<st
   for (const auto& s : sources) lengths.push_back(s.size());
   std::vector<TokenIds> out(sources.size());
   if (attention) attention->assign(sources.size(), {});
+  // The weights stay as they are during this call: one decoder for its batches.
+  PlacedDecoder decoder(model, std::max<int64_t>(options.beam, 1), *options.places);
   for (const auto& batch : length_batches(lengths, options.batch_size)) {
     std::vector<std::vector<int32_t>> rows;
     for (size_t i : batch) rows.push_back(sources[i]);
     Tensor src = data::frame_sources(rows);
     std::vector<AttentionRecord> records;
-    if (options.beam <= 1) {
-      std::vector<TokenIds> result = greedy_decode(model, src, options.max_len, attention ? &records : nullptr);
-      for (size_t j = 0; j < batch.size(); ++j) out[batch[j]] = std::move(result[j]);
-    } else {
-      std::vector<Hypothesis> result = beam_search(model, src, options.beam, options.length_penalty,
-                                                   options.max_len, attention ? &records : nullptr);
-      for (size_t j = 0; j < batch.size(); ++j) out[batch[j]] = std::move(result[j].tokens);
-    }
+    decoder.decode(std::ssize(batch), [&](nn::Transformer& decoding) {
+      if (options.beam <= 1) {
+        std::vector<TokenIds> result =
+            greedy_decode(decoding, src, options.max_len, attention ? &records : nullptr);
+        for (size_t j = 0; j < batch.size(); ++j) out[batch[j]] = std::move(result[j]);
+      } else {
+        std::vector<Hypothesis> result = beam_search(decoding, src, options.beam, options.length_penalty,
+                                                     options.max_len, attention ? &records : nullptr);
+        for (size_t j = 0; j < batch.size(); ++j) out[batch[j]] = std::move(result[j].tokens);
+      }
+    });
     for (size_t j = 0; j < records.size(); ++j) (*attention)[batch[j]] = std::move(records[j]);
   }
   return out;

@@ -11,6 +11,7 @@
 #include "data/tokenizer.h"
 #include "nn/transformer.h"
 #include "setup/config.h"
+#include "infer/decode_place.h"
 #include "infer/decoding.h"
 
 namespace sf::infer {
@@ -37,6 +38,9 @@ struct DecodeOptions {
   // Whether Translation::shown replaces each [UNK] by the source word it
   // attends to most (infer/unknown_words.h), which needs the attention.
   bool replace_unknown_words = true;
+  // Where each size class of batches decodes (infer/decode_place.h): the
+  // process's choices, or a test's own.
+  DecodePlaces* places = &DecodePlaces::process();
 
   // The config's beam (or `beam`, e.g. --beam), length_penalty and seq_len,
   // batches of inference_batch_size.
@@ -44,7 +48,9 @@ struct DecodeOptions {
 };
 
 // Translates every source (token ids), batched by similar lengths; the results
-// come back in input order. With `attention`, it also receives each
+// come back in input order. A model on a device the host cannot address
+// decodes each batch there or on a CPU copy, whichever is faster for batches
+// of its size (infer/decode_place.h). With `attention`, it also receives each
 // sentence's attention record (see greedy_decode and beam_search), in input order.
 std::vector<TokenIds> translate_ids(nn::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
                                     const DecodeOptions& options, std::vector<AttentionRecord>* attention = nullptr);

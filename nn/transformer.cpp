@@ -132,7 +132,9 @@ Transformer::Transformer(const TransformerConfig& config, Rng& init)
 }
 
 // Token ids and masks are built on the host; each entry point takes the masks
-// to the model's device once (the embedding lookups take the ids).
+// to the model's device once (the embedding lookups take the ids). A mask
+// already there costs nothing, so decoding, which calls decode_next at every
+// token, uploads its source mask once beforehand.
 Tensor Transformer::encode(const Tensor& src, const Tensor& src_mask) {
   return encoder.forward(src_pos.forward(src_embed.forward(src)), src_mask.to(device()));
 }
