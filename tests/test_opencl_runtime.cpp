@@ -204,6 +204,18 @@ TEST_SUITE("opencl") {
     CHECK_MESSAGE(message.find(first) != std::string::npos, message, "\nlog: ", log);
   }
 
+  TEST_CASE("opencl runtime: programs divide and take square roots correctly rounded where the device can") {
+    SF_NEED_OPENCL();
+    // OpenCL C's default float division may be 2.5 ulp off (NVIDIA's is):
+    // layer norm's mean of a constant row would then miss it, and the row's
+    // outputs by far more (runtime.cpp: options_for).
+    cl_device_fp_config single = 0;
+    REQUIRE(clGetDeviceInfo(Runtime::get().device(), CL_DEVICE_SINGLE_FP_CONFIG, sizeof single, &single, nullptr) ==
+            CL_SUCCESS);
+    const bool asked = Runtime::get().build_options().find(" -cl-fp32-correctly-rounded-divide-sqrt") != std::string::npos;
+    CHECK(asked == ((single & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0));
+  }
+
   TEST_CASE("opencl runtime: a program without a kernel its list names fails as it loads, naming the kernel") {
     SF_NEED_OPENCL();
     static const opencl_backend::Source misspelt{

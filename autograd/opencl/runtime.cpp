@@ -98,6 +98,21 @@ std::string first_lines(const std::string& log, int lines) {
   return out;
 }
 
+// OpenCL C lets a float division be 2.5 ulp off and a square root 3 ulp
+// unless the program asks for them correctly rounded, and NVIDIA's driver
+// takes that freedom: layer norm's mean of a row of 0.75s came out one ulp
+// off 0.75 there, and (x - mean) / (std + eps), with std then about 1e-7 and
+// eps 1e-6, made that an error of 0.06 in every output of the row. The CPU
+// kernels divide correctly rounded, so the programs ask for the same wherever
+// the device offers it (PoCL, NVIDIA's driver).
+std::string options_for(const Shapes& shapes, cl_device_id device) {
+  cl_device_fp_config single = 0;
+  check(clGetDeviceInfo(device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof single, &single, nullptr), "clGetDeviceInfo");
+  return "-cl-std=CL1.2 -DLANES=" + std::to_string(shapes.lanes) + " -DROW_ITEMS=" + std::to_string(shapes.row_items) +
+         " -DCOLUMN_ITEMS=" + std::to_string(shapes.column_items) + " -DPIECE=" + std::to_string(shapes.piece) +
+         (single & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
+}
+
 }  // namespace
 
 std::vector<DeviceInfo> list_devices() { return describe(all_devices()); }
@@ -136,6 +151,7 @@ Runtime::Runtime() {
   device_ = candidates[chosen].device;
   shapes_ = &choose_shapes(device_);
   description_ = infos[chosen].name + " (" + infos[chosen].platform + "), " + shapes_->name + " shapes";
+  build_options_ = options_for(*shapes_, device_);
   cl_int status = CL_SUCCESS;
   context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &status);
   check(status, "clCreateContext");
@@ -148,10 +164,7 @@ cl_program Runtime::build(const Source& source) {
   cl_program program = clCreateProgramWithSource(context_, static_cast<cl_uint>(source.texts.size()),
                                                  const_cast<const char**>(source.texts.data()), nullptr, &status);
   check(status, "clCreateProgramWithSource");
-  std::string options = "-cl-std=CL1.2 -DLANES=" + std::to_string(shapes_->lanes) +
-                        " -DROW_ITEMS=" + std::to_string(shapes_->row_items) +
-                        " -DCOLUMN_ITEMS=" + std::to_string(shapes_->column_items) +
-                        " -DPIECE=" + std::to_string(shapes_->piece) + " " + source.options;
+  std::string options = build_options_ + " " + source.options;
   status = clBuildProgram(program, 1, &device_, options.c_str(), nullptr, nullptr);
   if (status == CL_BUILD_PROGRAM_FAILURE) {
     std::string log = info_string(

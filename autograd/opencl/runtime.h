@@ -54,7 +54,7 @@ size_t choose_device(const std::vector<DeviceInfo>& devices, const char* request
 // shapes suit a device that runs a group's items side by side: a work-group
 // per row with its reductions in local memory, one item per column and block
 // of the column's rows, and the tiled GEMM. Every program is built with lanes,
-// row_items and column_items as LANES, ROW_ITEMS and COLUMN_ITEMS.
+// row_items, column_items and piece as LANES, ROW_ITEMS, COLUMN_ITEMS and PIECE.
 struct Shapes {
   const char* name;    // "cpu" or "gpu"
   int lanes;           // floats per item of a row or column kernel: 16 or 1
@@ -83,6 +83,11 @@ class Runtime {
   const Shapes& shapes() const { return *shapes_; }
   // "<device name> (<platform name>), <cpu or gpu> shapes".
   const std::string& description() const { return description_; }
+
+  // The options every program is built with: the OpenCL C version, the
+  // shapes' sizes (LANES, ROW_ITEMS, COLUMN_ITEMS, PIECE) and, where the
+  // device offers it, correctly rounded division and square root.
+  const std::string& build_options() const { return build_options_; }
 
   // The kernel `name` of the program built from `source` (compared by address).
   cl_kernel kernel(const Source& source, const char* name);
@@ -114,6 +119,7 @@ class Runtime {
   cl_command_queue queue_ = nullptr;
   const Shapes* shapes_ = nullptr;
   std::string description_;
+  std::string build_options_;
 
   std::mutex mutex_;
   std::map<const Source*, cl_program> programs_;
