@@ -36,12 +36,7 @@ void whole_k(const Tiling& t, const Source& source, int64_t m, int64_t n, int64_
 }
 
 cl_uint compute_units() {
-  static const cl_uint units = [] {
-    cl_uint value = 1;
-    check(clGetDeviceInfo(Runtime::get().device(), CL_DEVICE_MAX_COMPUTE_UNITS, sizeof value, &value, nullptr),
-          "clGetDeviceInfo");
-    return value;
-  }();
+  static const cl_uint units = device_value<cl_uint>(Runtime::get().device(), CL_DEVICE_MAX_COMPUTE_UNITS);
   return units;
 }
 

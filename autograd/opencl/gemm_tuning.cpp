@@ -50,13 +50,6 @@ Json read_cache(const std::string& path) {
   return cache.is_object() ? cache : Json::object();
 }
 
-template <class T>
-T device_value(cl_device_id device, cl_device_info param) {
-  T value{};
-  check(clGetDeviceInfo(device, param, sizeof value, &value, nullptr), "clGetDeviceInfo");
-  return value;
-}
-
 // Whether a tiling's work-group and local memory fit the device (its
 // program then builds, and its kernel runs groups of that size: registers may
 // forbid it).

@@ -91,10 +91,7 @@ class OpenCLDevice final : public Device {
 
   // A quarter of the device's memory may sit in the cache of freed buffers.
   static size_t cache_limit(Runtime& runtime) {
-    cl_ulong bytes = 0;
-    check(clGetDeviceInfo(runtime.device(), CL_DEVICE_GLOBAL_MEM_SIZE, sizeof bytes, &bytes, nullptr),
-          "clGetDeviceInfo");
-    return static_cast<size_t>(bytes / 4);
+    return static_cast<size_t>(opencl_backend::device_value<cl_ulong>(runtime.device(), CL_DEVICE_GLOBAL_MEM_SIZE) / 4);
   }
 
   Runtime& runtime_;

@@ -106,8 +106,7 @@ std::string first_lines(const std::string& log, int lines) {
 // kernels divide correctly rounded, so the programs ask for the same wherever
 // the device offers it (PoCL, NVIDIA's driver).
 std::string options_for(const Shapes& shapes, cl_device_id device) {
-  cl_device_fp_config single = 0;
-  check(clGetDeviceInfo(device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof single, &single, nullptr), "clGetDeviceInfo");
+  const auto single = device_value<cl_device_fp_config>(device, CL_DEVICE_SINGLE_FP_CONFIG);
   return "-cl-std=CL1.2 -DLANES=" + std::to_string(shapes.lanes) + " -DROW_ITEMS=" + std::to_string(shapes.row_items) +
          " -DCOLUMN_ITEMS=" + std::to_string(shapes.column_items) + " -DPIECE=" + std::to_string(shapes.piece) +
          (single & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");

@@ -39,6 +39,14 @@ std::vector<DeviceInfo> list_devices();
 // A text property of a device (CL_DEVICE_NAME, CL_DRIVER_VERSION, ...).
 std::string device_string(cl_device_id device, cl_device_info param);
 
+// A scalar property of a device (CL_DEVICE_MAX_COMPUTE_UNITS as cl_uint, ...).
+template <class T>
+T device_value(cl_device_id device, cl_device_info param) {
+  T value{};
+  check(clGetDeviceInfo(device, param, sizeof value, &value, nullptr), "clGetDeviceInfo");
+  return value;
+}
+
 // The index in `devices` (every device of every platform: platforms in
 // order, then their devices) of the one a process uses. `requested` is
 // SCRATCHFORMER_OPENCL_DEVICE (null or empty when unset): a number N picks
