@@ -74,10 +74,10 @@ Tensor to_dtype(const Tensor& x, DType dtype);
 //
 // Where the device's bf16 products are no faster than its float32 ones
 // (Device::multiplies_bf16_faster: a CPU without AMX, or without AVX512-BF16
-// on AMD), the rounded operands stay float32 tensors holding bf16 values and
-// the float32 GEMM multiplies them: the same exact products, so the same
-// result as the bf16 GEMM's portable level, without widening the operands
-// again for every product.
+// on AMD), the operands stay float32 and the product rounds them to bf16 as
+// it reads them (the kernel table's gemm_rounded_bf16): the same exact
+// products, so the same result as the bf16 GEMM's portable level, at the
+// float32 GEMM's speed and with no rounded copies.
 class AutocastGuard {
  public:
   explicit AutocastGuard(DType dtype);
@@ -89,16 +89,11 @@ class AutocastGuard {
   DType previous_;
 };
 DType autocast_dtype();  // F32 outside any guard
-// x as a matrix product takes it under the current autocast: rounded to bf16
-// in a bf16 scope (a parameter, when nothing records gradients, only once
-// per outermost guard) by bf16_operand, else x itself.
+// x as a matrix product takes it under the current autocast: in a bf16
+// scope, on a device whose bf16 products are faster, x as a bf16 tensor (a
+// parameter, when nothing records gradients, converted only once per
+// outermost guard); else x itself.
 Tensor autocast_operand(const Tensor& x);
-// float32 x rounded to bf16 as a product on its device takes it: a bf16
-// tensor, or (where bf16 products are no faster) round_to_bf16(x).
-Tensor bf16_operand(const Tensor& x);
-// float32 x rounded to the nearest bf16 values, kept in float32. The gradient
-// passes through, as to_dtype's does.
-Tensor round_to_bf16(const Tensor& x);
 
 // --- reductions -------------------------------------------------------------
 Tensor sum(const Tensor& x);  // all elements -> scalar

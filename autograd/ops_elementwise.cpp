@@ -62,12 +62,6 @@ Tensor neg(const Tensor& x) {
   return record(out, "neg", {x}, [](const Tensor& g) -> Grads { return {neg(g)}; });
 }
 
-// The rounding's derivative is taken as 1, as to_dtype's (ops.h).
-Tensor round_to_bf16(const Tensor& x) {
-  Tensor out = unary_forward(Unary::RoundBf16, x, 0.0f, "round_to_bf16");
-  return record(out, "round_to_bf16", {x}, [](const Tensor& g) -> Grads { return {g}; });
-}
-
 Tensor add_scalar(const Tensor& x, float s) {
   Tensor out = unary_forward(Unary::AddScalar, x, s, "add_scalar");
   return record(out, "add_scalar", {x}, [](const Tensor& g) -> Grads { return {g}; });

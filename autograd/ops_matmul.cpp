@@ -23,8 +23,9 @@ Shape batch_shape(const Tensor& x) { return Shape(x.shape().begin(), x.shape().e
 
 // Batched product with broadcasting over batch dims. When an operand's batch is
 // either complete or a single matrix, one strided kernel call does all of it;
-// other broadcasts loop over the batch.
-Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
+// other broadcasts loop over the batch. `bf16_values`: float32 operands are
+// rounded to bf16 as the kernel reads them.
+Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o, bool bf16_values) {
   MatrixDims da = matrix_dims(a, o.trans_a), db = matrix_dims(b, o.trans_b);
   if (da.cols != db.rows)
     internal_fail("matmul: shapes ", to_string(a.shape()), (o.trans_a ? "^T" : ""), " and ",
@@ -46,9 +47,11 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
     if (a.dtype() == DType::BF16)
       kernels.gemm_bf16(o.trans_a, o.trans_b, m, n, k, 1.0f, a.bf16_mem() + offset_a, da.ld, stride_a,
                         b.bf16_mem() + offset_b, db.ld, stride_b, 0.0f, out.mem() + offset_out, n, m * n, entries);
-    else
-      kernels.gemm(o.trans_a, o.trans_b, m, n, k, 1.0f, a.mem() + offset_a, da.ld, stride_a, b.mem() + offset_b,
-                   db.ld, stride_b, 0.0f, out.mem() + offset_out, n, m * n, entries);
+    else {
+      const auto product = bf16_values ? kernels.gemm_rounded_bf16 : kernels.gemm;
+      product(o.trans_a, o.trans_b, m, n, k, 1.0f, a.mem() + offset_a, da.ld, stride_a, b.mem() + offset_b, db.ld,
+              stride_b, 0.0f, out.mem() + offset_out, n, m * n, entries);
+    }
   };
   int64_t size_a = a.size(-2) * a.size(-1), size_b = b.size(-2) * b.size(-1);
   int64_t count_a = numel(batch_shape(a)), count_b = numel(batch_shape(b));
@@ -72,8 +75,9 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulOptions o) {
 }
 
 // The product of operands that are both float32 or both bf16. `bf16_values`:
-// they hold bf16 values (bf16 tensors, or float32 ones rounded by
-// bf16_operand), so the backward's products round the output gradient too.
+// it multiplies bf16 values (bf16 tensors, or float32 ones the kernel rounds
+// as it reads them), and so do the backward's products, the output gradient
+// rounded too.
 Tensor product(const Tensor& a, const Tensor& b, MatmulOptions o, bool bf16_values) {
   if (a.dtype() != b.dtype() || (a.dtype() != DType::F32 && a.dtype() != DType::BF16))
     internal_fail("matmul: operands must be both float32 or both bfloat16, got ", to_string(a.dtype()), " and ",
@@ -89,15 +93,13 @@ Tensor product(const Tensor& a, const Tensor& b, MatmulOptions o, bool bf16_valu
     out_shape.back() = o.trans_b ? b.size(0) : b.size(1);
     return reshape(product(reshape(a, {-1, a.size(-1)}), b, o, bf16_values), out_shape);
   }
-  Tensor out = matmul_forward(a, b, o);
+  Tensor out = matmul_forward(a, b, o, bf16_values);
   // C = op(A) op(B): dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, each written
   // in the layout A and B are stored in.
   // Saved for backward: the operands as multiplied, so bf16 ones keep half the
   // memory. The backward's products take their precision: g is rounded too.
   return record(out, "matmul", {a, b}, [a, b, o, bf16_values](const Tensor& output_grad) -> Grads {
-    const Tensor g = !bf16_values ? output_grad
-                     : a.dtype() == DType::BF16 ? to_dtype(output_grad, DType::BF16)
-                                                : round_to_bf16(output_grad);
+    const Tensor g = a.dtype() == DType::BF16 ? to_dtype(output_grad, DType::BF16) : output_grad;
     Tensor ga, gb;
     if (a.requires_grad())
       ga = o.trans_a ? product(b, g, {.trans_a = o.trans_b, .trans_b = true}, bf16_values)

@@ -42,15 +42,12 @@ DType autocast_dtype() { return g_autocast; }
 
 Tensor autocast_operand(const Tensor& x) {
   if (g_autocast != DType::BF16 || x.dtype() != DType::F32) return x;
-  if (grad_enabled() || !is_parameter(x)) return bf16_operand(x);
+  // Where bf16 products are no faster, the product rounds x as it reads it.
+  if (!x.device().multiplies_bf16_faster()) return x;
+  if (grad_enabled() || !is_parameter(x)) return to_dtype(x, DType::BF16);
   auto [entry, added] = g_parameter_copies.try_emplace(x.id());
-  if (added) entry->second = {x, bf16_operand(x)};
+  if (added) entry->second = {x, to_dtype(x, DType::BF16)};
   return entry->second.second;
-}
-
-Tensor bf16_operand(const Tensor& x) {
-  if (x.device().multiplies_bf16_faster()) return to_dtype(x, DType::BF16);
-  return round_to_bf16(x);
 }
 
 Tensor to_dtype(const Tensor& x, DType dtype) {

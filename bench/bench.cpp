@@ -162,7 +162,7 @@ const char* openblas_core_to_set() {
 }  // namespace
 
 // Usage: bench [OUT.json [PART...]]: every part by default, else the parts
-// named (gemm, gemm_bf16, memory, train, train_bf16, profile, gemm_steps,
+// named (gemm, gemm_bf16, memory, train, train_bf16, train_bf16_portable, profile, gemm_steps,
 // opencl_gemm). `bench --openblas-coretype` prints the OpenBLAS core the
 // bench would name, if any (bench/data_parallel.py sets it for PyTorch).
 int main(int argc, char** argv) {
@@ -206,6 +206,7 @@ int main(int argc, char** argv) {
   }
   if (wanted("train")) bench_train_steps();
   if (wanted("train_bf16")) bench_train_steps_bf16();
+  if (wanted("train_bf16_portable")) bench_portable_bf16_steps();
   if (wanted("profile")) bench_step_profile();
   if (wanted("gemm_steps")) bench_gemm_steps();
 #ifdef SF_OPENCL

@@ -130,6 +130,7 @@ void bench_gemm_bf16(int threads, std::optional<double> bf16_peak);  // gemm_bf1
 void measure_gemm_bf16(int64_t size);  // gemm_bf16.cpp
 void bench_train_steps();  // train_step.cpp
 void bench_train_steps_bf16();  // train_step.cpp
+void bench_portable_bf16_steps();  // train_step.cpp
 int measure(int argc, char** argv);  // train_step.cpp: `bench --measure ...`
 void bench_step_profile();  // step_profile.cpp
 void bench_gemm_steps();  // gemm_steps.cpp: the steps of docs/03-kernels.md

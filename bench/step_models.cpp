@@ -41,4 +41,22 @@ Tensor step_loss(nn::Transformer& model, const StepBatch& b) {
   return setup::translation_loss(model, model.decode(memory, b.src_mask, b.tgt, b.tgt_mask), b.label, 0.1f);
 }
 
+TrainingSteps::TrainingSteps(const StepConfig& c, Device& device)
+    : model(build(c, device)), adam(model->named_parameters(), 1e-4f) {
+  Rng data(7);
+  for (int i = 0; i < 4; ++i) batches.push_back(random_batch(c, data));
+}
+
+void TrainingSteps::step(DType precision) {
+  Tensor loss;
+  {
+    AutocastGuard autocast(precision);
+    loss = step_loss(*model, next_batch());
+  }
+  loss.backward();
+  adam.step();
+  adam.zero_grad();
+  (void)loss.item();
+}
+
 }  // namespace sf::bench

@@ -6,6 +6,7 @@
 
 #include "base/random.h"
 #include "nn/transformer.h"
+#include "optim/optimizer.h"
 
 namespace sf::bench {
 
@@ -36,5 +37,22 @@ StepBatch random_batch(const StepConfig& c, Rng& rng);
 // The forward pass and the loss of a training step (label smoothing 0.1), as
 // training computes them.
 Tensor step_loss(nn::Transformer& model, const StepBatch& b);
+
+// What a benchmark's training steps run on: the model on `device`, its Adam
+// (lr 1e-4) and 4 random batches taken in turn.
+struct TrainingSteps {
+  TrainingSteps(const StepConfig& c, Device& device);
+  const StepBatch& next_batch() { return batches[next++ % batches.size()]; }
+  // One whole step on the next batch: the forward pass and the loss with
+  // matrix products in `precision` (DType::BF16: mixed precision, as
+  // torch.autocast), backward, Adam; over when the loss is on the host, as in
+  // training.
+  void step(DType precision);
+
+  std::unique_ptr<nn::Transformer> model;
+  optim::Adam adam;
+  std::vector<StepBatch> batches;
+  size_t next = 0;
+};
 
 }  // namespace sf::bench

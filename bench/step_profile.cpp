@@ -135,12 +135,7 @@ void bench_step_profile() {
   const double peak = fma_peak_gflops(2);
   kernels::set_num_threads(2);
   for (const std::string model_name : {"tiny", "small"}) {
-    const StepConfig& c = config_named(model_name);
-    auto model = build(c, cpu());
-    optim::Adam adam(model->named_parameters(), 1e-4f);
-    Rng data(7);
-    std::vector<StepBatch> batches;
-    for (int i = 0; i < 4; ++i) batches.push_back(random_batch(c, data));
+    TrainingSteps run(config_named(model_name), cpu());
     double forward = 0, backward = 0, update = 0;
     for (int i = 0; i < kWarmup + kSteps; ++i) {
       if (i == kWarmup) {  // measure from here on
@@ -150,17 +145,16 @@ void bench_step_profile() {
         gemm_flops() = 0;
         forward = backward = update = 0;
       }
-      const StepBatch& b = batches[i % batches.size()];
       auto start = Clock::now();
-      Tensor loss = step_loss(*model, b);
+      Tensor loss = step_loss(*run.model, run.next_batch());
       (void)loss.item();
       forward += since(start);
       start = Clock::now();
       loss.backward();
       backward += since(start);
       start = Clock::now();
-      adam.step();
-      adam.zero_grad();
+      run.adam.step();
+      run.adam.zero_grad();
       update += since(start);
     }
     kernels::set_active(kernels::fast_table());

@@ -18,6 +18,7 @@
 
 #include "autograd/device.h"
 #include "autograd/engine.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/thread_pool.h"
 #include "autograd/ops.h"
 #include "bench_util.h"
@@ -33,25 +34,10 @@ namespace {
 // the matrix products in `precision` (DType::BF16: mixed precision, as
 // torch.autocast; the backward's products follow the forward's).
 double step_ms(const StepConfig& c, Device& device, DType precision, int warmup, int steps) {
-  auto model = build(c, device);
-  optim::Adam adam(model->named_parameters(), 1e-4f);
-  Rng data(7);
-  std::vector<StepBatch> batches;
-  for (int i = 0; i < 4; ++i) batches.push_back(random_batch(c, data));
+  TrainingSteps run(c, device);
   std::vector<double> times;
   for (int i = 0; i < warmup + steps; ++i) {
-    const StepBatch& b = batches[i % batches.size()];
-    double t = seconds([&] {
-      Tensor loss;
-      {
-        AutocastGuard autocast(precision);
-        loss = step_loss(*model, b);
-      }
-      loss.backward();
-      adam.step();
-      adam.zero_grad();
-      (void)loss.item();  // as training does: the step is over when its loss is on the host
-    });
+    double t = seconds([&] { run.step(precision); });
     if (i >= warmup) times.push_back(t * 1e3);
   }
   return median(times);
@@ -224,6 +210,30 @@ void bench_train_steps() {
 // PyTorch's float32 step and its torch.autocast("cpu", bfloat16) step (oneDNN's
 // bf16 kernels), all measured in this run. The goals, at 2 threads: at most
 // 0.3x PyTorch's float32 step and 0.5x its autocast step.
+// On a CPU whose bf16 products are no faster than float32's (the portable
+// level, forced here on any CPU), bf16 keeps its rounding and should cost no
+// time: the float32 GEMM rounds the operands as it packs them. One model and
+// optimizer take float32 and bf16 steps in turn (bench_util.h: interleaved),
+// so a machine that changes speed slows both alike.
+void bench_portable_bf16_steps() {
+  const kernels::Bf16Gemm level = kernels::bf16_gemm();
+  kernels::set_bf16_gemm(kernels::Bf16Gemm::kPortable);
+  std::printf("\nbf16 where it brings no speed (the portable level), beside float32: steps in turn in one process,\n"
+              "ms (median of %d each); goal <= 1.05\n%-8s %7s %9s %9s %8s\n",
+              kTrials, "model", "threads", "float32", "bf16", "ratio");
+  for (const char* model_name : {"tiny", "small"}) {
+    const int threads = 2;
+    kernels::set_num_threads(threads);
+    TrainingSteps run(config_named(model_name), cpu());
+    auto step = [&run](DType precision) { return [&run, precision] { run.step(precision); }; };
+    for (int i = 0; i < 3; ++i) step(DType::BF16)();  // warm-up: allocations, the thread pool
+    const auto [f32, bf16] = interleaved(step(DType::F32), step(DType::BF16));
+    std::printf("%-8s %7d %9.1f %9.1f %8.3f\n", model_name, threads, f32 * 1e3, bf16 * 1e3, bf16 / f32);
+    add_record("train_step_bf16_portable", model_name, threads, bf16 * 1e3, f32 * 1e3, "ours fp32", "ms");
+  }
+  kernels::set_bf16_gemm(level);
+}
+
 void bench_train_steps_bf16() {
   bool torch = have_torch();
   std::printf("\nTraining step in bf16 (mixed precision), ms (median of 20 after 5 warm-up): ours beside PyTorch's\n"

@@ -330,7 +330,7 @@ std::vector<Embedding> embeddings() {
 
 }  // namespace
 
-KernelCase gemm_case(const GemmShape& g, bool as_bf16) {
+KernelCase gemm_case(const GemmShape& g, GemmEntry entry) {
   const int64_t lda = (g.trans_a ? g.m : g.k) + g.pad, ldb = (g.trans_b ? g.k : g.n) + g.pad, ldc = g.n + g.pad;
   const int64_t size_a = (g.trans_a ? g.k : g.m) * lda, size_b = (g.trans_b ? g.n : g.k) * ldb, size_c = g.m * ldc;
   const int64_t stride_b = g.shared_b ? 0 : size_b;
@@ -345,7 +345,7 @@ KernelCase gemm_case(const GemmShape& g, bool as_bf16) {
                   g.beta, "batch", g.batch, "pad", g.pad, "shared_b", g.shared_b, "edges", g.edges), g.split);
   const bool empty = g.m == 0 || g.n == 0 || g.batch == 0;
   const Arg<float> out = empty ? kc.untouched(c) : kc.output(c, gemm_tolerance(g.k));
-  if (as_bf16) {
+  if (entry == GemmEntry::kBf16) {
     const Arg<bf16> pa = kc.input(to_bf16s(a)), pb = kc.input(to_bf16s(b));
     kc.call = [=](const Table& t, const Placed& p) {
       t.gemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, p[pa], lda, size_a, p[pb], ldb, stride_b, g.beta,
@@ -353,9 +353,10 @@ KernelCase gemm_case(const GemmShape& g, bool as_bf16) {
     };
   } else {
     const Arg<float> pa = kc.input(a), pb = kc.input(b);
+    const auto product = entry == GemmEntry::kRoundedBf16 ? &Table::gemm_rounded_bf16 : &Table::gemm;
     kc.call = [=](const Table& t, const Placed& p) {
-      t.gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, p[pa], lda, size_a, p[pb], ldb, stride_b, g.beta, p[out],
-             ldc, size_c, g.batch);
+      (t.*product)(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, p[pa], lda, size_a, p[pb], ldb, stride_b, g.beta,
+                   p[out], ldc, size_c, g.batch);
     };
   }
   return kc;
@@ -371,27 +372,27 @@ namespace {
 // columns, one of 3 rows (gemm_few_rows) into blocks of columns of which
 // `few_rows_n` makes five or more; batch 1 is cut into parts, batch 3 too.
 // Then the empty ones (m, n or the batch 0; k 0 is C = beta C).
-void add_split_and_empty(Cases& all, bool as_bf16, int64_t k, int64_t few_rows_n) {
+void add_split_and_empty(Cases& all, GemmEntry entry, int64_t k, int64_t few_rows_n) {
   for (const auto& [m, n] : {std::pair<int64_t, int64_t>{136, 17}, {17, 136}, {3, few_rows_n}})
     for (int64_t batch : {1, 3})
       for (int layout = 0; layout < 4; ++layout)
         all.push_back(gemm_case({m, n, k, bool(layout & 1), bool(layout & 2), 0.5f, layout == 3 ? 0.0f : 1.5f, batch,
                                  /*pad=*/1, /*shared_b=*/false, /*edges=*/false, /*split=*/true},
-                                as_bf16));
+                                entry));
   for (const GemmShape& g : {GemmShape{0, 5, 3, false, false, 1.0f, 0.0f, 1}, GemmShape{4, 0, 3, false, true, 1.0f, 0.0f, 1},
                              GemmShape{4, 5, 3, true, false, 1.0f, 0.0f, 0}})
-    all.push_back(gemm_case(g, as_bf16));
+    all.push_back(gemm_case(g, entry));
 }
 
 // Edge values in A and B, sparse enough that some rows and columns of C stay finite.
-void add_edges(Cases& all, bool as_bf16, std::initializer_list<int64_t> ns, std::initializer_list<int64_t> ks) {
+void add_edges(Cases& all, GemmEntry entry, std::initializer_list<int64_t> ns, std::initializer_list<int64_t> ks) {
   for (int64_t m : {3, 17, 65})
     for (int64_t n : ns)
       for (int64_t k : ks)
         for (int layout = 0; layout < 4; ++layout) {
           GemmShape g{m, n, k, bool(layout & 1), bool(layout & 2), 1.0f, 0.5f};
           g.edges = true;
-          all.push_back(gemm_case(g, as_bf16));
+          all.push_back(gemm_case(g, entry));
         }
 }
 
@@ -408,19 +409,19 @@ Cases gemm() {
     for (int64_t m : kSizes)
       for (int64_t n : kSizes)
         for (int64_t k : {0, 1, 17, 65, 129})
-          all.push_back(gemm_case({m, n, k, ta, tb, 0.5f, layout == 3 ? 0.0f : 1.5f, 2, 0, /*shared_b=*/true}, false));
+          all.push_back(gemm_case({m, n, k, ta, tb, 0.5f, layout == 3 ? 0.0f : 1.5f, 2, 0, /*shared_b=*/true}, GemmEntry::kFloat32));
     for (int64_t m : {1, 2, 3, 4, 5})
       for (int64_t n : {1, 63, 64, 130, 4000})
         for (int64_t k : {1, 17, 128})
-          all.push_back(gemm_case({m, n, k, ta, tb, 1.0f, layout == 1 ? 0.0f : 0.5f, 3, 3}, false));
+          all.push_back(gemm_case({m, n, k, ta, tb, 1.0f, layout == 1 ? 0.0f : 0.5f, 3, 3}, GemmEntry::kFloat32));
     for (const GemmShape& g : {GemmShape{7, 17, 5, ta, tb, 0.5f, 1.5f, 3}, GemmShape{1, 1, 1, ta, tb, -2.0f, 0.25f, 2, 0, true},
                                GemmShape{64, 64, 64, ta, tb, 0.125f, 0.0f, 5}, GemmShape{65, 129, 17, ta, tb, 1.0f, 1.0f, 3, 3, true},
                                GemmShape{129, 130, 67, ta, tb, 1.0f, -1.0f, 1, 5}, GemmShape{32, 32, 32, ta, tb, 1.0f, 0.0f, 6},
                                GemmShape{33, 96, 31, ta, tb, 1.0f, 0.5f, 2, 2}, GemmShape{13, 300, 40, ta, tb, 1.0f, 0.0f, 1}})
-      all.push_back(gemm_case(g, false));
+      all.push_back(gemm_case(g, GemmEntry::kFloat32));
   }
-  add_edges(all, false, {7, 65, 129}, {17, 129});
-  add_split_and_empty(all, false, 521, 1700);
+  add_edges(all, GemmEntry::kFloat32, {7, 65, 129}, {17, 129});
+  add_split_and_empty(all, GemmEntry::kFloat32, 521, 1700);
   return all;
 }
 
@@ -435,12 +436,12 @@ Cases gemm_bf16() {
         for (int64_t k : {0, 1, 2, 17, 64, 129})
           all.push_back(gemm_case({m, n, k, bool(layout & 1), bool(layout & 2), 0.5f, layout == 3 ? 0.0f : 1.5f, 2,
                                    /*pad=*/layout, /*shared_b=*/layout == 1},
-                                  true));
+                                  GemmEntry::kBf16));
     for (int64_t k : {1024, 1031, 2049})
-      all.push_back(gemm_case({37, 70, k, bool(layout & 1), bool(layout & 2), 1.0f, 0.0f, 3, 1}, true));
+      all.push_back(gemm_case({37, 70, k, bool(layout & 1), bool(layout & 2), 1.0f, 0.0f, 3, 1}, GemmEntry::kBf16));
   }
-  add_edges(all, true, {7, 65}, {17, 130});
-  add_split_and_empty(all, true, 1031, 700);
+  add_edges(all, GemmEntry::kBf16, {7, 65}, {17, 130});
+  add_split_and_empty(all, GemmEntry::kBf16, 1031, 700);
 
   const int64_t m = 9, n = 33, k = 19;
   std::vector<float> a = random_vector(m * k, 5), b = random_vector(k * n, 6);
@@ -453,6 +454,29 @@ Cases gemm_bf16() {
     t.gemm_bf16(false, false, m, n, k, 1.0f, p[pa], k, 0, p[pb], n, 0, 0.0f, p[out], n, 0, 1);
   };
   all.push_back(kc);
+  return all;
+}
+
+// Float32 operands rounded as they are read: each layout at sizes on both
+// sides of the micro-kernels' tiles and the K blocking (512), with padded
+// leading dimensions and a shared B; few rows (B rounded in registers, every
+// B layout); the split and empty products; edge values, which rounding must
+// keep (infinities stay, NaN stays NaN). Random operands are not bf16 values,
+// so a kernel that skipped the rounding would be off by ~2^-9 of each product.
+Cases gemm_rounded_bf16() {
+  Cases all;
+  for (int layout = 0; layout < 4; ++layout) {
+    const bool ta = layout & 1, tb = layout & 2;
+    for (int64_t m : {1, 4, 5, 9, 33, 130})
+      for (int64_t n : {1, 17, 33, 65})
+        for (int64_t k : {1, 17, 129, 521})
+          all.push_back(gemm_case({m, n, k, ta, tb, 0.5f, layout == 3 ? 0.0f : 1.5f, 2, /*pad=*/layout,
+                                   /*shared_b=*/layout == 1},
+                                  GemmEntry::kRoundedBf16));
+    all.push_back(gemm_case({2, 4000, 128, ta, tb, 1.0f, 0.5f, 3, 3}, GemmEntry::kRoundedBf16));
+  }
+  add_edges(all, GemmEntry::kRoundedBf16, {7, 65}, {17, 129});
+  add_split_and_empty(all, GemmEntry::kRoundedBf16, 521, 1700);
   return all;
 }
 

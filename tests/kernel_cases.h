@@ -139,8 +139,11 @@ std::vector<float> random_vector(int64_t n, uint64_t seed, float low = -2.0f, fl
 // scalar tails, at every vector width.
 std::vector<float> with_edges(int64_t n, uint64_t seed, float low = -2.0f, float high = 2.0f);
 
-// A matrix product's case (gemm, or gemm_bf16 with its operands rounded to
-// bf16): every operand `pad` columns into a wider matrix, as a slice of a
+// Which of the kernel table's products a case runs: gemm, gemm_bf16 (its
+// operands rounded to bf16 and stored so), or gemm_rounded_bf16.
+enum class GemmEntry { kFloat32, kBf16, kRoundedBf16 };
+
+// A matrix product's case for `entry`: every operand `pad` columns into a wider matrix, as a slice of a
 // cache would be, so C's padding must come back untouched; B may be shared by
 // the batch (stride 0), as a weight is; `edges` sprinkles infinities and NaN
 // through A and B. With beta 0, C starts as NaN, which must not leak.
@@ -153,7 +156,7 @@ struct GemmShape {
   // A product the fast table must split across threads.
   bool split = false;
 };
-KernelCase gemm_case(const GemmShape& g, bool as_bf16);
+KernelCase gemm_case(const GemmShape& g, GemmEntry entry);
 
 // Every entry's cases generator, in the list's order, with its name.
 struct EntryCases {

@@ -75,19 +75,38 @@ TEST_CASE("bf16: a tensor of 2-byte elements; to_dtype rounds to nearest even an
 
 // Beam search reorders the decoder's cached keys and values, bf16 under
 // autocast, by the rows of the surviving hypotheses.
-TEST_CASE("bf16: round_to_bf16 rounds as to_dtype does, bit for bit, and keeps float32; the gradient passes") {
-  std::vector<float> values = random_matrix({1000}, 11).to_vector();
-  for (float v : {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -0.0f, 1e-40f, -1e-45f, 3.4e38f, INFINITY, -INFINITY, NAN})
-    values.push_back(v);
-  Tensor x = Tensor::from(values, {static_cast<int64_t>(values.size())}).set_requires_grad();
-  Tensor r = round_to_bf16(x);
-  CHECK(r.dtype() == DType::F32);
-  const std::vector<float> got = r.to_vector(), want = rounded(x).to_vector();
-  for (size_t i = 0; i < got.size(); ++i)
-    CHECK_MESSAGE(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]), values[i]);
-  Tensor w = random_matrix({static_cast<int64_t>(values.size())}, 12);
-  sum(mul(r, w)).backward();
-  CHECK(x.grad().to_vector() == w.to_vector());
+TEST_CASE("bf16: where bf16 products are no faster, autocast keeps float32 operands and the product rounds them") {
+  const kernels::Bf16Gemm original = kernels::bf16_gemm();
+  kernels::set_bf16_gemm(kernels::Bf16Gemm::kPortable);
+  REQUIRE_FALSE(cpu().multiplies_bf16_faster());
+  // Sizes through both of the float32 GEMM's paths: few rows (B rounded as it
+  // is loaded) and the blocked one (rounded where it is packed), A and B
+  // transposed or not.
+  for (const auto& [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{3, 70, 9}, {67, 530, 45}})
+    for (bool trans_b : {false, true}) {
+      CAPTURE(m);
+      CAPTURE(trans_b);
+      Tensor a = random_matrix({m, k}, 13).set_requires_grad();
+      Tensor b = random_matrix(trans_b ? Shape{n, k} : Shape{k, n}, 14).set_requires_grad();
+      Tensor g = random_matrix({m, n}, 15);
+      Tensor product;
+      {
+        AutocastGuard autocast(DType::BF16);
+        CHECK(autocast_operand(a).same_storage(a));  // no rounded copy
+        product = matmul(a, b, {.trans_b = trans_b});
+      }
+      product.backward(g);
+      // The bits of the float32 GEMM on rounded copies: the same products,
+      // summed in the same order. The gradients too (g rounded as well).
+      const MatmulOptions t{.trans_b = trans_b};
+      CHECK(product.to_vector() == matmul(rounded(a), rounded(b), t).to_vector());
+      CHECK(a.grad().to_vector() == matmul(rounded(g), rounded(b), {.trans_b = !trans_b}).to_vector());
+      const Tensor want_b = trans_b ? matmul(rounded(g), rounded(a), {.trans_a = true})
+                                    : matmul(rounded(a), rounded(g), {.trans_a = true});
+      CHECK(b.grad().to_vector() == want_b.to_vector());
+      CHECK(max_difference(product, matmul(a, b, t)) > 1e-4);  // not the float32 product
+    }
+  kernels::set_bf16_gemm(original);
 }
 
 TEST_CASE("bf16: index_select picks the rows of a bf16 tensor bit for bit, as bf16") {
@@ -300,10 +319,11 @@ TEST_CASE("bf16: a parameter is rounded once per autocast scope when nothing rec
     NoGradGuard no_grad;
     AutocastGuard autocast(DType::BF16);
     Tensor first = autocast_operand(w), second = autocast_operand(w);
-    // bf16 storage where bf16 products are faster, else bf16 values in float32.
+    // bf16 storage where bf16 products are faster, else w itself (the product rounds it).
     CHECK(first.dtype() == (cpu().multiplies_bf16_faster() ? DType::BF16 : DType::F32));
     CHECK(first.same_storage(second));  // decoding's weights: rounded once
-    CHECK_FALSE(autocast_operand(x).same_storage(autocast_operand(x)));  // not a parameter: each time
+    if (cpu().multiplies_bf16_faster())
+      CHECK_FALSE(autocast_operand(x).same_storage(autocast_operand(x)));  // not a parameter: each time
     {
       AutocastGuard inner(DType::BF16);
       CHECK(autocast_operand(w).same_storage(first));  // an inner scope shares the outer one's copies
@@ -318,7 +338,7 @@ TEST_CASE("bf16: a parameter is rounded once per autocast scope when nothing rec
   }
   // Recording: a fresh copy each time, so the gradient reaches the parameter.
   AutocastGuard autocast(DType::BF16);
-  CHECK_FALSE(autocast_operand(w).same_storage(autocast_operand(w)));
+  CHECK(autocast_operand(w).same_storage(autocast_operand(w)) == !cpu().multiplies_bf16_faster());
   sum(matmul(x, w)).backward();
   CHECK(w.grad().defined());
 }

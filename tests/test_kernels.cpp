@@ -129,7 +129,7 @@ TEST_CASE("kernels: bf16 gemm at the AMX level, around its tiles and blocks") {
         for (int layout = 0; layout < 4; ++layout)
           cases.push_back(gemm_case({m, n, k, bool(layout & 1), bool(layout & 2), 0.5f, layout == 2 ? 0.0f : 1.5f,
                                      /*batch=*/2, /*pad=*/layout, /*shared_b=*/layout == 3},
-                                    /*bf16=*/true));
+                                    GemmEntry::kBf16));
   check_fast_table("gemm_bf16 (AMX)", cases);
 }
 

@@ -23,6 +23,15 @@
 // few rows, where a packed copy would be reused too few times to pay for itself
 // (kPackBRows). Each B block is reused from L2 by all M/MR A panels.
 // Products of at most kFewRows rows (decoding) take gemm_few_rows.cpp instead.
+//
+// gemm_rounded_bf16 is this GEMM with every operand element rounded to bf16
+// where it is copied: B always packed (each panel rounded in L2 once packed),
+// a transposed A packed as above and rounded likewise, and an untransposed A,
+// otherwise read in place, copied MC rows at a time (row-major, no reordering)
+// and rounded there. Each copy is reused by the NC columns of its B block, so
+// the rounding costs about 1% of the multiply-adds, where a separate pass over
+// the operands (read and write them whole, once per product) cost 5% of a
+// training step (docs/13-bf16.md).
 #include "gemm.h"
 #include "kernels.h"
 
@@ -38,6 +47,7 @@
 
 #include "gemm_few_rows.h"
 #include "gemm_tasks.h"
+#include "simd.h"
 
 namespace sf::kernels {
 
@@ -155,17 +165,44 @@ void transpose_into_panel(const float* src, int64_t ld, int64_t kc, int cols, fl
     for (int64_t p = 0; p < kc; ++p) dst[p * kNR + c] = src[c * ld + p];
 }
 
+// Rounds x[r * ld + c], r < rows and c < cols, to bf16 where it lies.
+void round_block(float* x, int64_t rows, int64_t cols, int64_t ld) {
+  using simd::Vec;
+  if (cols == ld) {  // one contiguous run
+    cols *= rows;
+    rows = 1;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * ld;
+    int64_t c = 0;
+    for (; c + Vec::width <= cols; c += Vec::width) round_to_bf16(Vec::load(row + c)).store(row + c);
+    for (; c < cols; ++c) row[c] = round_to_bf16(row[c]);
+  }
+}
+
+// dst[0:n] = src[0:n], with `round` each rounded to bf16 on the way (one pass).
+void copy_run(const float* src, int64_t n, float* dst, bool round) {
+  using simd::Vec;
+  if (!round) return void(std::copy_n(src, n, dst));
+  int64_t i = 0;
+  for (; i + Vec::width <= n; i += Vec::width) round_to_bf16(Vec::load(src + i)).store(dst + i);
+  for (; i < n; ++i) dst[i] = round_to_bf16(src[i]);
+}
+
 // Packs op(B)[0:kc, 0:nc] into column panels of kNR: panel j (starting at column
-// j) is at dst + j * kc, element (p, c) at [p * kNR + c]. An edge panel's columns
-// past nc are left unset: the micro-kernel never reads them.
-void pack_b(const Operand& b, int64_t kc, int64_t nc, float* dst) {
+// j) is at dst + j * kc, element (p, c) at [p * kNR + c], with `round` each
+// rounded to bf16. An edge panel's columns past nc are left unset: the
+// micro-kernel never reads them.
+void pack_b(const Operand& b, int64_t kc, int64_t nc, float* dst, bool round) {
   for (int64_t j = 0; j < nc; j += kNR) {
     const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - j));
     float* panel = dst + j * kc;
-    if (b.trans)  // column c of op(B) is a contiguous row of B
+    if (b.trans) {  // column c of op(B) is a contiguous row of B
       transpose_into_panel(b.at(0, j), b.ld, kc, cols, panel);
-    else
-      for (int64_t p = 0; p < kc; ++p) std::copy_n(b.at(p, j), cols, panel + p * kNR);
+      if (round) round_block(panel, kc, cols, kNR);  // while the panel is in L1
+    } else {
+      for (int64_t p = 0; p < kc; ++p) copy_run(b.at(p, j), cols, panel + p * kNR, round);
+    }
   }
 }
 
@@ -362,19 +399,24 @@ void pack_a_columns(const float* a, int64_t lda, int64_t kc, int64_t rows, float
   }
 }
 
-bool packs_b(bool trans_b, int64_t m, int64_t ldb) {
-  return trans_b || m > kPackBRows || (ldb >= kPageFloats && m > kMR);
+bool packs_b(bool trans_b, int64_t m, int64_t ldb, bool round) {
+  return round || trans_b || m > kPackBRows || (ldb >= kPageFloats && m > kMR);
 }
 
-// One product on the calling thread: C[m,n] = alpha op(A) op(B) + beta C, k > 0.
+// One product on the calling thread: C[m,n] = alpha op(A) op(B) + beta C, k > 0;
+// with `round`, of A and B rounded to bf16.
 void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
-                 float beta, float* c, int64_t ldc) {
+                 float beta, float* c, int64_t ldc, bool round) {
   const int64_t nc_max = gemm_tasks::block_size(n, kNC, kNR);
   const int64_t kc_max = gemm_tasks::block_size(k, kKC, 1);
-  const bool pack = packs_b(b.trans, m, b.ld);
+  const bool pack = packs_b(b.trans, m, b.ld, round);
   float* b_block = pack ? t_pack_b.get(kc_max * nc_max) : nullptr;
-  const int64_t mc_max = a.trans ? std::min(kMC, (m + kMR - 1) / kMR * kMR) : m;
-  float* a_packed = a.trans ? t_pack_a.get(a_panel_stride(kc_max) * (mc_max / kMR)) : nullptr;
+  // A is copied when transposed (into panels) or rounded (rows as they lie).
+  const bool copies_a = a.trans || round;
+  const int64_t mc_max = copies_a ? std::min(kMC, (m + kMR - 1) / kMR * kMR) : m;
+  float* a_packed = !copies_a ? nullptr
+                    : a.trans ? t_pack_a.get(a_panel_stride(kc_max) * (mc_max / kMR))
+                              : t_pack_a.get(mc_max * kc_max);
   const KernelsByRows& kernels = a.trans ? kColumnKernels : kRowKernels;
   for (int64_t jc = 0; jc < n; jc += nc_max) {
     const int64_t nc = std::min(nc_max, n - jc);
@@ -385,19 +427,29 @@ void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64
       const float* b_panels = b.at(pc, jc);
       int64_t b_stride = 1, b_step = b.ld;
       if (pack) {
-        pack_b(b.sub(pc, jc), kc, nc, b_block);
+        pack_b(b.sub(pc, jc), kc, nc, b_block, round);
         b_panels = b_block;
         b_stride = kc;
         b_step = kNR;
       }
       for (int64_t ic = 0; ic < m; ic += mc_max) {
         const int64_t mc = std::min(mc_max, m - ic);
-        if (a_packed) pack_a_columns(a.at(ic, pc), a.ld, kc, mc, a_packed);
+        if (a.trans) {
+          pack_a_columns(a.at(ic, pc), a.ld, kc, mc, a_packed);
+          if (round)
+            for (int64_t q = 0; q < mc; q += kMR)
+              round_block(a_packed + q / kMR * a_panel_stride(kc), kc, std::min<int64_t>(kMR, mc - q), kMR);
+        } else if (round) {
+          for (int64_t r = 0; r < mc; ++r) copy_run(a.at(ic + r, pc), kc, a_packed + r * kc, true);
+        }
         for (int64_t ir = ic; ir < ic + mc; ir += kMR) {
           const int rows = static_cast<int>(std::min<int64_t>(kMR, ic + mc - ir));
           const MicroKernel kernel = kernels[rows - 1];
-          const float* a_panel = a_packed ? a_packed + (ir - ic) / kMR * a_panel_stride(kc) : a.at(ir, pc);
-          const int64_t a_step = a_packed ? kMR : a.ld;
+          // Panel ir of A, and the step between its elements (r, p) and (r, p + 1) or (r + 1, p).
+          const float* a_panel = !a_packed ? a.at(ir, pc)
+                                 : a.trans ? a_packed + (ir - ic) / kMR * a_panel_stride(kc)
+                                           : a_packed + (ir - ic) * kc;
+          const int64_t a_step = !a_packed ? a.ld : a.trans ? kMR : kc;
           for (int64_t jr = 0; jr < nc; jr += kNR) {
             const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - jr));
             kernel(kc, a_panel, a_step, b_panels + jr * b_stride, b_step, c + ir * ldc + jc + jr, ldc,
@@ -413,11 +465,33 @@ void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64
 // its MR x NR tiles (padding included) plus packing its columns of B if it
 // must, weighted 8x per float because packing moves ~2 floats/cycle while the
 // kernel does 16 multiply-adds/cycle.
-gemm_tasks::Split choose_split(bool trans_b, int64_t ldb, int64_t m, int64_t n, int64_t batch, int threads) {
+gemm_tasks::Split choose_split(bool trans_b, int64_t ldb, int64_t m, int64_t n, int64_t batch, int threads,
+                               bool round) {
   return gemm_tasks::choose_split(batch, threads, [&](int64_t pm, int64_t pn) {
     const int64_t rows = ((m + kMR - 1) / kMR + pm - 1) / pm * kMR;
     const int64_t cols = ((n + kNR - 1) / kNR + pn - 1) / pn * kNR;
-    return rows * cols + (packs_b(trans_b, rows, ldb) ? 8 * cols : 0);
+    return rows * cols + (packs_b(trans_b, rows, ldb, round) ? 8 * cols : 0);
+  });
+}
+
+// fast::gemm, or with `round` fast::gemm_rounded_bf16.
+void gemm_threaded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+                   float* c, int64_t ldc, int64_t stride_c, int64_t batch, bool round) {
+  if (m <= 0 || n <= 0 || batch <= 0) return;
+  if (k <= 0) return gemm_tasks::scale_c(m, n, beta, c, ldc, stride_c, batch);
+  if (m <= kFewRows)
+    return gemm_few_rows(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                         stride_c, batch, round);
+  const int threads = num_threads();
+  const bool serial = threads == 1 || batch * m * n * k < kParallelWork;
+  const gemm_tasks::Split split =
+      serial ? gemm_tasks::Split{} : choose_split(trans_b, ldb, m, n, batch, threads, round);
+  gemm_tasks::run_tasks(m, n, batch, kMR, kNR, serial, split,
+                        [&](int64_t e, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const Operand op_a{a + e * stride_a, lda, trans_a}, op_b{b + e * stride_b, ldb, trans_b};
+    gemm_serial(op_a.sub(i0, 0), op_b.sub(0, j0), i1 - i0, j1 - j0, k, alpha, beta,
+                c + e * stride_c + i0 * ldc + j0, ldc, round);
   });
 }
 
@@ -426,33 +500,29 @@ gemm_tasks::Split choose_split(bool trans_b, int64_t ldb, int64_t m, int64_t n, 
 void fast::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                 int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
                 float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
-  if (m <= 0 || n <= 0 || batch <= 0) return;
-  if (k <= 0) return gemm_tasks::scale_c(m, n, beta, c, ldc, stride_c, batch);
-  if (m <= kFewRows)
-    return gemm_few_rows(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-                         stride_c, batch);
-  const int threads = num_threads();
-  const bool serial = threads == 1 || batch * m * n * k < kParallelWork;
-  const gemm_tasks::Split split = serial ? gemm_tasks::Split{} : choose_split(trans_b, ldb, m, n, batch, threads);
-  gemm_tasks::run_tasks(m, n, batch, kMR, kNR, serial, split,
-                        [&](int64_t e, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    const Operand op_a{a + e * stride_a, lda, trans_a}, op_b{b + e * stride_b, ldb, trans_b};
-    gemm_serial(op_a.sub(i0, 0), op_b.sub(0, j0), i1 - i0, j1 - j0, k, alpha, beta,
-                c + e * stride_c + i0 * ldc + j0, ldc);
-  });
+  gemm_threaded(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch,
+                /*round=*/false);
+}
+
+void fast::gemm_rounded_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                             const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                             int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  gemm_threaded(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch,
+                /*round=*/true);
 }
 
 // The reference: the plain triple loop that defines the result, for float32
-// and for bf16 operands (each widened to float32 exactly).
+// operands, bf16 ones (each widened to float32 exactly) and float32 ones
+// rounded to bf16, each element read through `value`.
 namespace {
 
-float value(float x) { return x; }
-float value(bf16 x) { return to_float(x); }
+float as_float(float x) { return x; }
+float as_float(bf16 x) { return to_float(x); }
 
-template <class T>
+template <class T, class Value>
 void reference_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
                     int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, float beta, float* c,
-                    int64_t ldc, int64_t stride_c, int64_t batch) {
+                    int64_t ldc, int64_t stride_c, int64_t batch, Value value) {
   for (int64_t e = 0; e < batch; ++e) {
     const T* ae = a + e * stride_a;
     const T* be = b + e * stride_b;
@@ -479,14 +549,21 @@ void scalar::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                   int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
                   float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
   reference_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-                 batch);
+                 batch, [](auto x) { return as_float(x); });
 }
 
 void scalar::gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
                        int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta,
                        float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
   reference_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-                 batch);
+                 batch, [](auto x) { return as_float(x); });
+}
+
+void scalar::gemm_rounded_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                               const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                               int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  reference_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch,
+                 [](float x) { return round_to_bf16(x); });
 }
 
 }  // namespace sf::kernels

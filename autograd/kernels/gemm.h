@@ -21,6 +21,14 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
           int64_t stride_c, int64_t batch);
 
+// The same contract with every element of A and B rounded to bf16 as it is
+// read (kernels.h: gemm_rounded_bf16): the packing that copies them for the
+// micro-kernel rounds them on the way, so the rounding costs no pass of its
+// own over memory.
+void gemm_rounded_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                       int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+                       float* c, int64_t ldc, int64_t stride_c, int64_t batch);
+
 // The same contract on bf16 operands (kernels.h: gemm_bf16), float32 C, with
 // the implementation below that fits the CPU (gemm_bf16.cpp).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,

@@ -10,6 +10,9 @@
 //   op(B) = B^T (a Linear's weight [N, K]): out(i, j) is the dot product of
 //     row i of op(A) with row j of B, both contiguous;
 //   op(B) = B: out(i, :) accumulates a(i, p) * row p of B, rows contiguous.
+// Rounding to bf16 (gemm_rounded_bf16) costs no pass either: A is rounded
+// where it is copied into rows, and B in registers as it is loaded, a few
+// integer instructions beside a load that waits on memory anyway.
 #include "gemm_few_rows.h"
 
 #include <algorithm>
@@ -25,12 +28,23 @@ namespace {
 using simd::Vec;
 constexpr int W = Vec::width;
 
+// An element, or a vector of elements, of B as the product reads it.
+template <bool kRound>
+float read(float x) {
+  return kRound ? round_to_bf16(x) : x;
+}
+template <bool kRound>
+Vec load(const float* p) {
+  return kRound ? round_to_bf16(Vec::load(p)) : Vec::load(p);
+}
+
 // C = alpha * acc + beta * C, where beta == 0 never reads C.
 inline float blend(float acc, float alpha, float beta, const float& c) {
   return beta == 0.0f ? alpha * acc : alpha * acc + beta * c;
 }
 
 // Columns [j0, j1) of C = op(A) B^T, op(A) given as m contiguous rows of k.
+template <bool kRound>
 void rows_times_bt(const float* a, int64_t m, int64_t k, const float* b, int64_t ldb, int64_t j0,
                    int64_t j1, float alpha, float beta, float* c, int64_t ldc) {
   for (int64_t j = j0; j < j1; ++j) {
@@ -39,9 +53,9 @@ void rows_times_bt(const float* a, int64_t m, int64_t k, const float* b, int64_t
       const float* ai = a + i * k;
       Vec acc = Vec::set1(0.0f);
       int64_t p = 0;
-      for (; p + W <= k; p += W) acc = fma(Vec::load(ai + p), Vec::load(bj + p), acc);
+      for (; p + W <= k; p += W) acc = fma(Vec::load(ai + p), load<kRound>(bj + p), acc);
       float sum = acc.sum();
-      for (; p < k; ++p) sum += ai[p] * bj[p];
+      for (; p < k; ++p) sum += ai[p] * read<kRound>(bj[p]);
       c[i * ldc + j] = blend(sum, alpha, beta, c[i * ldc + j]);
     }
   }
@@ -50,6 +64,7 @@ void rows_times_bt(const float* a, int64_t m, int64_t k, const float* b, int64_t
 // Columns [j0, j1) of C = op(A) B, op(A) given as m <= kFewRows contiguous rows
 // of k. Four vectors of columns at a time: m x 4 accumulators stay in registers
 // while the rows of B stream past.
+template <bool kRound>
 void rows_times_b(const float* a, int64_t m, int64_t k, const float* b, int64_t ldb, int64_t j0,
                   int64_t j1, float alpha, float beta, float* c, int64_t ldc) {
   constexpr int kVecs = 4;
@@ -61,7 +76,7 @@ void rows_times_b(const float* a, int64_t m, int64_t k, const float* b, int64_t 
     for (int64_t p = 0; p < k; ++p) {
       const float* bp = b + p * ldb + j;
       Vec row[kVecs];
-      for (int v = 0; v < kVecs; ++v) row[v] = Vec::load(bp + v * W);
+      for (int v = 0; v < kVecs; ++v) row[v] = load<kRound>(bp + v * W);
       for (int64_t i = 0; i < m; ++i) {
         const Vec ai = Vec::set1(a[i * k + p]);
         for (int v = 0; v < kVecs; ++v) acc[i][v] = fma(ai, row[v], acc[i][v]);
@@ -78,7 +93,7 @@ void rows_times_b(const float* a, int64_t m, int64_t k, const float* b, int64_t 
   for (; j < j1; ++j)  // the last columns, fewer than a block
     for (int64_t i = 0; i < m; ++i) {
       float sum = 0.0f;
-      for (int64_t p = 0; p < k; ++p) sum += a[i * k + p] * b[p * ldb + j];
+      for (int64_t p = 0; p < k; ++p) sum += a[i * k + p] * read<kRound>(b[p * ldb + j]);
       c[i * ldc + j] = blend(sum, alpha, beta, c[i * ldc + j]);
     }
 }
@@ -92,7 +107,7 @@ constexpr int64_t kTaskWork = int64_t{1} << 19;
 void gemm_few_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
                    int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
-                   int64_t batch) {
+                   int64_t batch, bool round) {
   // op(A) copied into m contiguous rows per batch entry: tiny (m <= kFewRows),
   // and it makes both transposes of A one case. The buffer is kept per thread,
   // so decoding token after token allocates nothing here. (Workers reach it
@@ -102,8 +117,10 @@ void gemm_few_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   float* a_rows = buffer.data();
   for (int64_t e = 0; e < batch; ++e)
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t p = 0; p < k; ++p)
-        a_rows[(e * m + i) * k + p] = a[e * stride_a + (trans_a ? p * lda + i : i * lda + p)];
+      for (int64_t p = 0; p < k; ++p) {
+        const float x = a[e * stride_a + (trans_a ? p * lda + i : i * lda + p)];
+        a_rows[(e * m + i) * k + p] = round ? round_to_bf16(x) : x;
+      }
 
   const int64_t columns = std::max<int64_t>(64, kTaskWork / (m * k)) / 64 * 64;
   const int64_t tasks_per_entry = (n + columns - 1) / columns;
@@ -116,10 +133,9 @@ void gemm_few_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
       const float* ae = a_rows + e * m * k;
       const float* be = b + e * stride_b;
       float* ce = c + e * stride_c;
-      if (trans_b)
-        rows_times_bt(ae, m, k, be, ldb, j0, j1, alpha, beta, ce, ldc);
-      else
-        rows_times_b(ae, m, k, be, ldb, j0, j1, alpha, beta, ce, ldc);
+      const auto product = trans_b ? (round ? rows_times_bt<true> : rows_times_bt<false>)
+                                   : (round ? rows_times_b<true> : rows_times_b<false>);
+      product(ae, m, k, be, ldb, j0, j1, alpha, beta, ce, ldc);
     }
   });
 }

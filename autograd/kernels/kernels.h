@@ -164,6 +164,14 @@ struct KernelTable {
                     Ptr<const bf16> a, int64_t lda, int64_t stride_a, Ptr<const bf16> b, int64_t ldb,
                     int64_t stride_b, float beta, Ptr<float> c, int64_t ldc, int64_t stride_c,
                     int64_t batch);
+  // gemm on float32 operands each rounded to bf16 (to nearest even, bf16.h)
+  // as it is read: the exact products gemm_bf16 forms of the rounded values,
+  // summed in float32, without a rounded copy of A or B. Autocast's products
+  // where bf16 ones are no faster than float32's (docs/13-bf16.md).
+  void (*gemm_rounded_bf16)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                            Ptr<const float> a, int64_t lda, int64_t stride_a, Ptr<const float> b, int64_t ldb,
+                            int64_t stride_b, float beta, Ptr<float> c, int64_t ldc, int64_t stride_c,
+                            int64_t batch);
 
   // --- elementwise -----------------------------------------------------------
   // y = f(x); `s` is the scalar of the *Scalar ops (x + s, x * s, x^s, s - x, s / x).

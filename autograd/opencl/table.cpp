@@ -310,6 +310,21 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
        stride_c, batch);
 }
 
+// The operands rounded into copies (the CPU rounds them as its GEMM packs
+// them; here the tiled kernels load them straight from the buffers), then the
+// float32 GEMM.
+void gemm_rounded_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, Mem<const float> a,
+                       int64_t lda, int64_t stride_a, Mem<const float> b, int64_t ldb, int64_t stride_b, float beta,
+                       Mem<float> c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  const int64_t extent_a = kernels::gemm_operand_extent(trans_a, m, k, lda, stride_a, batch);
+  const int64_t extent_b = kernels::gemm_operand_extent(trans_b, k, n, ldb, stride_b, batch);
+  Temporary rounded_a(extent_a * sizeof(float)), rounded_b(extent_b * sizeof(float));
+  unary(Unary::RoundBf16, a, rounded_a.floats(), extent_a, 0.0f);
+  unary(Unary::RoundBf16, b, rounded_b.floats(), extent_b, 0.0f);
+  gemm(trans_a, trans_b, m, n, k, alpha, rounded_a.floats(), lda, stride_a, rounded_b.floats(), ldb, stride_b, beta, c,
+       ldc, stride_c, batch);
+}
+
 }  // namespace
 
 const kernels::Table& table() {
