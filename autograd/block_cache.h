@@ -19,6 +19,14 @@
 // its buffers every step and keeps them. A hard bound (the constructor's limit)
 // caps the cache in any case.
 //
+// But long sentences come back: one batch in eight or so needs a larger logits
+// buffer than the others, every few seconds. A size class that has to ask the
+// system again for what it gave back keeps its buffers twice as long from
+// then on (up to kMaxIdleGrowth times kMaxIdle), so such a buffer soon stays.
+// Asking again costs more than the memory: fresh pages fault in one at a time
+// (the kernel zeroes each), ~130 ms for 56 MiB on a cloud VM, and in data
+// parallelism every rank waits for the one that pays it.
+//
 // Built with SF_NO_CACHING_ALLOCATOR (the sanitizer build) it keeps nothing, so
 // every buffer goes to the system and the sanitizers see each one.
 #pragma once
@@ -39,6 +47,7 @@ class BlockCache {
   // How long a cached buffer may go unused before it is freed, by default. A
   // training step of the models this project trains takes 10 ms to 2 s.
   static constexpr Clock::duration kMaxIdle = std::chrono::seconds(2);
+  static constexpr int kMaxIdleGrowth = 32;
 
   // Buffers are multiples of `alignment` (a power of two); `free_buffer(buffer,
   // size)` returns one to the system.
@@ -71,6 +80,12 @@ class BlockCache {
       if (served != size) larger_[buffer] = served;
       return buffer;
     }
+    // A miss where a buffer was given back to the system: this class's
+    // buffers are wanted again, so it keeps them longer.
+    if (auto it = idle_of_.find(size); it != idle_of_.end() && it->second.evicted) {
+      it->second.evicted = false;
+      it->second.max_idle = std::min(2 * it->second.max_idle, kMaxIdleGrowth * max_idle_);
+    }
     return nullptr;
   }
 
@@ -88,7 +103,7 @@ class BlockCache {
       larger_.erase(it);
     }
     const Clock::time_point now = Clock::now();
-    if (now - last_sweep_ > max_idle_ / 8) sweep(now - max_idle_);
+    if (now - last_sweep_ > max_idle_ / 8) sweep(now);
     if (cached_bytes_ + size > limit_) {
       free_buffer_(buffer, size);
       return;
@@ -121,15 +136,29 @@ class BlockCache {
     Clock::time_point freed_at;
   };
 
-  // Frees the buffers freed before `cutoff`. Each size class's list is in the
-  // order the buffers came back, so the idle ones are at its front.
-  void sweep(Clock::time_point cutoff) {
-    for (auto& [size, buffers] : free_)
+  // How long a size class's buffers may sit unused, and whether the class
+  // has given one back to the system since its last miss.
+  struct Idle {
+    Clock::duration max_idle;
+    bool evicted = false;
+  };
+
+  // Frees the buffers unused for longer than their class allows at `now`, or
+  // (Clock::time_point::max(), clear()) every buffer, which is no sign that
+  // a class keeps too few. Each size class's list is in the order the buffers
+  // came back, so the idle ones are at its front.
+  void sweep(Clock::time_point now) {
+    const bool clearing = now == Clock::time_point::max();
+    for (auto& [size, buffers] : free_) {
+      Idle& idle = idle_of_.try_emplace(size, Idle{max_idle_}).first->second;
+      const Clock::time_point cutoff = clearing ? now : now - idle.max_idle;
       while (!buffers.empty() && buffers.front().freed_at < cutoff) {
         free_buffer_(buffers.front().buffer, size);
         buffers.pop_front();
         cached_bytes_ -= size;
+        idle.evicted = !clearing;
       }
+    }
     last_sweep_ = Clock::now();
   }
 
@@ -140,6 +169,7 @@ class BlockCache {
   mutable std::mutex mutex_;
   std::unordered_map<size_t, std::deque<Cached>> free_;
   std::unordered_map<void*, size_t> larger_;  // buffers in use that are larger than their request
+  std::unordered_map<size_t, Idle> idle_of_;  // per size class
   size_t cached_bytes_ = 0;
   Clock::time_point last_sweep_ = Clock::now();
 };

@@ -200,3 +200,43 @@ TEST_CASE("allocator: the block cache frees buffers left idle, keeps those in us
   ::operator delete(big);
 #endif
 }
+
+TEST_CASE("allocator: a size class that asks the system again for what it gave back keeps its buffers longer") {
+#ifdef SF_NO_CACHING_ALLOCATOR
+  SF_SKIP("the caching allocator is off in this build (SANITIZE=1)");
+#else
+  static int freed;
+  freed = 0;
+  BlockCache cache(64, size_t{1} << 30, [](void* buffer, size_t) { ::operator delete(buffer); ++freed; },
+                   std::chrono::milliseconds(100));
+  // Buffers are freed when a buffer comes back: this one, of a class of its own.
+  void* ticker = ::operator new(64);
+  auto wait_then_sweep = [&](int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    cache.give_back(ticker, 64);
+    ticker = cache.take(64);
+  };
+  // A long batch's buffer, idle past 100 ms: given back to the system.
+  cache.give_back(::operator new(1024), 1024);
+  wait_then_sweep(150);
+  CHECK(freed == 1);
+  // The next long batch asks again: a miss that doubles its class's idle time.
+  CHECK(cache.take(1024) == nullptr);
+  void* again = ::operator new(1024);
+  cache.give_back(again, 1024);
+  wait_then_sweep(150);
+  CHECK(freed == 1);  // 150 ms idle, within the class's 200 ms
+  REQUIRE(cache.take(1024) == again);
+  ::operator delete(again);
+
+  // clear() frees every buffer on purpose: no sign that a class keeps too few.
+  cache.give_back(::operator new(4096), 4096);
+  cache.clear();
+  CHECK(freed == 2);
+  CHECK(cache.take(4096) == nullptr);
+  cache.give_back(::operator new(4096), 4096);
+  wait_then_sweep(150);
+  CHECK(freed == 3);  // still 100 ms
+  ::operator delete(ticker);
+#endif
+}
