@@ -159,14 +159,24 @@ TEST_CASE("engine: the graph keeps only what backward needs, not every intermedi
   CHECK(w.grad().defined());
 }
 
+#ifndef SF_NO_CACHING_ALLOCATOR
+namespace {
+// A cache of buffers from ::operator new that counts the ones it frees.
+int freed_by_cache;
+BlockCache counting_cache(std::chrono::milliseconds max_idle) {
+  freed_by_cache = 0;
+  return BlockCache(64, size_t{1} << 30, [](void* buffer, size_t) { ::operator delete(buffer); ++freed_by_cache; },
+                    max_idle);
+}
+}  // namespace
+#endif
+
 TEST_CASE("allocator: the block cache frees buffers left idle, keeps those in use") {
 #ifdef SF_NO_CACHING_ALLOCATOR
   SF_SKIP("the caching allocator is off in this build (SANITIZE=1)");
 #else
-  static int freed;
-  freed = 0;
-  BlockCache cache(64, size_t{1} << 30, [](void* buffer, size_t) { ::operator delete(buffer); ++freed; },
-                   std::chrono::milliseconds(40));
+  int& freed = freed_by_cache;
+  BlockCache cache = counting_cache(std::chrono::milliseconds(40));
   const size_t size = cache.size_class(1000);
   CHECK(size == 1024);
   CHECK(cache.size_class(1100) == 1280);  // quarter steps between powers of two
@@ -205,10 +215,8 @@ TEST_CASE("allocator: a size class that asks the system again for what it gave b
 #ifdef SF_NO_CACHING_ALLOCATOR
   SF_SKIP("the caching allocator is off in this build (SANITIZE=1)");
 #else
-  static int freed;
-  freed = 0;
-  BlockCache cache(64, size_t{1} << 30, [](void* buffer, size_t) { ::operator delete(buffer); ++freed; },
-                   std::chrono::milliseconds(100));
+  int& freed = freed_by_cache;
+  BlockCache cache = counting_cache(std::chrono::milliseconds(100));
   // Buffers are freed when a buffer comes back: this one, of a class of its own.
   void* ticker = ::operator new(64);
   auto wait_then_sweep = [&](int ms) {
