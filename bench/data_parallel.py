@@ -284,14 +284,13 @@ def overlap_table(runs):
     0's wait also holds the time it waits for the other rank to finish
     backward; the rank that finished last waits for the communication alone,
     so the least is the exposed communication, and the hidden fraction is
-    1 - exposed(on) / exposed(off). On 2 cores the communication thread shares
-    a core with the compute threads: what the overlap saves shows in the
-    whole step, beside the waits. Twice: with the default buckets, whose last
-    one (the encoder's and the source embedding's gradients, which come last)
-    is summed only after backward, and with buckets of SMALL_BUCKETS_MB, whose
-    last is the source embedding's 8.2 MB. Either last sum runs while the
-    trainer takes the gradient norm's squares of the buckets summed before
-    it, which the wait leaves out."""
+    1 - exposed(on) / exposed(off); both leave out the first two steps, which
+    set the buckets up. On 2 cores the communication thread shares a core
+    with the compute threads: what the overlap saves shows in the whole step,
+    beside the waits. Twice: with the default buckets and with buckets of
+    SMALL_BUCKETS_MB; in both the last is the target embedding's 8.2 MB,
+    summed only after backward, while the trainer takes the gradient norm's
+    squares of the buckets summed before it, which the wait leaves out."""
     megabytes = BUCKETS.search(runs["on"]["stderr"]).group(2)
     print(f"\nGradient all-reduce, small model, 2 ranks x 1 thread, {megabytes} MB per step:\n"
           f"ms per step waiting for the all-reduces after backward, rank 0's and the exposed communication "

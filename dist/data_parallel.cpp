@@ -54,10 +54,13 @@ GradientReducer::GradientReducer(const NamedTensors& params, Communicator& comm,
 // Consecutive parameters of `order` share a bucket up to its size, as
 // PyTorch's DDP sizes them: the first bucket small, so that its sum starts as
 // soon as backward's last layers are done, the others large, so that each sum
-// moves data at full speed and pays MPI's fixed cost per call rarely. The last
-// bucket is small too: it is complete only when backward ends, so all of its
-// sum is exposed. It holds the last gradients up to kFirstBucketBytes (or
-// the one last, where that is larger).
+// moves data at full speed and pays MPI's fixed cost per call rarely. Ours
+// also shrinks the buckets towards backward's end: what is left to sum once
+// backward ends is the last bucket and whatever sums still queue before it,
+// so the k-th bucket from the end holds at most kFirstBucketBytes * 2^k (or
+// one parameter, where that is larger), up to the size of the others: each
+// of those sums runs while backward computes the gradients of the next,
+// smaller bucket, which takes far longer than summing twice their bytes.
 void GradientReducer::plan_buckets(const std::vector<size_t>& order) {
   buckets_.clear();
   allocated_ = false;
@@ -65,24 +68,39 @@ void GradientReducer::plan_buckets(const std::vector<size_t>& order) {
   offset_of_.assign(params_.size(), 0);
   if (order.empty()) return;
   const size_t small = std::min(kFirstBucketBytes, bucket_bytes_);
-  auto bytes = [&](size_t i) {
-    return static_cast<size_t>(round_up(params_[i].second.numel(), kAlign)) * sizeof(float);
+  auto bytes = [&](size_t at) {
+    return static_cast<size_t>(round_up(params_[order[at]].second.numel(), kAlign)) * sizeof(float);
   };
-  size_t last_begins = order.size() - 1;  // where the last bucket starts in `order`
-  for (size_t tail = bytes(order.back()); last_begins > 0 && tail + bytes(order[last_begins - 1]) <= small;)
-    tail += bytes(order[--last_begins]);
-  for (size_t at = 0; at < order.size(); ++at) {
-    const size_t i = order[at];
-    const int64_t length = round_up(params_[i].second.numel(), kAlign);
-    const size_t limit = buckets_.size() == 1 ? small : bucket_bytes_;
-    if (buckets_.empty() || at == last_begins ||
-        static_cast<size_t>(buckets_.back().elements + length) * sizeof(float) > limit)
-      buckets_.emplace_back();
-    Bucket& b = buckets_.back();
-    bucket_of_[i] = buckets_.size() - 1;
-    offset_of_[i] = static_cast<size_t>(b.elements);
-    b.params.push_back(i);
-    b.elements += length;
+  // Where each bucket begins in `order`: the first bucket's from the front,
+  // then the shrinking ones' from the back, then the others' between.
+  std::vector<size_t> begins{0};
+  size_t middle = 0;  // where the middle buckets begin
+  for (size_t held = 0; middle < order.size() && (middle == 0 || held + bytes(middle) <= small); ++middle)
+    held += bytes(middle);
+  std::vector<size_t> tail;  // last bucket first
+  size_t end = order.size();
+  for (size_t limit = small; end > middle && limit < bucket_bytes_; limit *= 2) {
+    size_t held = bytes(--end);
+    while (end > middle && held + bytes(end - 1) <= limit) held += bytes(--end);
+    tail.push_back(end);
+  }
+  for (size_t at = middle, held = 0; at < end; ++at) {
+    if (at == middle || held + bytes(at) > bucket_bytes_) {
+      begins.push_back(at);
+      held = 0;
+    }
+    held += bytes(at);
+  }
+  begins.insert(begins.end(), tail.rbegin(), tail.rend());
+  for (size_t k = 0; k < begins.size(); ++k) {
+    Bucket& b = buckets_.emplace_back();
+    for (size_t at = begins[k]; at < (k + 1 < begins.size() ? begins[k + 1] : order.size()); ++at) {
+      const size_t i = order[at];
+      bucket_of_[i] = k;
+      offset_of_[i] = static_cast<size_t>(b.elements);
+      b.params.push_back(i);
+      b.elements += static_cast<int64_t>(bytes(at) / sizeof(float));
+    }
   }
   // ZeRO's runs: equal (the last may be shorter, runs past the end empty).
   const int ranks = comm_.size();
@@ -97,6 +115,7 @@ void GradientReducer::plan_buckets(const std::vector<size_t>& order) {
 // when it has some (Communicator::shared_buffers): there the gradients
 // themselves on the CPU, their host copies on another device.
 void GradientReducer::allocate_buckets() {
+  in_allocator_ = false;
   std::vector<size_t> sizes;
   for (const Bucket& b : buckets_) sizes.push_back(static_cast<size_t>(b.elements));
   const std::vector<std::span<float>> shared = comm_.shared_buffers(sizes);
@@ -104,10 +123,12 @@ void GradientReducer::allocate_buckets() {
     Bucket& b = buckets_[k];
     Device& device = params_[b.params[0]].second.device();
     b.copied = shared.empty() ? !device.host_addressable() : &device != &cpu();
-    if (!shared.empty() && !b.copied)
+    if (!shared.empty() && !b.copied) {
       b.values = Tensor::over(shared[k]);  // zeroed by shared_buffers
-    else
+    } else {
       b.values = Tensor::zeros({b.elements}, DType::F32, device);
+      in_allocator_ = in_allocator_ || &device == &cpu();
+    }
     if (!b.copied) {
       b.summed = {b.values.data(), sizes[k]};
     } else if (!shared.empty()) {
@@ -129,10 +150,13 @@ void GradientReducer::zero_grad() {
     for (const auto& [name, p] : params_) p.zero_grad();
     return;
   }
-  // The old buckets go back to the system (the allocator would cache them),
-  // so that the new ones, of other sizes, do not add to the peak memory.
+  // Old buckets that came from the allocator go back to the system (it would
+  // cache them), so that the new ones, of other sizes, do not add to the peak
+  // memory. Not those in shared memory: a new window replaces the old one,
+  // and emptying the cache would only make the next step fault in all of its
+  // activations again (0.5 s on a cloud VM for the small bench model).
   for (const auto& [name, p] : params_) p.set_grad(Tensor());
-  release_cached_cpu_memory();
+  if (in_allocator_) release_cached_cpu_memory();
   allocate_buckets();
 }
 

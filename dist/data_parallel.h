@@ -60,8 +60,10 @@ class GradientReducer {
  public:
   // `overlap` false: nothing happens during backward; finish() reduces every
   // bucket after it (to measure what overlapping saves).
-  // Buckets hold about `bucket_bytes` of gradients each, but the first and
-  // the last, which hold at most kFirstBucketBytes (or one parameter). `zero`: ZeRO-1's reduce-scatter.
+  // Buckets hold about `bucket_bytes` of gradients each, but the first, which
+  // holds at most kFirstBucketBytes, and the last ones, the k-th from the end
+  // at most kFirstBucketBytes * 2^k (or one parameter where that is larger).
+  // `zero`: ZeRO-1's reduce-scatter.
   GradientReducer(const NamedTensors& params, Communicator& comm, size_t bucket_bytes, bool overlap = true,
                   bool zero = false);
   static constexpr size_t kFirstBucketBytes = size_t{1} << 20;
@@ -133,6 +135,7 @@ class GradientReducer {
   std::vector<size_t> arrival_;                // parameters in the order their gradients came, this step
   bool rebuilt_ = false;                       // buckets follow the first step's arrival order
   bool allocated_ = false;                     // the planned buckets hold the gradients
+  bool in_allocator_ = false;                  // some bucket lies in memory of the CPU allocator
   std::vector<std::vector<int64_t>> runs_;     // ZeRO, once rebuilt
   std::unordered_map<const TensorImpl*, size_t> index_of_;
   size_t started_ = 0;  // buckets started this step, in order

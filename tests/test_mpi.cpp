@@ -358,20 +358,31 @@ TEST_CASE("data parallel: gradients are views into their buckets, each from a mu
   }
 }
 
-TEST_CASE("data parallel: the first and the last bucket are small, the others up to bucket_mb") {
-  // Reverse order (backward's guess): 100k, 600k, 600k, 200k, 100k floats.
-  // Buckets of 4 MB (1M floats) but the first and the last, of at most 1 MB
-  // (256k floats): 100k | 600k | 600k + 200k | 100k. Without the small last
-  // bucket the last would be 600k + 200k + 100k, all of it summed only after
-  // backward.
-  NamedTensors params;
-  for (int64_t n : {100000, 200000, 600000, 600000, 100000})
-    params.emplace_back(std::to_string(n), Tensor::zeros({n}).set_requires_grad());
-  LayoutOnly comm(2);
-  GradientReducer reducer(params, comm, size_t{4} << 20);
-  REQUIRE(reducer.buckets() == 4);
-  const int64_t expected[] = {100032, 600000, 800000, 100032};  // each parameter from a multiple of 64
-  for (size_t b = 0; b < 4; ++b) CHECK(reducer.bucket_values(b).numel() == expected[b]);
+TEST_CASE("data parallel: the first bucket is small, the last ones shrink towards backward's end, the others hold "
+          "up to bucket_mb") {
+  // Buckets of 4 MB (1M floats), but the first holds at most 1 MB (256k
+  // floats), the last too (or one parameter), the one before it 2 MB; each
+  // parameter from a multiple of 64 (100k floats take 100032).
+  auto layout = [](std::vector<int64_t> reverse_order) {
+    NamedTensors params;
+    for (size_t k = reverse_order.size(); k-- > 0;)
+      params.emplace_back(std::to_string(k), Tensor::zeros({reverse_order[k]}).set_requires_grad());
+    LayoutOnly comm(2);
+    GradientReducer reducer(params, comm, size_t{4} << 20);
+    std::vector<int64_t> sizes;
+    for (size_t b = 0; b < reducer.buckets(); ++b) sizes.push_back(reducer.bucket_values(b).numel());
+    return sizes;
+  };
+  // Without the shrinking ones the last bucket would be 600k + 200k + 100k,
+  // all of it summed only after backward.
+  CHECK(layout({100000, 600000, 600000, 200000, 100000}) ==
+        std::vector<int64_t>{100032, 600000, 600000, 200000, 100032});
+  // A last parameter larger than 1 MB (an embedding) is the last bucket
+  // alone; the 2 MB one before it takes what fits, the middle ones the rest.
+  CHECK(layout({1024, 896000, 320000, 320000, 128000, 256000, 128000, 2000000}) ==
+        std::vector<int64_t>{1024, 896000, 640000, 512000, 2000000});
+  // A model no larger than the first bucket: one bucket.
+  CHECK(layout({1000, 2000, 3000}) == std::vector<int64_t>{1024 + 2048 + 3008});
 }
 
 // Two ranks with the same gradients: a sum doubles a bucket, when it is
@@ -406,7 +417,7 @@ TEST_CASE("data parallel: finish() hands over each bucket once its sums are in: 
     std::vector<std::string> log;
     DoublesOnWait comm(log);
     GradientReducer reducer(params, comm, size_t{4} << 20, overlap);
-    REQUIRE(reducer.buckets() == 4);
+    REQUIRE(reducer.buckets() == 5);
     Tensor loss;
     for (const auto& [name, p] : params) loss = loss.defined() ? loss + sum(p * p) : sum(p * p);
     run_backward(loss, Tensor::ones({}), reducer.hooks());
@@ -421,8 +432,9 @@ TEST_CASE("data parallel: finish() hands over each bucket once its sums are in: 
       }
     });
     CHECK(handed == std::vector<int>(params.size(), 1));
-    const std::vector<std::string> in_turn{"wait", "summed", "wait", "summed", "wait", "summed", "wait", "summed"},
-        waits_first{"wait", "wait", "wait", "wait", "summed", "summed", "summed", "summed"};
+    std::vector<std::string> in_turn, waits_first(5, "wait");
+    for (int b = 0; b < 5; ++b) in_turn.insert(in_turn.end(), {"wait", "summed"});
+    waits_first.resize(10, "summed");
     CHECK(log == (overlap ? in_turn : waits_first));
   }
 }

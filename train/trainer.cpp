@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <numeric>
 
 #include <sys/resource.h>
 
@@ -293,24 +294,32 @@ void Trainer::report_data_parallel(const TrainingStep::Status& trained) {
   // Each step's wait on every rank. A rank that waits also for a slower one
   // to finish backward counts that skew as waiting; the rank that finished
   // last waits for the communication alone: each step's least wait over the
-  // ranks is the communication that backward did not hide.
+  // ranks is the communication that backward did not hide. The figures leave
+  // out the first two steps (where there are more), which set the buckets up
+  // and are said apart: the first sums buckets planned before backward's
+  // order was known, the second is the first on the buckets in that order,
+  // whose sums run slower while their memory is new.
   const std::vector<double>& waits = reducer.waits();
   std::vector<double> all_waits(waits.size() * static_cast<size_t>(comm_.size()));
   comm_.all_gather(std::as_bytes(std::span(waits)), std::as_writable_bytes(std::span(all_waits)));
-  double waited = 0, exposed = 0;
-  for (size_t step = 0; step < waits.size(); ++step) {
-    double least = waits[step];
-    for (int r = 0; r < comm_.size(); ++r) least = std::min(least, all_waits[r * waits.size() + step]);
-    waited += waits[step];
-    exposed += least;
-  }
-  const double per_step_ms = waits.empty() ? 0.0 : 1e3 / static_cast<double>(waits.size());
+  std::vector<double> least = waits;
+  for (size_t step = 0; step < waits.size(); ++step)
+    for (int r = 0; r < comm_.size(); ++r) least[step] = std::min(least[step], all_waits[r * waits.size() + step]);
+  const size_t setup = waits.size() > 2 ? 2 : 0;
+  char setup_steps[128] = "";
+  if (setup)
+    std::snprintf(setup_steps, sizeof setup_steps,
+                  "; from the third step: the first two, which set the buckets up, exposed %.1f ms and %.1f ms",
+                  least[0] * 1e3, least[1] * 1e3);
+  const double per_step_ms = waits.size() == setup ? 0.0 : 1e3 / static_cast<double>(waits.size() - setup);
   say(comm_, "data parallel: %.2f ms per step waiting for gradient all-reduces after backward (overlap %s), "
-      "%.2f ms of it exposed communication (each step's least wait over the ranks); "
+      "%.2f ms of it exposed communication (each step's least wait over the ranks%s); "
       "per rank: pairs %s, label tokens %s, empty shares %s, peak RSS %s MiB, optimizer state %s MiB, "
       "sent in the last step %s bytes\n",
-      waited * per_step_ms, reducer.overlapping() ? "on" : "off", exposed * per_step_ms, per_rank(0, false).c_str(),
-      per_rank(1, false).c_str(), per_rank(2, false).c_str(), per_rank(3, true).c_str(), per_rank(4, true).c_str(),
+      std::accumulate(waits.begin() + setup, waits.end(), 0.0) * per_step_ms,
+      reducer.overlapping() ? "on" : "off", std::accumulate(least.begin() + setup, least.end(), 0.0) * per_step_ms,
+      setup_steps, per_rank(0, false).c_str(), per_rank(1, false).c_str(), per_rank(2, false).c_str(),
+      per_rank(3, true).c_str(), per_rank(4, true).c_str(),
       per_rank(5, false).c_str());
 }
 
