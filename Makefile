@@ -396,13 +396,16 @@ $(BUILD)/bench: $(wildcard bench/*.cpp bench/*.h) $(LIB) | deps bench-deps
 
 # With MPI=1, then the data-parallel tables (bench/data_parallel.py: 2 ranks
 # beside 1 process, the all-reduce's overlap with backward, ZeRO-1, PyTorch's
-# DDP), whose records join build/bench.json. (docs-deps: python3, which runs it.)
+# DDP; bench/strong_scaling.py: the machine's cores split into ranks x
+# threads), whose records join build/bench.json. (docs-deps: python3, which
+# runs them.)
 bench: | torch-deps
 	@$(MAKE) SANITIZE= $(BUILD)/bench
 	@POCL_CACHE_DIR=$(abspath build/pocl-cache) $(BUILD)/bench build/bench.json
 ifeq ($(MPI),1)
 	@$(MAKE) SANITIZE= MPI=1 docs-deps $(CLI) $(BUILD)/mpi/scratchformer $(BUILD)/mpi/allreduce-bench
 	@python3 bench/data_parallel.py $(BUILD) build/bench.json
+	@python3 bench/strong_scaling.py $(BUILD) build/bench.json
 endif
 
 clean:
