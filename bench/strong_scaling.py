@@ -77,6 +77,9 @@ def main():
                 failed[ranks] = stderr
             else:
                 trials.append((steps, stderr))
+    if 1 in failed:
+        print(f"1 x {cores:<12} failed: {failed[1]}")
+        return
     ref = dp.median_tokens_per_s([steps for steps, _ in runs[1]])
     records = []
     for ranks, trials in runs.items():
