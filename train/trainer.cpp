@@ -298,7 +298,7 @@ void Trainer::report_data_parallel(const TrainingStep::Status& trained) {
   // out the first two steps (where there are more), which set the buckets up
   // and are said apart: the first sums buckets planned before backward's
   // order was known, the second is the first on the buckets in that order
-  // (its sums, measured, run 10-20x slower than later steps' on new memory).
+  // (its sums measured 10-20x slower than later steps').
   const std::vector<double>& waits = reducer.waits();
   std::vector<double> all_waits(waits.size() * static_cast<size_t>(comm_.size()));
   comm_.all_gather(std::as_bytes(std::span(waits)), std::as_writable_bytes(std::span(all_waits)));
