@@ -164,14 +164,15 @@ Tensor to_float(const Tensor& ints);
 // --- in place, without gradients: what optimizers do (optim/) ----------------------
 // Every operand float32, of one number of elements, on one device; a slice of
 // a parameter is a view of it (Tensor::view).
-// torch.optim.Adam's update of p and its moments m and v from grad, as the
-// kernel table's adam_step defines it (kernels.h).
-void adam_step_(const Tensor& p, const Tensor& grad, const Tensor& m, const Tensor& v, float step_size, float beta1,
-                float beta2, float eps, float sqrt_bias_correction2, float l2, float decay);
+// torch.optim.Adam's update of p and its moments m and v from grad times
+// grad_scale, as the kernel table's adam_step defines it (kernels.h).
+void adam_step_(const Tensor& p, const Tensor& grad, float grad_scale, const Tensor& m, const Tensor& v,
+                float step_size, float beta1, float beta2, float eps, float sqrt_bias_correction2, float l2,
+                float decay);
 // torch.optim.SGD's update (kernels.h: sgd_step); `momentum_buffer`
 // undefined without momentum.
-void sgd_step_(const Tensor& p, const Tensor& grad, const Tensor& momentum_buffer, float lr, float momentum,
-               float l2, bool nesterov, bool first);
+void sgd_step_(const Tensor& p, const Tensor& grad, float grad_scale, const Tensor& momentum_buffer, float lr,
+               float momentum, float l2, bool nesterov, bool first);
 // x *= s.
 void mul_scalar_(const Tensor& x, float s);
 // [n]: the sum of the squares of each of the n tensors' elements, computed

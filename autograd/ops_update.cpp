@@ -20,18 +20,20 @@ void check_operands(const char* op, Device& device, int64_t n, std::initializer_
 
 }  // namespace
 
-void adam_step_(const Tensor& p, const Tensor& grad, const Tensor& m, const Tensor& v, float step_size, float beta1,
-                float beta2, float eps, float sqrt_bias_correction2, float l2, float decay) {
+void adam_step_(const Tensor& p, const Tensor& grad, float grad_scale, const Tensor& m, const Tensor& v,
+                float step_size, float beta1, float beta2, float eps, float sqrt_bias_correction2, float l2,
+                float decay) {
   check_operands("adam_step_", p.device(), p.numel(), {&p, &grad, &m, &v});
-  detail::kernels_of(p).adam_step(p.mem(), grad.mem(), m.mem(), v.mem(), p.numel(), step_size, beta1, beta2, eps,
-                                  sqrt_bias_correction2, l2, decay);
+  detail::kernels_of(p).adam_step(p.mem(), grad.mem(), grad_scale, m.mem(), v.mem(), p.numel(), step_size, beta1,
+                                  beta2, eps, sqrt_bias_correction2, l2, decay);
 }
 
-void sgd_step_(const Tensor& p, const Tensor& grad, const Tensor& momentum_buffer, float lr, float momentum,
-               float l2, bool nesterov, bool first) {
+void sgd_step_(const Tensor& p, const Tensor& grad, float grad_scale, const Tensor& momentum_buffer, float lr,
+               float momentum, float l2, bool nesterov, bool first) {
   check_operands("sgd_step_", p.device(), p.numel(), {&p, &grad, &momentum_buffer});
-  detail::kernels_of(p).sgd_step(p.mem(), grad.mem(), momentum_buffer.defined() ? momentum_buffer.mem() : Mem<float>(),
-                                 p.numel(), lr, momentum, l2, nesterov, first);
+  detail::kernels_of(p).sgd_step(p.mem(), grad.mem(), grad_scale,
+                                 momentum_buffer.defined() ? momentum_buffer.mem() : Mem<float>(), p.numel(), lr,
+                                 momentum, l2, nesterov, first);
 }
 
 void mul_scalar_(const Tensor& x, float s) {

@@ -232,15 +232,13 @@ void GradientReducer::finish(const SummedHook& summed) {
     comm_.broadcast(as_bytes(order), 0);
     plan_buckets({order.begin(), order.end()});
     rebuilt_ = true;
-    if (zero_) {
-      // Rank r's run of a parameter: where the bucket's run r meets it.
-      for (size_t i = 0; i < params_.size(); ++i) {
-        const Bucket& b = buckets_[bucket_of_[i]];
-        const int64_t offset = static_cast<int64_t>(offset_of_[i]), n = params_[i].second.numel();
-        std::vector<int64_t> begins;
-        for (int64_t at : b.rank_begins) begins.push_back(std::clamp(at - offset, int64_t{0}, n));
-        runs_.push_back(std::move(begins));
-      }
+    // Rank r's run of a parameter: where the bucket's run r meets it.
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Bucket& b = buckets_[bucket_of_[i]];
+      const int64_t offset = static_cast<int64_t>(offset_of_[i]), n = params_[i].second.numel();
+      std::vector<int64_t> begins;
+      for (int64_t at : b.rank_begins) begins.push_back(std::clamp(at - offset, int64_t{0}, n));
+      runs_.push_back(std::move(begins));
     }
   }
   arrival_.clear();

@@ -101,10 +101,11 @@ class GradientReducer {
   // The gradients' buffer of bucket b (a test looks at where gradients lie).
   const Tensor& bucket_values(size_t b) const { return buckets_[b].values; }
 
-  // ZeRO-1, once the first step's finish() has fixed the buckets: rank r's
-  // run of parameter i is its elements [shard_runs()[i][r],
-  // shard_runs()[i][r + 1]), and a rank's slice of every parameter is
-  // owned(rank). Before, empty.
+  // Once the first step's finish() has fixed the buckets: rank r's run of
+  // parameter i is its elements [shard_runs()[i][r], shard_runs()[i][r + 1]),
+  // and a rank's slice of every parameter is owned(rank). Before, empty.
+  // Under ZeRO-1 a rank updates its runs alone; without, it takes only their
+  // squares for the gradient norm.
   const std::vector<std::vector<int64_t>>& shard_runs() const { return runs_; }
   std::vector<optim::Slice> owned(int rank) const;
 
@@ -136,7 +137,7 @@ class GradientReducer {
   bool rebuilt_ = false;                       // buckets follow the first step's arrival order
   bool allocated_ = false;                     // the planned buckets hold the gradients
   bool in_allocator_ = false;                  // some bucket lies in memory of the CPU allocator
-  std::vector<std::vector<int64_t>> runs_;     // ZeRO, once rebuilt
+  std::vector<std::vector<int64_t>> runs_;     // every rank's runs, once rebuilt
   std::unordered_map<const TensorImpl*, size_t> index_of_;
   size_t started_ = 0;  // buckets started this step, in order
   std::vector<double> waits_;

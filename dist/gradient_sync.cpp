@@ -11,19 +11,23 @@ class RankGradients final : public GradientSync {
       : reducer_(params, comm, bucket_bytes, overlap, zero), comm_(comm), zero_(zero) {}
 
   BackwardHooks hooks() override { return reducer_.hooks(); }
-  // The buckets settle at the first step's finish(), and ZeRO's runs with
-  // them: the optimizer is sharded then, before its first update, and only
-  // then are the squares of this rank's runs known. Afterwards each bucket's
-  // squares are taken as soon as its sums are in.
-  double finish(optim::Optimizer& optimizer) override {
+  // The buckets settle at the first step's finish(), and the runs with
+  // them: under ZeRO the optimizer is sharded then, before its first update,
+  // and only then are the squares of this rank's runs known. Afterwards each
+  // bucket's squares are taken as soon as its sums are in, of this rank's
+  // runs alone (every rank holds every sum without ZeRO, but reading them
+  // all is a pass over the gradients that each of R ranks would repeat).
+  StepSquares finish(optim::Optimizer& optimizer) override {
     if (zero_ && !optimizer.sharded()) {
       reducer_.finish();
       optimizer.shard(reducer_.owned(comm_.rank()));
-      return GradientSync::finish(optimizer);  // the squares of the runs, taken as a process alone takes them
+      return {optim::grad_squares(optimizer.params(), optimizer.owned()), false};
     }
-    optim::GradSquares squares(optimizer.params(), optimizer.owned());
+    const bool runs = !reducer_.shard_runs().empty();
+    const std::vector<optim::Slice> slices = runs ? reducer_.owned(comm_.rank()) : optimizer.owned();
+    optim::GradSquares squares(optimizer.params(), slices);
     reducer_.finish([&squares](std::span<const size_t> params) { squares.add(params); });
-    return squares.total();
+    return {squares.total(), !runs};
   }
   void after_update(optim::Optimizer& optimizer) override {
     if (optimizer.sharded()) all_gather_parameters(optimizer, reducer_.shard_runs(), comm_);

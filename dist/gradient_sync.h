@@ -18,6 +18,14 @@
 
 namespace sf::dist {
 
+// The sum of the squares of the gradient elements that finish() took: of
+// every element the optimizer updates (`whole`), or of this rank's runs
+// alone, which the ranks then add up.
+struct StepSquares {
+  double sum = 0.0;
+  bool whole = true;
+};
+
 class GradientSync {
  public:
   virtual ~GradientSync() = default;
@@ -25,10 +33,12 @@ class GradientSync {
   virtual BackwardHooks hooks() { return {}; }
   // After that backward: the gradients are the whole batch's (under ZeRO-1,
   // in this rank's runs, and the optimizer is sharded from the first step).
-  // Returns the sum of the squares of the gradient elements the optimizer
-  // updates (optim::grad_squares): the squared norm, or under ZeRO-1 this
-  // rank's part of it.
-  virtual double finish(optim::Optimizer& optimizer) { return optim::grad_squares(optimizer.params(), optimizer.owned()); }
+  // Returns the squares for the gradient norm (optim::grad_squares): a
+  // process alone takes them all; ranks each take their own runs (once the
+  // first step has fixed them), so that no rank reads every gradient again.
+  virtual StepSquares finish(optim::Optimizer& optimizer) {
+    return {optim::grad_squares(optimizer.params(), optimizer.owned())};
+  }
   // After the optimizer's update: every rank's updated parameters everywhere.
   virtual void after_update(optim::Optimizer&) {}
   // After the step: the gradients zeroed for the next.

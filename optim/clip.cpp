@@ -55,18 +55,19 @@ float grad_norm(const NamedTensors& params) {
   return static_cast<float>(std::sqrt(grad_squares(params, whole(params))));
 }
 
-void clip_to_norm(const NamedTensors& params, const std::vector<Slice>& slices, float norm, float max_norm) {
+float clip_coefficient(float norm, float max_norm) {
   float coef = max_norm / (norm + 1e-6f);
   // A NaN or infinite norm is left for the caller to see (the trainer skips
   // that update) instead of scaling every gradient by NaN or 0.
-  if (!std::isfinite(norm) || coef >= 1.0f) return;
-  for (size_t i = 0; i < params.size(); ++i)
-    if (Tensor g = params[i].second.grad(); g.defined()) mul_scalar_(g.view(slices[i].begin, {slices[i].size()}), coef);
+  if (!std::isfinite(norm) || coef >= 1.0f) return 1.0f;
+  return coef;
 }
 
 float clip_grad_norm(const NamedTensors& params, float max_norm) {
   float norm = grad_norm(params);
-  clip_to_norm(params, whole(params), norm, max_norm);
+  if (float coef = clip_coefficient(norm, max_norm); coef != 1.0f)
+    for (const auto& [name, p] : params)
+      if (Tensor g = p.grad(); g.defined()) mul_scalar_(g, coef);
   return norm;
 }
 

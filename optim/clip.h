@@ -17,11 +17,14 @@ float grad_norm(const NamedTensors& params);
 float clip_grad_norm(const NamedTensors& params, float max_norm);
 
 // The same in pieces: the sum of the squares of the elements `slices[i]` of
-// each gradient, and the scaling of those elements given the whole norm. A
-// ZeRO-1 rank holds the summed gradients of its slices alone
-// (dist/data_parallel.h): the ranks' sums add up to the squared norm.
+// each gradient, and the factor that clips gradients of that norm:
+// max_norm / (norm + 1e-6) where that is below 1, else 1 (also for a NaN or
+// infinite norm, left for the caller to see). Data-parallel ranks each take
+// the squares of their own slices (dist/gradient_sync.h): the ranks' sums add
+// up to the squared norm. The trainer hands the factor to the optimizer's
+// step (Optimizer::step), which scales each gradient as it reads it.
 double grad_squares(const NamedTensors& params, const std::vector<Slice>& slices);
-void clip_to_norm(const NamedTensors& params, const std::vector<Slice>& slices, float norm, float max_norm);
+float clip_coefficient(float norm, float max_norm);
 
 // grad_squares in parts, parameter by parameter as their gradients become
 // final: a data-parallel rank adds each bucket's as soon as its sums are in,

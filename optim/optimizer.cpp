@@ -40,12 +40,12 @@ void Optimizer::shard(std::vector<Slice> owned) {
     for (auto& [name, t] : state_[i]) t = t.view(owned_[i].begin, state_shape(params_[i].second, owned_[i])).clone();
 }
 
-void Optimizer::step() {
+void Optimizer::step(float grad_scale) {
   NoGradGuard no_grad;
   ++steps_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor grad = params_[i].second.grad();
-    if (grad.defined() && owned_[i].size() > 0) update(i, grad);
+    if (grad.defined() && owned_[i].size() > 0) update(i, grad, grad_scale);
   }
 }
 
@@ -133,7 +133,7 @@ void Optimizer::load_state_dict(const OptimizerState& s, const std::string& path
   state_ = std::move(loaded);
 }
 
-void Adam::update(size_t i, const Tensor& grad) {
+void Adam::update(size_t i, const Tensor& grad, float grad_scale) {
   Tensor& p = params_[i].second;
   Tensor& m = state(i, "exp_avg");
   Tensor& v = state(i, "exp_avg_sq");
@@ -145,7 +145,7 @@ void Adam::update(size_t i, const Tensor& grad) {
   float l2 = o.decoupled ? 0.0f : o.weight_decay;
   float decay = o.decoupled ? lr_ * o.weight_decay : 0.0f;
   const Slice& own = owned(i);
-  adam_step_(p.view(own.begin, {own.size()}), grad.view(own.begin, {own.size()}), m, v, step_size, o.beta1, o.beta2,
+  adam_step_(p.view(own.begin, {own.size()}), grad.view(own.begin, {own.size()}), grad_scale, m, v, step_size, o.beta1, o.beta2,
              o.eps, sqrt_bc2, l2, decay);
 }
 
@@ -154,14 +154,14 @@ std::vector<std::string> Sgd::state_names() const {
   return {"momentum_buffer"};
 }
 
-void Sgd::update(size_t i, const Tensor& grad) {
+void Sgd::update(size_t i, const Tensor& grad, float grad_scale) {
   Tensor& p = params_[i].second;
   bool momentum = options_.momentum != 0.0f;
   // PyTorch starts the buffer as a copy of the parameter's first gradient.
   bool first = momentum && !find_state(i, "momentum_buffer");
   Tensor buffer = momentum ? state(i, "momentum_buffer") : Tensor();
   const Slice& own = owned(i);
-  sgd_step_(p.view(own.begin, {own.size()}), grad.view(own.begin, {own.size()}), buffer, lr_, options_.momentum,
+  sgd_step_(p.view(own.begin, {own.size()}), grad.view(own.begin, {own.size()}), grad_scale, buffer, lr_, options_.momentum,
             options_.weight_decay, options_.nesterov, first);
 }
 

@@ -39,8 +39,11 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of every parameter that has a gradient, at the current lr.
-  void step();
+  // One update of every parameter that has a gradient, at the current lr,
+  // from the gradients times `grad_scale` (gradient clipping's coefficient,
+  // optim/clip.h: applied as the update reads each gradient, instead of a
+  // pass of its own over them; the gradients themselves stay as they are).
+  void step(float grad_scale = 1.0f);
   void zero_grad();
 
   float lr() const { return lr_; }
@@ -79,9 +82,9 @@ class Optimizer {
   int64_t state_bytes() const;
 
  protected:
-  // Updates the owned elements of params_[i] from its gradient, keeping its
-  // state in state(i, ...).
-  virtual void update(size_t i, const Tensor& grad) = 0;
+  // Updates the owned elements of params_[i] from its gradient times
+  // grad_scale, keeping its state in state(i, ...).
+  virtual void update(size_t i, const Tensor& grad, float grad_scale) = 0;
   // The state tensor `name` of parameter i, created (zeros) on first use.
   Tensor& state(size_t i, const std::string& name);
 
@@ -109,7 +112,7 @@ class Adam : public Optimizer {
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  protected:
-  void update(size_t i, const Tensor& grad) override;
+  void update(size_t i, const Tensor& grad, float grad_scale) override;
 
  private:
   AdamOptions options_;
@@ -128,7 +131,7 @@ class Sgd : public Optimizer {
   std::vector<std::string> state_names() const override;
 
  protected:
-  void update(size_t i, const Tensor& grad) override;
+  void update(size_t i, const Tensor& grad, float grad_scale) override;
 
  private:
   SgdOptions options_;

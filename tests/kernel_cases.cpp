@@ -1176,45 +1176,52 @@ Cases bf16_to_float() {
   return all;
 }
 
-// Adam and AdamW, on random gradients and with the edge values. Within the
-// tolerances of the reference: the vectors fuse l2 * p + g into one rounding
-// and multiply by 1 / sqrt_bc2 where the reference divides. Bit for bit the
-// same at every thread count, as every entry: the chunks are whole vectors,
-// so only the array's last elements take the reference's loop.
+// Adam and AdamW, on random gradients and with the edge values, unclipped
+// and clipped (g_scale below 1). Within the tolerances of the reference: the
+// vectors multiply by 1 / sqrt_bc2 where the reference divides. Bit for bit
+// the same at every thread count, as every entry: the chunks are whole
+// vectors, so only the array's last elements take the reference's loop.
 Cases adam_step() {
+  struct Decay {
+    float l2, decay, g_scale;
+  };
   Cases all;
   for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{17}, int64_t{1025}, int64_t{70001}, kSplitElements})
     for (bool edges : {false, true})
-      for (std::pair<float, float> weight_decay : {std::pair{0.0f, 0.0f}, {0.01f, 0.001f}, {0.0f, 1e-3f}, {0.01f, 0.0f}}) {
-        const float l2 = weight_decay.first, decay = weight_decay.second;  // (a lambda may not capture a binding)
-        KernelCase kc(named("n", n, "edges", edges, "l2", l2, "decay", decay), n == kSplitElements);
+      for (Decay d : {Decay{0.0f, 0.0f, 1.0f}, {0.01f, 0.001f, 1.0f}, {0.0f, 1e-3f, 1.0f}, {0.01f, 0.0f, 1.0f},
+                      {0.0f, 0.0f, 0.37f}, {0.01f, 0.001f, 0.37f}}) {
+        const float l2 = d.l2, decay = d.decay, g_scale = d.g_scale;
+        KernelCase kc(named("n", n, "edges", edges, "l2", l2, "decay", decay, "g_scale", g_scale),
+                      n == kSplitElements);
         const Arg<float> g = kc.input(edges ? with_edges(n, 18) : random_vector(n, 18));
         const Arg<float> p = n ? kc.output(random_vector(n, 17), within(1e-5f, 1e-6f)) : kc.untouched(poison());
         // m can cancel to near 0.
         const Arg<float> m = n ? kc.output(random_vector(n, 93), within(1e-5f, 1e-7f)) : kc.untouched(poison());
         const Arg<float> v = n ? kc.output(random_vector(n, 94, 0, 1), within(1e-5f, 1e-7f)) : kc.untouched(poison());
         kc.call = [=](const Table& t, const Placed& at) {
-          t.adam_step(at[p], at[g], at[m], at[v], n, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, l2, decay);
+          t.adam_step(at[p], at[g], g_scale, at[m], at[v], n, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, l2, decay);
         };
         all.push_back(kc);
       }
   return all;
 }
 
-// Without momentum, its first step, later steps, Nesterov's; Nesterov's
-// also against torch.optim.SGD's update written out here (the fast table
-// runs the reference's loop in parallel pieces). The compiler may fuse a
-// multiply and an add here or there: 1 ulp.
+// Without momentum, its first step, later steps, Nesterov's, and Nesterov's
+// clipped (g_scale below 1); Nesterov's also against torch.optim.SGD's
+// update written out here (the fast table runs the reference's loop in
+// parallel pieces). The compiler may fuse a multiply and an add here or
+// there: 1 ulp.
 Cases sgd_step() {
   Cases all;
   const float lr = 0.1f, momentum = 0.9f, l2 = 0.01f;
   for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{17}, int64_t{129}, int64_t{70001}, kSplitElements})
-    for (int variant = 0; variant < 4; ++variant) {
-      const bool with_momentum = variant > 0, nesterov = variant == 3, first = variant == 1;
+    for (int variant = 0; variant < 5; ++variant) {
+      const bool with_momentum = variant > 0, nesterov = variant >= 3, first = variant == 1;
+      const float g_scale = variant == 4 ? 0.37f : 1.0f;
       const std::vector<float> p0 = random_vector(n, 16), g = with_edges(n, 18), buf0(n, 0.3f);
       std::vector<float> want_p(n), want_buf(n);
       for (int64_t i = 0; i < n; ++i) {
-        const float grad = g[i] + l2 * p0[i];
+        const float grad = g[i] * g_scale + l2 * p0[i];
         want_buf[i] = momentum * 0.3f + grad;
         want_p[i] = p0[i] - lr * (grad + momentum * want_buf[i]);
       }
@@ -1224,7 +1231,8 @@ Cases sgd_step() {
       const Arg<float> p = !n ? kc.untouched(poison()) : nesterov ? kc.output(p0, ulp, want_p) : kc.output(p0, ulp);
       const Arg<float> buf = !n ? kc.untouched(poison()) : nesterov ? kc.output(buf0, ulp, want_buf) : kc.output(buf0, ulp);
       kc.call = [=](const Table& t, const Placed& at) {
-        t.sgd_step(at[p], at[pg], with_momentum ? at[buf] : Mem<float>(), n, lr, momentum, l2, nesterov, first);
+        t.sgd_step(at[p], at[pg], g_scale, with_momentum ? at[buf] : Mem<float>(), n, lr, momentum, l2, nesterov,
+                   first);
       };
       all.push_back(kc);
     }

@@ -277,17 +277,61 @@ TEST_CASE("optim: the squared norm in parts equals it taken whole, to the bit, w
   CHECK(squares.total() == expected);
 }
 
-TEST_CASE("optim: clipping in slices: the slices' squares add up to the squared norm; only the slices scale") {
+TEST_CASE("optim: clipping in slices: the slices' squares add up to the squared norm; the coefficient clips") {
   Tensor a = Tensor::zeros({2}).set_requires_grad(), b = Tensor::zeros({1}).set_requires_grad();
   NamedTensors params = {{"a", a}, {"b", b}};
   (sum(a * Tensor::from({6, 0}, {2})) + sum(b * 8.0f)).backward();
-  // Two ZeRO ranks' slices: a[0] | a[1], b.
+  // Two ranks' slices: a[0] | a[1], b.
   std::vector<Slice> first = {{0, 1}, {0, 0}}, second = {{1, 2}, {0, 1}};
   CHECK(grad_squares(params, first) == Approx(36.0));
   CHECK(grad_squares(params, second) == Approx(64.0));
-  clip_to_norm(params, second, 10.0f, 1.0f);
-  CHECK(a.grad().data()[0] == 6.0f);  // not this rank's slice
-  CHECK(b.grad().data()[0] == Approx(0.8f).epsilon(1e-5));
+  CHECK(clip_coefficient(10.0f, 1.0f) == Approx(0.1f).epsilon(1e-5));
+  CHECK(clip_coefficient(0.5f, 1.0f) == 1.0f);  // under the limit: unclipped
+  CHECK(clip_coefficient(std::nanf(""), 1.0f) == 1.0f);
+  CHECK(clip_coefficient(INFINITY, 1.0f) == 1.0f);
+}
+
+// The trainer clips inside the optimizer's update (step(grad_scale)) rather
+// than scaling the gradients first: the same parameters and state to the
+// bit, for Adam, AdamW and SGD with momentum, on the CPU's kernels.
+TEST_CASE("optim: a step with clipping's coefficient equals clip_grad_norm and a plain step, bit for bit") {
+  auto make = [] {
+    Rng rng(3);
+    Tensor w = uniform({10, 100}, -2.0f, 2.0f, rng).set_requires_grad();
+    Tensor b = uniform({37}, -2.0f, 2.0f, rng).set_requires_grad();
+    return NamedTensors{{"w", w}, {"b", b}};
+  };
+  auto backward = [](const NamedTensors& params, int k) {
+    Rng rng(10 + k);
+    (sum(params[0].second * uniform({10, 100}, -3.0f, 3.0f, rng)) +
+     sum(params[1].second * uniform({37}, -5.0f, 5.0f, rng)))
+        .backward();
+  };
+  for (int kind = 0; kind < 3; ++kind) {
+    NamedTensors clipped_first = make(), scaled = make();
+    auto optimizer = [kind](const NamedTensors& params) -> std::unique_ptr<Optimizer> {
+      if (kind == 2) return std::make_unique<Sgd>(params, 0.1f, SgdOptions{.momentum = 0.9f, .weight_decay = 0.01f});
+      return std::make_unique<Adam>(params, 0.01f, AdamOptions{.weight_decay = 0.01f, .decoupled = kind == 1});
+    };
+    std::unique_ptr<Optimizer> a = optimizer(clipped_first), b = optimizer(scaled);
+    for (int k = 0; k < 3; ++k) {
+      backward(clipped_first, k);
+      backward(scaled, k);
+      const float norm = clip_grad_norm(clipped_first, 1.0f);
+      const float coef = clip_coefficient(grad_norm(scaled), 1.0f);
+      REQUIRE(coef < 0.5f);  // really clipped
+      CHECK(grad_norm(scaled) == norm);
+      a->step();
+      b->step(coef);
+      a->zero_grad();
+      b->zero_grad();
+    }
+    for (size_t i = 0; i < 2; ++i) {
+      CHECK(clipped_first[i].second.to_vector() == scaled[i].second.to_vector());
+      for (const std::string& name : a->state_names())
+        CHECK(a->find_state(i, name)->to_vector() == b->find_state(i, name)->to_vector());
+    }
+  }
 }
 
 TEST_CASE("optim: sharding an optimizer that holds state keeps its owned slices; they go on as the whole does") {

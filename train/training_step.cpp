@@ -88,17 +88,17 @@ int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batc
 
 void TrainingStep::optimizer_step(const setup::TrainingState& position) {
   optim::Optimizer& optimizer = parts_.optimizer;
-  // The gradients summed over the ranks, and the squares of the elements
-  // this rank updates; with the loss, the ranks add up a ZeRO rank's squares
-  // to the squared gradient norm.
-  const double squares = parts_.gradients.finish(optimizer);
-  std::vector<double> sums{pending_loss_, optimizer.sharded() ? squares : 0.0};
+  // The gradients summed over the ranks, and the squares of their elements
+  // (dist::StepSquares); with the loss, the ranks add up their runs'
+  // squares to the squared gradient norm.
+  const dist::StepSquares squares = parts_.gradients.finish(optimizer);
+  std::vector<double> sums{pending_loss_, squares.whole ? 0.0 : squares.sum};
   parts_.comm.all_reduce_sum(sums);
   pending_loss_ = sums[0];
   // Every rank has the same norm, so it takes the same decisions.
-  const float norm = static_cast<float>(std::sqrt(optimizer.sharded() ? sums[1] : squares));
-  if (const std::optional<float>& clip = parts_.config.clip_grad_norm)
-    optim::clip_to_norm(optimizer.params(), optimizer.owned(), norm, *clip);
+  const float norm = static_cast<float>(std::sqrt(squares.whole ? squares.sum : sums[1]));
+  const std::optional<float>& clip = parts_.config.clip_grad_norm;
+  const float clip_scale = clip ? optim::clip_coefficient(norm, *clip) : 1.0f;
   float mean_loss = static_cast<float>(pending_loss_ / pending_batches_);
   const int64_t step = position.global_step + 1;
   if (std::isfinite(mean_loss) && std::isfinite(norm)) {
@@ -106,7 +106,7 @@ void TrainingStep::optimizer_step(const setup::TrainingState& position) {
     status_.updated = true;
     float lr = optim::learning_rate(schedule_, step);
     optimizer.set_lr(lr);
-    optimizer.step();
+    optimizer.step(clip_scale);
     parts_.gradients.after_update(optimizer);
     auto now = std::chrono::steady_clock::now();
     double seconds = std::chrono::duration<double>(now - last_step_).count();

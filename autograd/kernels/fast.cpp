@@ -487,16 +487,17 @@ void dot(const float* a, const float* b, int64_t n, float* out) {
 
 // --- optimizer updates -------------------------------------------------------------------
 
-void adam_step(float* p, const float* g, float* m, float* v, int64_t n, float step_size, float b1,
-               float b2, float eps, float sqrt_bc2, float l2, float decay) {
+void adam_step(float* p, const float* g, float g_scale, float* m, float* v, int64_t n, float step_size,
+               float b1, float b2, float eps, float sqrt_bc2, float l2, float decay) {
   parallel_for_vectors(n, [=](int64_t b, int64_t e) {
     Vec vb1 = Vec::set1(b1), vb2 = Vec::set1(b2), c1 = Vec::set1(1.0f - b1),
         c2 = Vec::set1(1.0f - b2), keep = Vec::set1(1.0f - decay), vl2 = Vec::set1(l2),
-        veps = Vec::set1(eps), vbc = Vec::set1(1.0f / sqrt_bc2), vstep = Vec::set1(step_size);
+        veps = Vec::set1(eps), vbc = Vec::set1(1.0f / sqrt_bc2), vstep = Vec::set1(step_size),
+        vscale = Vec::set1(g_scale);
     int64_t i = b;
     for (; i + W <= e; i += W) {
       Vec pi = Vec::load(p + i) * keep;
-      Vec grad = fma(vl2, pi, Vec::load(g + i));
+      Vec grad = fma(vl2, pi, Vec::load(g + i) * vscale);
       Vec mi = vb1 * Vec::load(m + i) + c1 * grad;
       Vec vi = vb2 * Vec::load(v + i) + c2 * grad * grad;
       mi.store(m + i);
@@ -504,15 +505,15 @@ void adam_step(float* p, const float* g, float* m, float* v, int64_t n, float st
       (pi - vstep * mi / (sqrt(vi) * vbc + veps)).store(p + i);
     }
     if (i < e)
-      scalar_table().adam_step(p + i, g + i, m + i, v + i, e - i, step_size, b1, b2, eps, sqrt_bc2,
-                               l2, decay);
+      scalar_table().adam_step(p + i, g + i, g_scale, m + i, v + i, e - i, step_size, b1, b2, eps,
+                               sqrt_bc2, l2, decay);
   });
 }
 
-void sgd_step(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float l2,
-              bool nesterov, bool first) {
+void sgd_step(float* p, const float* g, float g_scale, float* buf, int64_t n, float lr, float momentum,
+              float l2, bool nesterov, bool first) {
   parallel_for(0, n, kGrainElements, [=](int64_t b, int64_t e) {
-    scalar_table().sgd_step(p + b, g + b, buf ? buf + b : nullptr, e - b, lr, momentum, l2,
+    scalar_table().sgd_step(p + b, g + b, g_scale, buf ? buf + b : nullptr, e - b, lr, momentum, l2,
                             nesterov, first);
   });
 }

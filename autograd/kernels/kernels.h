@@ -287,15 +287,19 @@ struct KernelTable {
   // One optimizer update of n parameters p with gradients g, as PyTorch's
   // torch.optim.Adam (l2 = weight_decay added to the gradient) and AdamW
   // (decay = lr * weight_decay, applied to p first):
-  //   p *= 1 - decay; g += l2 p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-  //   p -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)
-  // with step_size = lr / (1 - b1^t) and sqrt_bc2 = sqrt(1 - b2^t).
-  void (*adam_step)(Ptr<float> p, Ptr<const float> g, Ptr<float> m, Ptr<float> v, int64_t n, float step_size,
-                    float b1, float b2, float eps, float sqrt_bc2, float l2, float decay);
-  // torch.optim.SGD: g += l2 p; with momentum, buf = first ? g : momentum buf + g,
-  // and g = nesterov ? g + momentum buf : buf; then p -= lr g.
-  void (*sgd_step)(Ptr<float> p, Ptr<const float> g, Ptr<float> buf, int64_t n, float lr, float momentum,
-                   float l2, bool nesterov, bool first);
+  //   p *= 1 - decay; g = g_scale g + l2 p; m = b1 m + (1-b1) g;
+  //   v = b2 v + (1-b2) g^2; p -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)
+  // with step_size = lr / (1 - b1^t) and sqrt_bc2 = sqrt(1 - b2^t). g_scale
+  // is gradient clipping's coefficient (1 unclipped), applied here rather
+  // than in a pass of its own over the gradients; g_scale g is rounded to
+  // float before l2 p is added, as that pass would have stored it.
+  void (*adam_step)(Ptr<float> p, Ptr<const float> g, float g_scale, Ptr<float> m, Ptr<float> v, int64_t n,
+                    float step_size, float b1, float b2, float eps, float sqrt_bc2, float l2, float decay);
+  // torch.optim.SGD: g = g_scale g + l2 p (g_scale as above); with momentum,
+  // buf = first ? g : momentum buf + g, and g = nesterov ? g + momentum buf : buf;
+  // then p -= lr g.
+  void (*sgd_step)(Ptr<float> p, Ptr<const float> g, float g_scale, Ptr<float> buf, int64_t n, float lr,
+                   float momentum, float l2, bool nesterov, bool first);
 };
 
 // Every table is expanded from the entries' names: SF_KERNEL_LIST(X) is

@@ -322,21 +322,21 @@ void dot(const float* a, const float* b, int64_t n, float* out) {
   out[0] = static_cast<float>(total);
 }
 
-void adam_step(float* p, const float* g, float* m, float* v, int64_t n, float step_size, float b1,
-               float b2, float eps, float sqrt_bc2, float l2, float decay) {
+void adam_step(float* p, const float* g, float g_scale, float* m, float* v, int64_t n, float step_size,
+               float b1, float b2, float eps, float sqrt_bc2, float l2, float decay) {
   for (int64_t i = 0; i < n; ++i) {
     p[i] *= 1.0f - decay;
-    float grad = g[i] + l2 * p[i];
+    float grad = std::fma(l2, p[i], g[i] * g_scale);  // g_scale g + l2 p, rounded as the vectors round it
     m[i] = b1 * m[i] + (1.0f - b1) * grad;
     v[i] = b2 * v[i] + (1.0f - b2) * grad * grad;
     p[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bc2 + eps);
   }
 }
 
-void sgd_step(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float l2,
-              bool nesterov, bool first) {
+void sgd_step(float* p, const float* g, float g_scale, float* buf, int64_t n, float lr, float momentum,
+              float l2, bool nesterov, bool first) {
   for (int64_t i = 0; i < n; ++i) {
-    float grad = g[i] + l2 * p[i];
+    float grad = std::fma(l2, p[i], g[i] * g_scale);  // g_scale g + l2 p
     if (buf) {
       buf[i] = first ? grad : momentum * buf[i] + grad;
       grad = nesterov ? grad + momentum * buf[i] : buf[i];

@@ -195,15 +195,16 @@ void dot(Mem<const float> a, Mem<const float> b, int64_t n, Mem<float> out) {
   launch(kernel(Kernel::sum_partials), items(1), scratch, static_cast<int32_t>(partials), out);
 }
 
-void adam_step(Mem<float> p, Mem<const float> g, Mem<float> m, Mem<float> v, int64_t n, float step_size, float b1,
-               float b2, float eps, float sqrt_bc2, float l2, float decay) {
-  launch(kernel(Kernel::adam_step), vectors(n), p, g, m, v, n, step_size, b1, b2, eps, sqrt_bc2, l2, decay);
+void adam_step(Mem<float> p, Mem<const float> g, float g_scale, Mem<float> m, Mem<float> v, int64_t n,
+               float step_size, float b1, float b2, float eps, float sqrt_bc2, float l2, float decay) {
+  launch(kernel(Kernel::adam_step), vectors(n), p, g, g_scale, m, v, n, step_size, b1, b2, eps, sqrt_bc2, l2,
+         decay);
 }
 
-void sgd_step(Mem<float> p, Mem<const float> g, Mem<float> buf, int64_t n, float lr, float momentum, float l2,
-              bool nesterov, bool first) {
-  launch(kernel(Kernel::sgd_step), vectors(n), p, g, buf, flag(bool(buf)), n, lr, momentum, l2, flag(nesterov),
-         flag(first));
+void sgd_step(Mem<float> p, Mem<const float> g, float g_scale, Mem<float> buf, int64_t n, float lr, float momentum,
+              float l2, bool nesterov, bool first) {
+  launch(kernel(Kernel::sgd_step), vectors(n), p, g, g_scale, buf, flag(bool(buf)), n, lr, momentum, l2,
+         flag(nesterov), flag(first));
 }
 
 void topk(Mem<const float> x, int64_t rows, int64_t cols, int64_t k, Mem<float> values, Mem<int32_t> indices) {
