@@ -83,15 +83,19 @@ std::vector<std::vector<size_t>> BatchedDataset::epoch_plan(int64_t epoch) const
   return batches;
 }
 
+std::pair<int64_t, int64_t> BatchedDataset::padded_widths(size_t i) const {
+  if (!options_.bucket) return {options_.seq_len, options_.seq_len};
+  const Example& e = examples_.at(i);
+  return {framed_source_width(e.src.size()), framed_target_width(e.tgt.size())};
+}
+
 Batch BatchedDataset::make_batch(const std::vector<size_t>& indices) const {
   if (indices.empty()) internal_fail("make_batch: no examples");
-  int64_t S = options_.seq_len, T = options_.seq_len;
-  if (options_.bucket) {
-    S = T = 0;
-    for (size_t i : indices) {
-      S = std::max(S, framed_source_width(examples_.at(i).src.size()));
-      T = std::max(T, framed_target_width(examples_.at(i).tgt.size()));
-    }
+  int64_t S = 0, T = 0;
+  for (size_t i : indices) {
+    const auto [source, target] = padded_widths(i);
+    S = std::max(S, source);
+    T = std::max(T, target);
   }
   int64_t B = static_cast<int64_t>(indices.size());
   std::vector<int32_t> encoder, decoder, label;

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/tensor.h"
@@ -64,6 +65,10 @@ class BatchedDataset {
   // torch.utils.data.DataLoader with drop_last=False).
   std::vector<std::vector<size_t>> epoch_plan(int64_t epoch) const;
   Batch make_batch(const std::vector<size_t>& indices) const;
+  // The source and target widths example i's rows take in a batch: its
+  // framed lengths with bucketing (a batch is as wide as its longest), else
+  // seq_len.
+  std::pair<int64_t, int64_t> padded_widths(size_t i) const;
 
  private:
   std::vector<Example> examples_;

@@ -26,10 +26,22 @@
 
 namespace sf::dist {
 
-// Rank `rank`'s share of a batch's examples: a contiguous run, shares
-// differing by at most one (the first size % ranks ranks take one more). A
-// rank may get none when the batch has fewer examples than there are ranks.
-std::vector<size_t> rank_share(const std::vector<size_t>& batch, int rank, int ranks);
+// How wide a pair's rows are in a batch: its source's and its target's
+// framed lengths where batches are padded to their longest (bucket), the
+// fixed width where they are not (data::BatchedDataset::padded_widths).
+struct PairWidths {
+  int64_t source = 0, target = 0;
+};
+
+// Rank `rank`'s share of a batch's examples (`widths[k]`: example k's): a
+// contiguous run. A share is padded to its longest source and target, so it
+// costs its size times their sum; the shares make the most costly of them as
+// cheap as it can be, and each rank in turn takes the longest run that keeps
+// the rest to that: with equal widths the runs differ by at most one (the
+// first size % ranks ranks take one more). A rank may get none when the
+// batch has fewer examples than there are ranks.
+std::vector<size_t> rank_share(const std::vector<size_t>& batch, const std::vector<PairWidths>& widths, int rank,
+                               int ranks);
 
 // Sums the ranks' gradients in buckets while backward still runs, as
 // PyTorch's DistributedDataParallel does: a bucket (a few MB of gradients, in

@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -255,22 +257,71 @@ void check_same_files(const fs::path& a, const fs::path& b, const std::string& t
 }  // namespace
 
 // The pieces of data parallelism that need no MPI, checked by hand.
-TEST_CASE("data parallel: rank_share splits a batch into contiguous shares differing by at most one") {
+TEST_CASE("data parallel: rank_share splits a batch of equal widths into contiguous shares differing by at most one") {
   for (size_t size = 0; size <= 9; ++size)
     for (int ranks = 1; ranks <= 4; ++ranks) {
       CAPTURE(size);
       CAPTURE(ranks);
       std::vector<size_t> batch(size), joined;
       for (size_t i = 0; i < size; ++i) batch[i] = 100 + 7 * i;
+      const std::vector<PairWidths> widths(size, PairWidths{12, 11});
       for (int r = 0; r < ranks; ++r) {
-        std::vector<size_t> share = rank_share(batch, r, ranks);
+        std::vector<size_t> share = rank_share(batch, widths, r, ranks);
         // The first size % ranks ranks take one more.
         CHECK(share.size() == size / ranks + (size_t(r) < size % ranks ? 1 : 0));
         joined.insert(joined.end(), share.begin(), share.end());
       }
       CHECK(joined == batch);
     }
-  CHECK(rank_share({5, 6}, 2, 3).empty());  // fewer pairs than ranks: the last rank has none
+  const std::vector<PairWidths> two{{4, 3}, {9, 8}};
+  CHECK(rank_share({5, 6}, two, 2, 3).empty());  // fewer pairs than ranks: the last rank has none
+}
+
+// A share is padded to its longest source and target: its cost is its size
+// times their sum. By hand: widths 3+2 four times, then 11+10 once, on 2
+// ranks: equal counts (3 and 2 pairs) would cost 15 and 42; the longest
+// pair alone costs 21, the four short ones 20.
+TEST_CASE("data parallel: rank_share makes the costliest padded share as cheap as any contiguous split can") {
+  const std::vector<size_t> batch{0, 1, 2, 3, 4};
+  const std::vector<PairWidths> by_hand{{3, 2}, {3, 2}, {3, 2}, {3, 2}, {11, 10}};
+  CHECK(rank_share(batch, by_hand, 0, 2) == std::vector<size_t>{0, 1, 2, 3});
+  CHECK(rank_share(batch, by_hand, 1, 2) == std::vector<size_t>{4});
+
+  auto cost = [](const std::vector<PairWidths>& w, size_t begin, size_t end) {
+    int64_t source = 0, target = 0;
+    for (size_t k = begin; k < end; ++k) source = std::max(source, w[k].source), target = std::max(target, w[k].target);
+    return int64_t(end - begin) * (source + target);
+  };
+  // The least costliest share over every contiguous split, by trying them all.
+  std::function<int64_t(const std::vector<PairWidths>&, size_t, int)> best = [&](const std::vector<PairWidths>& w,
+                                                                                 size_t begin, int ranks) {
+    if (ranks == 1) return cost(w, begin, w.size());
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (size_t end = begin; end <= w.size(); ++end)
+      least = std::min(least, std::max(cost(w, begin, end), best(w, end, ranks - 1)));
+    return least;
+  };
+  Rng rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t size = rng.next_u64() % 10;
+    const int ranks = 1 + int(rng.next_u64() % 4);
+    std::vector<size_t> batch(size), joined;
+    std::vector<PairWidths> widths;
+    for (size_t i = 0; i < size; ++i) {
+      batch[i] = 3 * i + 1;
+      widths.push_back({2 + int64_t(rng.next_u64() % 20), 1 + int64_t(rng.next_u64() % 20)});
+    }
+    CAPTURE(trial);
+    int64_t costliest = 0;
+    for (int r = 0; r < ranks; ++r) {
+      const std::vector<size_t> share = rank_share(batch, widths, r, ranks);
+      const size_t begin = joined.size();
+      joined.insert(joined.end(), share.begin(), share.end());
+      costliest = std::max(costliest, cost(widths, begin, joined.size()));
+    }
+    CHECK(joined == batch);  // contiguous, in order, every example once
+    CHECK(costliest == best(widths, 0, ranks));
+  }
 }
 
 // A communicator that claims `ranks` ranks and moves nothing: the gradient

@@ -52,7 +52,12 @@ TrainingStep::TrainingStep(const Parts& parts, std::string metrics_path)
 int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batches_left,
                                   const setup::TrainingState& position) {
   dist::Communicator& comm = parts_.comm;
-  std::vector<size_t> mine = dist::rank_share(batch, comm.rank(), comm.size());
+  std::vector<dist::PairWidths> widths;
+  for (size_t i : batch) {
+    const auto [source, target] = parts_.train_set.padded_widths(i);
+    widths.push_back({source, target});
+  }
+  std::vector<size_t> mine = dist::rank_share(batch, widths, comm.rank(), comm.size());
   std::optional<data::Batch> b;
   if (!mine.empty()) b = parts_.train_set.make_batch(mine);
   // The whole batch's label tokens, and whether a stop was asked anywhere:
