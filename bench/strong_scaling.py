@@ -18,6 +18,10 @@ each run's first WARMUP, pooled over TRIALS runs of each split taken in turn;
 and the communication each step left exposed after backward (section 2 of
 docs/12-data-parallel.md). On 2 cores this is 2 x 1 beside 1 x 2, as
 data_parallel.py measures unbound; the table says most where C is larger.
+The split into one rank per core runs twice, the second time with ZeRO-1
+(`zero: 1`): without it every rank runs the whole optimizer step, so C ranks
+move C times the optimizer's bytes through memory at once; with it each
+moves 1/C of them, and the ranks gather the parameters instead.
 """
 import os
 import shutil
@@ -65,27 +69,29 @@ def main():
         return
     shutil.rmtree(WORK, ignore_errors=True)
     settings = dict(dp.multi30k_prefix(f"{WORK}/data"), threads=0)
-    runs = {1: []} | {r: [] for r in splits(cores)}
+    # (ranks, zero): every split, then one rank per core with ZeRO-1.
+    runs = {(1, 0): []} | {(r, 0): [] for r in splits(cores)} | ({(cores, 1): []} if cores > 1 else {})
     failed = {}
     for trial in range(dp.TRIALS):
-        for ranks, trials in runs.items():
-            if ranks in failed:
+        for (ranks, zero), trials in runs.items():
+            if (ranks, zero) in failed:
                 continue
             launcher = [f"{build}/scratchformer"] if ranks == 1 else bound_ranks(build, ranks, cores // ranks)
-            steps, stderr = train_or_why(launcher, f"{WORK}/{ranks}x{cores // ranks}_{trial}", settings)
+            folder = f"{WORK}/{ranks}x{cores // ranks}{'_zero' if zero else ''}_{trial}"
+            steps, stderr = train_or_why(launcher, folder, dict(settings, zero=zero))
             if steps is None:
-                failed[ranks] = stderr
+                failed[ranks, zero] = stderr
             else:
                 trials.append((steps, stderr))
-    if 1 in failed:
-        print(f"1 x {cores:<12} failed: {failed[1]}")
+    if (1, 0) in failed:
+        print(f"1 x {cores:<12} failed: {failed[1, 0]}")
         return
-    ref = dp.median_tokens_per_s([steps for steps, _ in runs[1]])
+    ref = dp.median_tokens_per_s([steps for steps, _ in runs[1, 0]])
     records = []
-    for ranks, trials in runs.items():
-        case = f"{ranks} x {cores // ranks}"
-        if ranks in failed:
-            print(f"{case:<16} failed: {failed[ranks]}")
+    for (ranks, zero), trials in runs.items():
+        case = f"{ranks} x {cores // ranks}" + (", zero 1" if zero else "")
+        if (ranks, zero) in failed:
+            print(f"{case:<16} failed: {failed[ranks, zero]}")
             continue
         ours = dp.median_tokens_per_s([steps for steps, _ in trials])
         if ranks == 1:
@@ -94,8 +100,9 @@ def main():
             exposed = sum(dp.summary(stderr)["exposed_ms"] for _, stderr in trials) / len(trials)
             print(f"{case:<16} {ours:9.0f} {ours / ref:7.3f} {exposed:8.2f}")
             records.append(dp.record("strong_scaling", f"multi30k_en_de prefix, {ranks} ranks x {cores // ranks} "
-                                         f"threads", ours, ref, f"1 process x {cores} threads", "tokens/s",
-                                         threads=cores, exposed_ms=exposed))
+                                         f"threads{', zero 1' if zero else ''}", ours, ref,
+                                         f"1 process x {cores} threads", "tokens/s", threads=cores,
+                                         exposed_ms=exposed))
     dp.add_records(bench_json, records)
 
 
