@@ -19,8 +19,6 @@
 #include <span>
 #include <vector>
 
-#include "base/error.h"
-
 namespace sf::dist {
 
 class Communicator {
@@ -91,20 +89,6 @@ class Communicator {
   virtual std::vector<std::span<float>> shared_buffers(const std::vector<size_t>& elements) {
     (void)elements;
     return {};
-  }
-  // An all-gather through those buffers: `shared` lies in this rank's
-  // buffers, and every rank has written its own run of it there. Afterwards
-  // `into` holds every other rank's run, read from that rank's buffers (this
-  // rank's own is left as it is); no rank writes its buffers again before
-  // every rank has read them. Only where shared_buffers gave buffers.
-  struct SharedRuns {
-    std::span<const float> shared;
-    std::vector<int64_t> begins;  // as in Runs
-    std::span<float> into;
-  };
-  virtual void all_gather_shared(const std::vector<SharedRuns>& arrays) {
-    (void)arrays;
-    internal_fail("all_gather_shared: this communicator shares no memory");
   }
 
   // The bytes this rank has sent in the sums above and the in-place gathers

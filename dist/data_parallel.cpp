@@ -166,12 +166,10 @@ void GradientReducer::allocate_buckets() {
   std::vector<size_t> sizes;
   for (const Bucket& b : buckets_) sizes.push_back(static_cast<size_t>(b.elements));
   const std::vector<std::span<float>> shared = comm_.shared_buffers(sizes);
-  gradients_shared_ = !shared.empty();
   for (size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];
     Device& device = params_[b.params[0]].second.device();
     b.copied = shared.empty() ? !device.host_addressable() : &device != &cpu();
-    gradients_shared_ = gradients_shared_ && !b.copied;
     if (!shared.empty() && !b.copied) {
       b.values = Tensor::over(shared[k]);  // zeroed by shared_buffers
     } else {
@@ -291,24 +289,6 @@ void GradientReducer::finish(const SummedHook& summed) {
     }
   }
   arrival_.clear();
-}
-
-// The gradients of this rank's runs have been used by the update, so its
-// runs of the parameters can take their place in its buckets, where the
-// other ranks read them: one barrier before, one after, and the copies.
-bool GradientReducer::all_gather_through_buckets() {
-  if (!allocated_ || !gradients_shared_ || runs_.empty()) return false;
-  const int rank = comm_.rank();
-  std::vector<Communicator::SharedRuns> arrays;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i].second;
-    const std::vector<int64_t>& begins = runs_[i];
-    const std::span<float> gradient = buckets_[bucket_of_[i]].summed.subspan(offset_of_[i], size_t(p.numel()));
-    std::copy(p.data() + begins[rank], p.data() + begins[rank + 1], gradient.data() + begins[rank]);
-    arrays.push_back({gradient, begins, {p.data(), size_t(p.numel())}});
-  }
-  comm_.all_gather_shared(arrays);
-  return true;
 }
 
 // ---- Broadcasts ------------------------------------------------------------

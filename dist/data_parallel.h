@@ -120,14 +120,6 @@ class GradientReducer {
   // squares for the gradient norm.
   const std::vector<std::vector<int64_t>>& shard_runs() const { return runs_; }
   std::vector<optim::Slice> owned(int rank) const;
-  // ZeRO-1's all-gather of the parameters after the update, where the
-  // buckets lie in memory the ranks share and the parameters on the CPU:
-  // each rank puts its updated runs in its buckets, over the gradients the
-  // update has used, and copies the other ranks' runs from theirs (no
-  // message; zero_grad() must come before the next backward, as it does).
-  // False, having done nothing, elsewhere: the caller then gathers them by
-  // messages (all_gather_parameters).
-  bool all_gather_through_buckets();
 
  private:
   struct Bucket {
@@ -157,7 +149,6 @@ class GradientReducer {
   bool rebuilt_ = false;                       // buckets follow the first step's arrival order
   bool allocated_ = false;                     // the planned buckets hold the gradients
   bool in_allocator_ = false;                  // some bucket lies in memory of the CPU allocator
-  bool gradients_shared_ = false;              // every gradient lies in memory the ranks share
   std::vector<std::vector<int64_t>> runs_;     // every rank's runs, once rebuilt
   std::unordered_map<const TensorImpl*, size_t> index_of_;
   size_t started_ = 0;  // buckets started this step, in order

@@ -30,8 +30,7 @@ class RankGradients final : public GradientSync {
     return {squares.total(), !runs};
   }
   void after_update(optim::Optimizer& optimizer) override {
-    if (optimizer.sharded() && !reducer_.all_gather_through_buckets())
-      all_gather_parameters(optimizer, reducer_.shard_runs(), comm_);
+    if (optimizer.sharded()) all_gather_parameters(optimizer, reducer_.shard_runs(), comm_);
   }
   void zero_grad(optim::Optimizer&) override { reducer_.zero_grad(); }
   optim::OptimizerState whole_state(const optim::Optimizer& optimizer) override {

@@ -635,25 +635,7 @@ class MpiWorld final : public Communicator {
     window_barrier();
   }
 
-  void all_gather_shared(const std::vector<SharedRuns>& arrays) override {
-    for (const SharedRuns& a : arrays)
-      if (!in_window(a.shared) || a.begins.size() != size_t(size_) + 1)
-        internal_fail("all_gather_shared: an array outside the shared buffers, or without a run per rank");
-    run_and_wait([&] {
-      window_barrier();  // every rank's runs are in its buffers
-      for (const SharedRuns& a : arrays) {
-        const size_t offset = size_t(a.shared.data() - shared_.mine.data());
-        for (int r = 0; r < size_; ++r)
-          if (r != rank_)
-            std::copy(shared_.parts[r] + offset + a.begins[r], shared_.parts[r] + offset + a.begins[r + 1],
-                      a.into.data() + a.begins[r]);
-        bytes_sent_ += (a.begins[rank_ + 1] - a.begins[rank_]) * int64_t(sizeof(float)) * (size_ - 1);
-      }
-      window_barrier();  // every rank has read every other's
-    });
-  }
-
-  bool in_window(std::span<const float> values) const {
+  bool in_window(std::span<float> values) const {
     return !shared_.mine.empty() && values.data() >= shared_.mine.data() &&
            values.data() + values.size() <= shared_.mine.data() + shared_.mine.size();
   }
