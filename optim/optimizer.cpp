@@ -145,8 +145,8 @@ void Adam::update(size_t i, const Tensor& grad, float grad_scale) {
   float l2 = o.decoupled ? 0.0f : o.weight_decay;
   float decay = o.decoupled ? lr_ * o.weight_decay : 0.0f;
   const Slice& own = owned(i);
-  adam_step_(p.view(own.begin, {own.size()}), grad.view(own.begin, {own.size()}), grad_scale, m, v, step_size, o.beta1, o.beta2,
-             o.eps, sqrt_bc2, l2, decay);
+  adam_step_(p.view(own.begin, {own.size()}), grad.view(own.begin, {own.size()}), grad_scale, m, v, step_size,
+             o.beta1, o.beta2, o.eps, sqrt_bc2, l2, decay);
 }
 
 std::vector<std::string> Sgd::state_names() const {
@@ -161,8 +161,8 @@ void Sgd::update(size_t i, const Tensor& grad, float grad_scale) {
   bool first = momentum && !find_state(i, "momentum_buffer");
   Tensor buffer = momentum ? state(i, "momentum_buffer") : Tensor();
   const Slice& own = owned(i);
-  sgd_step_(p.view(own.begin, {own.size()}), grad.view(own.begin, {own.size()}), grad_scale, buffer, lr_, options_.momentum,
-            options_.weight_decay, options_.nesterov, first);
+  sgd_step_(p.view(own.begin, {own.size()}), grad.view(own.begin, {own.size()}), grad_scale, buffer, lr_,
+            options_.momentum, options_.weight_decay, options_.nesterov, first);
 }
 
 }  // namespace sf::optim

@@ -52,6 +52,8 @@ TrainingStep::TrainingStep(const Parts& parts, std::string metrics_path)
 int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batches_left,
                                   const setup::TrainingState& position) {
   dist::Communicator& comm = parts_.comm;
+  // Shares of equal padded cost, not of equal counts: the step waits for
+  // the slowest rank (dist::rank_share).
   std::vector<dist::PairWidths> widths;
   for (size_t i : batch) {
     const auto [source, target] = parts_.train_set.padded_widths(i);
