@@ -379,13 +379,15 @@ int report_failure(const std::exception& e, dist::Communicator& comm) {
   return status;
 }
 
-// The processes of this job: MPI's in the MPI build (make MPI=1), else this one alone.
+// The processes of this job. In the MPI build (make MPI=1) they are MPI's
+// where a launcher (mpirun) started this process; a command started by hand
+// is this process alone, as in the plain build, and does not start MPI,
+// whose start alone takes half a second or more.
 std::unique_ptr<dist::Communicator> world([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
 #ifdef SF_MPI
-  return dist::mpi_world(argc, argv);
-#else
-  return dist::single_process();
+  if (dist::started_by_launcher()) return dist::mpi_world(argc, argv);
 #endif
+  return dist::single_process();
 }
 
 }  // namespace

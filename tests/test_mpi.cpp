@@ -254,6 +254,12 @@ void check_same_files(const fs::path& a, const fs::path& b, const std::string& t
   CHECK(step_losses(a / "run/metrics.jsonl", "valid") == step_losses(b / "run/metrics.jsonl", "valid"));
 }
 
+// Whether a command's (or a job's) whole output is one error line: no
+// banner of Open MPI's after it, such as MPI_Abort's "MPI_ABORT was invoked".
+bool one_error_line(const std::string& output) {
+  return output.starts_with("scratchformer: error: ") && output.find('\n') == output.size() - 1;
+}
+
 }  // namespace
 
 // The pieces of data parallelism that need no MPI, checked by hand.
@@ -745,5 +751,41 @@ TEST_SUITE("mpi" * doctest::skip()) {
     MESSAGE(log);
     CHECK(log.find("scratchformer: error: " + config + ": rank 1 read other data") != std::string::npos);
     CHECK(!fs::exists(dir.path / "weights/tmodel_00.safetensors"));
+  }
+
+  // Started by hand, the MPI build's commands run as one process, as the
+  // plain build's do: bad input is one line and exit 2.
+  TEST_CASE("mpi: by hand, the MPI build's eval and export report bad input in one line, and exit 2") {
+    TempDir dir;
+    std::string config = resume_config(dir.path);
+    REQUIRE(run_ranks(0, train_args(config, {"num_epochs=1"}), dir.path / "log") == 0);
+    const std::string missing = (dir.path / "nonexistent").string();
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"eval", "--config", config, "--data", missing + ".tsv"},
+          std::vector<std::string>{"export", "--config", config, "--checkpoint", missing + ".safetensors", "--out",
+                                   (dir.path / "out.safetensors").string()}}) {
+      CAPTURE(args[0]);
+      const fs::path log = dir.path / "log";
+      CHECK(wait_exit(spawn_program(with({mpi_binary()}, args), log, {})) == 2);
+      const std::string output = read_file(log);
+      CHECK_MESSAGE(one_error_line(output), output);
+      CHECK(output.find(missing) != std::string::npos);
+    }
+  }
+
+  // With a pml (Open MPI's messaging layer) that does not exist, MPI_Init
+  // fails: a command that started MPI would end there, in Open MPI's words.
+  TEST_CASE("mpi: by hand, the MPI build's train and export run without starting MPI") {
+    TempDir dir;
+    std::string config = resume_config(dir.path);
+    const std::vector<std::string> mpi_fails = {"OMPI_MCA_pml=scratchformer_none"};
+    const fs::path log = dir.path / "log", out = dir.path / "out.safetensors";
+    const std::vector<std::string> train = with({mpi_binary()}, train_args(config, {"num_epochs=1"})),
+                                   exports = {mpi_binary(), "export", "--config", config, "--out", out.string()};
+    for (const std::vector<std::string>& command : {train, exports}) {
+      CAPTURE(command[1]);
+      CHECK_MESSAGE(wait_exit(spawn_program(command, log, mpi_fails)) == 0, read_file(log));
+    }
+    CHECK(fs::exists(out));
   }
 }

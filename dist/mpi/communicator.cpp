@@ -823,6 +823,12 @@ class MpiWorld final : public Communicator {
 
 }  // namespace
 
+bool started_by_launcher() {
+  for (const char* variable : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"})
+    if (std::getenv(variable)) return true;
+  return false;
+}
+
 std::unique_ptr<Communicator> mpi_world(int* argc, char*** argv) {
   // A bad value: exit before MPI starts.
   Clock::duration timeout = timeout_from_environment();

@@ -24,4 +24,12 @@ namespace sf::dist {
 // test that case on one machine, with mpirun --mca btl self,tcp).
 std::unique_ptr<Communicator> mpi_world(int* argc, char*** argv);
 
+// Whether a launcher started this process as a rank of a job, as the
+// variables launchers set tell: OMPI_COMM_WORLD_SIZE (Open MPI's mpirun and
+// mpiexec), PMIX_RANK (any PMIx launcher: those, prterun, srun --mpi=pmix) or
+// PMI_RANK (a PMI-1 or PMI-2 one: MPICH's mpiexec, srun --mpi=pmi2). In a
+// process started by hand, MPI_Init would start MPI's runtime for a job of
+// one rank.
+bool started_by_launcher();
+
 }  // namespace sf::dist
