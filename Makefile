@@ -145,9 +145,14 @@ $(LIB): $(call obj,$(LIB_SRC))
 # The MPI variant (MPI=1): $(BUILD)/mpi/scratchformer, run as `mpirun -np N
 # $(BUILD)/mpi/scratchformer train ...`. Only cli/main.cpp (built with
 # -DSF_MPI) and dist/mpi/ differ from the plain command, so they alone are
-# compiled, into $(BUILD)/mpi/obj/, and linked with the same $(LIB). mpicxx's
+# compiled, into $(BUILD)/mpi/obj/, and linked with the same $(LIB). They
+# also use PMIx, the interface between Open MPI and its launcher (the
+# communicator ends a failed job through it). mpicxx's and pkg-config's
 # flags are read as the recipes run: deps may install Open MPI in this make.
-MPI_PACKAGES := libopenmpi-dev:/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h openmpi-bin:/usr/bin/orterun
+MPI_PACKAGES := libopenmpi-dev:/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h openmpi-bin:/usr/bin/orterun \
+                libpmix-dev:/usr/lib/x86_64-linux-gnu/pkgconfig/pmix.pc pkgconf:/usr/bin/pkg-config
+MPI_COMPILE := $$(mpicxx --showme:compile) $$(pkg-config --cflags pmix)
+MPI_LINK := $$(mpicxx --showme:link) $$(pkg-config --libs pmix)
 mpi-deps:
 	@tools/need-packages $(MPI_PACKAGES)
 ifeq ($(MPI),1)
@@ -155,16 +160,16 @@ all: $(BUILD)/mpi/scratchformer
 
 MPI_OBJ := $(patsubst %.cpp,$(BUILD)/mpi/obj/%.o,cli/main.cpp $(wildcard dist/mpi/*.cpp))
 $(BUILD)/mpi/scratchformer: $(MPI_OBJ) $(LIB)
-	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $$(mpicxx --showme:link) $(LDLIBS)
+	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(MPI_LINK) $(LDLIBS)
 
 # The all-reduce table's program (bench/mpi/allreduce.cpp, run by make bench;
 # the suite "mpi" runs its exact-sum check).
 $(BUILD)/mpi/allreduce-bench: $(BUILD)/mpi/obj/bench/mpi/allreduce.o $(filter $(BUILD)/mpi/obj/dist/mpi/%,$(MPI_OBJ)) $(LIB)
-	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $$(mpicxx --showme:link) $(LDLIBS)
+	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(MPI_LINK) $(LDLIBS)
 
 $(BUILD)/mpi/obj/%.o: %.cpp | deps
 	@mkdir -p $(dir $@)
-	$(CXX) $(ALL_FLAGS) -DSF_MPI $$(mpicxx --showme:compile) -c $< -o $@
+	$(CXX) $(ALL_FLAGS) -DSF_MPI $(MPI_COMPILE) -c $< -o $@
 
 -include $(shell find $(BUILD)/mpi/obj -name '*.d' 2>/dev/null)
 endif
@@ -208,7 +213,7 @@ MIN_TESTS := 271
 MIN_TSAN_TESTS := 80
 MIN_KERNEL_LEVEL_TESTS := 8
 MIN_OPENCL_TESTS := 31
-MIN_MPI_TESTS := 19
+MIN_MPI_TESTS := 21
 KERNEL_LEVEL_RUNS = $(KERNEL_LEVEL_TESTS:%=--kernel-level $(MIN_KERNEL_LEVEL_TESTS) %)
 
 test: $(TESTS) | torch-deps

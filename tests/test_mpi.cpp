@@ -260,6 +260,24 @@ bool one_error_line(const std::string& output) {
   return output.starts_with("scratchformer: error: ") && output.find('\n') == output.size() - 1;
 }
 
+// A job's output from its first error line on (rank 0 may have printed its
+// progress before).
+std::string from_error(const std::string& output) {
+  return output.substr(std::min(output.find("scratchformer: error: "), output.size()));
+}
+
+// mpirun's MPMD form: a job of one rank in each of `folders` (rank r runs
+// `args` in folders[r]).
+std::vector<std::string> one_rank_in_each(const std::vector<fs::path>& folders, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = kMpirun;
+  for (size_t r = 0; r < folders.size(); ++r) {
+    if (r > 0) argv.push_back(":");
+    argv.insert(argv.end(), {"-np", "1", "--wdir", folders[r].string(), mpi_binary()});
+    argv.insert(argv.end(), args.begin(), args.end());
+  }
+  return argv;
+}
+
 }  // namespace
 
 // The pieces of data parallelism that need no MPI, checked by hand.
@@ -713,6 +731,7 @@ TEST_SUITE("mpi" * doctest::skip()) {
     CHECK(status != 0);
     CHECK(seconds < 10);
     CHECK(log.find("rank 1 (of 2) has not responded") != std::string::npos);
+    CHECK(one_error_line(from_error(log)));
   }
 
   TEST_CASE("mpi: a bad value of an MPI environment variable is one line naming it, and exit 2") {
@@ -739,17 +758,13 @@ TEST_SUITE("mpi" * doctest::skip()) {
     }
     std::string config = write_config(dir.path, std::string(R"("data": {"train": "train.tsv"}, "lang_src": "en",
       "lang_tgt": "de", "num_epochs": 1, "val_fraction": 0.0, )") + kTiny);
-    // mpirun's MPMD form: rank 0 runs in folder a, rank 1 in folder b.
-    std::vector<std::string> argv = kMpirun, args = train_args(config, {});
-    for (std::string side : {"a", "b"}) {
-      if (side == "b") argv.push_back(":");
-      argv.insert(argv.end(), {"-np", "1", "--wdir", (dir.path / side).string(), mpi_binary()});
-      argv.insert(argv.end(), args.begin(), args.end());
-    }
+    // Rank 0 runs in folder a, rank 1 in folder b.
+    std::vector<std::string> argv = one_rank_in_each({dir.path / "a", dir.path / "b"}, train_args(config, {}));
     CHECK(wait_exit(spawn_program(argv, dir.path / "log", {})) == 2);
     std::string log = read_file(dir.path / "log");
     MESSAGE(log);
     CHECK(log.find("scratchformer: error: " + config + ": rank 1 read other data") != std::string::npos);
+    CHECK(one_error_line(from_error(log)));
     CHECK(!fs::exists(dir.path / "weights/tmodel_00.safetensors"));
   }
 
@@ -787,5 +802,48 @@ TEST_SUITE("mpi" * doctest::skip()) {
       CHECK_MESSAGE(wait_exit(spawn_program(command, log, mpi_fails)) == 0, read_file(log));
     }
     CHECK(fs::exists(out));
+  }
+
+  // Every rank meets the error; rank 0 prints it for all, and the job ends
+  // with the command's exit status, without a word of Open MPI's.
+  TEST_CASE("mpi: under mpirun, a bad config or a command other than train is one line, and exit 2") {
+    TempDir dir;
+    std::string config = resume_config(dir.path);
+    const fs::path log = dir.path / "log";
+    CHECK(wait_exit(spawn_ranks(2, train_args(config, {"num_epochs=-1"}), log)) == 2);
+    std::string output = read_file(log);
+    CHECK_MESSAGE(one_error_line(output), output);
+    CHECK(output.find("num_epochs") != std::string::npos);
+
+    CHECK(wait_exit(spawn_ranks(2, {"eval", "--config", config, "--data", "valid.tsv"}, log)) == 2);
+    output = read_file(log);
+    CHECK_MESSAGE(one_error_line(output), output);
+    CHECK(output.find("only train runs on several processes") != std::string::npos);
+  }
+
+  // One rank fails alone (its folder has no data; the other rank reads its
+  // own and waits for it in a collective): it ends the whole job at once,
+  // in one line, naming the rank where it is not rank 0, and exit 2.
+  TEST_CASE("mpi: an error on one rank alone ends the job at once, in one line, and exit 2") {
+    for (int failing : {0, 1}) {
+      CAPTURE(failing);
+      TempDir dir;
+      const std::vector<fs::path> folders = {dir.path / "rank0", dir.path / "rank1"};
+      for (int r : {0, 1}) {
+        fs::create_directories(folders[r]);
+        if (r != failing) std::ofstream(folders[r] / "train.tsv") << "one two\tein zwei\nthree\tdrei\n";
+      }
+      std::string config = write_config(dir.path, std::string(R"("data": {"train": "train.tsv"}, "lang_src": "en",
+        "lang_tgt": "de", "num_epochs": 1, "val_fraction": 0.0, )") + kTiny);
+      const fs::path log = dir.path / "log";
+      const auto start = std::chrono::steady_clock::now();
+      CHECK(wait_exit(spawn_program(one_rank_in_each(folders, train_args(config, {})), log, {})) == 2);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string output = read_file(log);
+      CHECK_MESSAGE(one_error_line(from_error(output)), output);
+      CHECK(output.find("train.tsv") != std::string::npos);
+      CHECK((output.find("rank 1: ") != std::string::npos) == (failing == 1));
+      CHECK(seconds < 10);  // the other rank would wait SCRATCHFORMER_MPI_TIMEOUT (30 s)
+    }
   }
 }
