@@ -23,6 +23,7 @@
 #include "report/attention_explorer.h"
 #include "infer/attention_maps.h"
 #include "setup/checkpoints.h"
+#include "setup/model_identity.h"
 #include "dist/communicator.h"
 #include "infer/inference.h"
 #include "eval/metrics.h"
@@ -60,7 +61,10 @@ the value is JSON when it parses as JSON, otherwise a string. Shows progress,
 validates each epoch, writes checkpoints to model_folder and metrics to
 experiment_name/metrics.jsonl. Ctrl-C (SIGINT) or SIGTERM: finishes the current
 step, saves a checkpoint of the position reached and exits 130; train again
-with "preload": "latest" to continue exactly from there.
+with "preload": "latest" to continue exactly from there. A run owns its
+model_folder and tokenizer files: another run's checkpoints there, or
+tokenizer files built from other data, stop it unless --set overwrite=true
+(which deletes those checkpoints and builds the tokenizers again).
 )";
 
 const char* kTranslateHelp = R"(usage: scratchformer translate --config FILE [--set key=value ...] [--checkpoint PATH]
@@ -92,7 +96,8 @@ the "sacrebleu" score), "sentences" and "seconds". The metrics score the
 tokens as the model wrote them, what translate --tokens prints ([UNK] kept, not
 replaced). "bleu" is BLEU on those word tokens; "sacrebleu" is BLEU as
 sacreBLEU computes it on them detokenized, the figure comparable with
-published ones.
+published ones. A pair too long for seq_len (source over seq_len - 2 tokens,
+target over seq_len - 1) is an error naming its line, as in score.
 )";
 
 const char* kScoreHelp = R"(usage: scratchformer score --config FILE [--set key=value ...] [--checkpoint PATH]
@@ -100,18 +105,21 @@ const char* kScoreHelp = R"(usage: scratchformer score --config FILE [--set key=
 Reads source<TAB>target lines on standard input and prints, per line,
 NLL<TAB>T: the negative log-likelihood (natural log, teacher forcing, no
 dropout, no label smoothing) of the target tokens and the final [EOS], and T,
-the number of target tokens + 1.
+the number of target tokens + 1. A pair too long for seq_len (source over
+seq_len - 2 tokens, target over seq_len - 1) is an error naming its line, as
+in eval.
 )";
 
 const char* kExportHelp = R"(usage: scratchformer export --config FILE [--set key=value ...] [--checkpoint PATH]
                             --out PATH [--dtype bf16|fp32]
 
 Writes the weights of the latest checkpoint in model_folder (or of --checkpoint)
-to PATH, a safetensors file with the same tensor names, order and metadata,
-every tensor rounded to --dtype (default bf16: half the size of the float32
-file, for inference). translate, eval, score and preload load it as they load
-any weights file. PATH may be neither the checkpoint read nor a name in
-model_folder that starts with model_basename (the run's own files).
+to PATH, a safetensors file with the same tensor names, order and metadata
+(the architecture and the tokenizer files' SHA-256), every tensor rounded to
+--dtype (default bf16: half the size of the float32 file, for inference).
+translate, eval, score and preload load it as they load any weights file.
+PATH may be neither the checkpoint read nor a name in model_folder that
+starts with model_basename (the run's own files).
 )";
 
 const char* kAverageHelp = R"(usage: scratchformer average --config FILE [--set key=value ...]
@@ -120,8 +128,10 @@ const char* kAverageHelp = R"(usage: scratchformer average --config FILE [--set 
 Writes to PATH a weights file whose every tensor is the element-wise mean of
 the given checkpoints' (weights files), or of the last K epochs' checkpoints in
 model_folder: checkpoint averaging, which Vaswani et al. (2017, section 6.1)
-used for their results. translate, eval, score and preload load it as they
-load any weights file. PATH may be neither a checkpoint read nor a name in
+used for their results. The checkpoints must hold one model (architecture
+and tokenizers, as their metadata records them), the one the config describes;
+the first difference is an error. translate, eval, score and preload load it
+as they load any weights file. PATH may be neither a checkpoint read nor a name in
 model_folder that starts with model_basename (the run's own files).
 )";
 
@@ -259,6 +269,11 @@ int eval_command(int argc, char** argv) {
   if (file.pairs.empty()) fail(*a.data, ": no source<TAB>target pairs to evaluate");
   std::vector<std::string> sources, references;
   for (const data::Pair& p : file.pairs) {
+    // A pair too long for the model is refused as score refuses it, though
+    // only the source is translated: a reference longer than the model can
+    // write would be scored against a translation cut short.
+    data::check_example_fits({session.src_tokenizer.encode(p.src), session.tgt_tokenizer.encode(p.tgt), p},
+                             session.config.seq_len);
     sources.push_back(p.src);
     references.push_back(p.tgt);
   }
@@ -322,7 +337,7 @@ int export_command(int argc, char** argv) {
   if (!a.out) throw UsageError("export: --out PATH is required");
   infer::Session session = open_session(a);
   check_output("export", *a.out, {session.checkpoint}, session.config);
-  nn::save_checkpoint(*session.model, *a.out, a.dtype);
+  nn::save_checkpoint(*session.model, *a.out, a.dtype, session.identity.tokenizer_labels());
   std::printf("export: wrote %s (%s, %llu bytes) from %s\n", a.out->c_str(), precision_name(a.dtype),
               static_cast<unsigned long long>(std::filesystem::file_size(*a.out)), session.checkpoint.c_str());
   return 0;
@@ -350,9 +365,25 @@ int average_command(int argc, char** argv) {
   setup::Config config = setup::load_config(a.config, a.sets);
   std::vector<std::string> paths = a.last ? last_epochs(config, *a.last) : a.texts;
   check_output("average", *a.out, paths, config);
+  // Every file must hold the model the first one holds; the first is checked against the config.
+  std::vector<setup::ModelIdentity> identities;
+  safetensors::Metadata labels;  // each tokenizer key some file records (where several do, they agree)
+  for (const std::string& path : paths) {
+    std::optional<setup::ModelIdentity> identity = setup::ModelIdentity::of_file(path);
+    if (!identity) fail(path, ": has no __metadata__, so nothing says which model it holds (weights saved by other tools)");
+    identities.push_back(*identity);
+    labels.merge(identity->tokenizer_labels());
+  }
+  for (size_t i = 1; i < paths.size(); ++i)
+    if (std::optional<setup::IdentityDifference> d = setup::first_difference(identities[i], identities[0])) {
+      bool others_agree = true;
+      for (size_t j = i + 1; j < paths.size(); ++j) others_agree &= !setup::first_difference(identities[j], identities[0]);
+      fail("average: ", paths[i], " has ", d->key, " ", d->shown(d->in_file), ", ", others_agree ? "the others" : paths[0],
+           " ", d->shown(d->expected));
+    }
   infer::Session session = infer::Session::open(config, paths[0]);
   nn::load_average(*session.model, paths);
-  nn::save_checkpoint(*session.model, *a.out);
+  nn::save_checkpoint(*session.model, *a.out, DType::F32, labels);
   std::printf("average: wrote %s, the mean of %zu checkpoints:", a.out->c_str(), paths.size());
   for (const std::string& path : paths) std::printf(" %s", path.c_str());
   std::printf("\n");

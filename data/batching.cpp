@@ -45,16 +45,17 @@ int64_t drop_long_examples(std::vector<Example>& examples, int64_t seq_len) {
   return static_cast<int64_t>(before - examples.size());
 }
 
+void check_example_fits(const Example& e, int64_t seq_len) {
+  if (int64_t longest = longest_source(seq_len); static_cast<int64_t>(e.src.size()) > longest)
+    fail(e.text.origin, ": the source has ", e.src.size(), " tokens, more than seq_len - 2 = ", longest);
+  if (int64_t longest = longest_target(seq_len); static_cast<int64_t>(e.tgt.size()) > longest)
+    fail(e.text.origin, ": the target has ", e.tgt.size(), " tokens, more than seq_len - 1 = ", longest);
+}
+
 BatchedDataset::BatchedDataset(std::vector<Example> examples, BatchOptions options)
     : examples_(std::move(examples)), options_(options) {
   if (options_.batch_size <= 0) internal_fail("batch_size must be positive, got ", options_.batch_size);
-  const int64_t longest_src = longest_source(options_.seq_len), longest_tgt = longest_target(options_.seq_len);
-  for (const Example& e : examples_) {
-    if (static_cast<int64_t>(e.src.size()) > longest_src)
-      fail(e.text.origin, ": the source has ", e.src.size(), " tokens, more than seq_len - 2 = ", longest_src);
-    if (static_cast<int64_t>(e.tgt.size()) > longest_tgt)
-      fail(e.text.origin, ": the target has ", e.tgt.size(), " tokens, more than seq_len - 1 = ", longest_tgt);
-  }
+  for (const Example& e : examples_) check_example_fits(e, options_.seq_len);
 }
 
 int64_t BatchedDataset::batches_per_epoch() const {

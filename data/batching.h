@@ -33,6 +33,9 @@ std::vector<Example> encode_pairs(const std::vector<Pair>& pairs, const Tokenize
 // The max_len_filter option: removes the examples with a side longer than
 // seq_len - 2 tokens, keeping the others in order; returns how many it removed.
 int64_t drop_long_examples(std::vector<Example>& examples, int64_t seq_len);
+// Fails, naming the example's origin, unless it fits seq_len positions:
+// source <= seq_len - 2 tokens ([SOS], [EOS]), target <= seq_len - 1.
+void check_example_fits(const Example& e, int64_t seq_len);
 
 struct BatchOptions {
   int64_t batch_size = 8;
@@ -52,8 +55,8 @@ struct Batch {
 
 class BatchedDataset {
  public:
-  // Every example must fit: source <= seq_len - 2 tokens ([SOS], [EOS]),
-  // target <= seq_len - 1; otherwise an sf::Error names the pair's origin.
+  // Every example must fit (check_example_fits); otherwise an sf::Error
+  // names the pair's origin.
   BatchedDataset(std::vector<Example> examples, BatchOptions options);
 
   const std::vector<Example>& examples() const { return examples_; }

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/sha256.h"
 #include "pretokenizer.h"
 
 namespace sf::data {
@@ -145,20 +147,34 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& json, const std::string& so
     if (id < 0 || id >= static_cast<int64_t>(kSpecialTokens.size()) || kSpecialTokens[id] != content)
       bad("added token \"", content, "\" (id ", id, ") is not supported (only the four specials)");
   }
-  if (type == "WordLevel") return Tokenizer(std::move(tokens));
-  auto bpe = std::make_shared<const BpeModel>(tokens, read_merges(model.value("merges", nlohmann::json()), source),
-                                              kUnkId, source);
-  return Tokenizer(std::move(tokens), std::move(bpe));
+  std::optional<Origin> origin;
+  if (model.contains("built_from")) {
+    const nlohmann::json& from = model["built_from"];
+    if (!from.is_object() || !from.value("pairs", nlohmann::json()).is_number_unsigned() ||
+        !from.value("settings", nlohmann::json()).is_string() || !from.value("digest", nlohmann::json()).is_string())
+      bad("model.built_from must be {\"pairs\": N, \"settings\": \"...\", \"digest\": \"...\"}, got ", from.dump());
+    origin = Origin{from["pairs"].get<int64_t>(), from["settings"], from["digest"]};
+  }
+  std::shared_ptr<const BpeModel> bpe;
+  if (type == "BPE")
+    bpe = std::make_shared<const BpeModel>(tokens, read_merges(model.value("merges", nlohmann::json()), source), kUnkId,
+                                           source);
+  Tokenizer tokenizer(std::move(tokens), std::move(bpe));
+  tokenizer.origin_ = std::move(origin);
+  return tokenizer;
 } catch (const nlohmann::json::exception& e) {
   fail(source, ": not a WordLevel or BPE tokenizer: ", plain_message(e));
 }
 
-Tokenizer Tokenizer::load(const std::string& path) {
+Tokenizer Tokenizer::load(const std::string& path, std::string* sha256) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail(path, ": is a folder, not a tokenizer file");
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open tokenizer file");
-  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) fail(path, ": cannot read tokenizer file");
+  if (sha256) *sha256 = sha256_hex(text);
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) fail(path, ": not valid JSON");
   return from_json(json, path);
 }
@@ -196,6 +212,8 @@ nlohmann::ordered_json Tokenizer::to_json() const {
     decoder = {{"type", "BPEDecoder"}, {"suffix", kEndOfWordSuffix}};
     pre_tokenizer = bpe_pre_tokenizer();
   }
+  if (origin_)
+    model["built_from"] = {{"pairs", origin_->pairs}, {"settings", origin_->settings}, {"digest", origin_->digest}};
   return {{"version", "1.0"},
           {"truncation", nullptr},
           {"padding", nullptr},
@@ -207,10 +225,12 @@ nlohmann::ordered_json Tokenizer::to_json() const {
           {"model", model}};
 }
 
-void Tokenizer::save(const std::string& path) const {
+std::string Tokenizer::save(const std::string& path) const {
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
-  write_file_atomically(path, to_json().dump(2) + "\n");
+  std::string text = file_text();
+  write_file_atomically(path, text);
+  return text;
 }
 
 std::vector<std::string_view> split_words(std::string_view text) {

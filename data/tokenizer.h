@@ -11,9 +11,15 @@
 // BPE: each word is split into subword units (bpe.h), so no word of seen
 // characters is [UNK]. Ids: the four special tokens, the alphabet, then one
 // token per learnt merge; the file's decoder is HF's BPEDecoder.
+//
+// A tokenizer we build records what it was built from (Origin), in its file's
+// model object under "built_from" (HF's tokenizers ignores keys it does not
+// know there, not at the top level), so a run can tell whether an existing
+// file is its own (data/pipeline.h).
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,6 +40,15 @@ std::vector<std::string_view> split_words(std::string_view text);
 
 class Tokenizer {
  public:
+  // The training pairs a tokenizer was built from: how many, the settings
+  // ("word min_frequency 2", "bpe vocab_size 8000", "... shared"), and a
+  // digest (FNV-1a 64) of the texts it learnt from.
+  struct Origin {
+    int64_t pairs = 0;
+    std::string settings, digest;
+    bool operator==(const Origin&) const = default;
+  };
+
   // Counts the pre-tokenised words of `texts` (one side of the training pairs).
   static Tokenizer train(const std::vector<std::string_view>& texts, int64_t min_frequency);
   // Learns BPE merges from the pre-tokenised words of `texts` until the
@@ -43,10 +58,19 @@ class Tokenizer {
   // The model comes from the file's model.type. `source` names the file in
   // error messages.
   static Tokenizer from_json(const nlohmann::json& json, const std::string& source);
-  static Tokenizer load(const std::string& path);
+  // With `sha256`, also the SHA-256 of the file's bytes (64 hex digits).
+  static Tokenizer load(const std::string& path, std::string* sha256 = nullptr);
 
   nlohmann::ordered_json to_json() const;  // keys in the order HF writes them
-  void save(const std::string& path) const;  // creates missing parent folders
+  // Writes to_json() (creating missing parent folders) and returns the bytes
+  // written, whose SHA-256 is the file's.
+  std::string save(const std::string& path) const;
+  std::string file_text() const { return to_json().dump(2) + "\n"; }
+
+  // What it was built from; none for a file that does not say (one made by
+  // other tools, or before the record was written).
+  const std::optional<Origin>& origin() const { return origin_; }
+  void set_origin(Origin origin) { origin_ = std::move(origin); }
 
   bool is_bpe() const { return bpe_ != nullptr; }
 
@@ -75,6 +99,7 @@ class Tokenizer {
 
   std::vector<std::string> tokens_;  // by id
   std::shared_ptr<const BpeModel> bpe_;  // null for WordLevel; shared by copies (its cache is a memo)
+  std::optional<Origin> origin_;
   // Transparent hash and equality, so lookups take a string_view.
   struct Hash {
     using is_transparent = void;

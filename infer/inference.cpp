@@ -9,62 +9,39 @@
 #include "nn/checkpoint.h"
 #include "setup/checkpoints.h"
 #include "setup/loss.h"
+#include "setup/model_identity.h"
 #include "setup/resources.h"
 #include "infer/unknown_words.h"
 
 namespace sf::infer {
 
-// The checkpoint's metadata decides the model's shape; a config that says
-// otherwise (an edited key, a --set) is a mistake to name, not to ignore.
-static void check_config_matches(const setup::Config& config, const nn::TransformerConfig& model,
-                                 const std::string& checkpoint) {
-  auto check = [&](const char* key, int64_t configured, const std::string& trained) {
-    if (std::to_string(configured) != trained)
-      fail(config.source, ": key '", key, "' is ", configured, ", but ", checkpoint, " was trained with ", key, " ",
-           trained);
-  };
-  check("seq_len", config.seq_len,
-        model.src_seq_len == model.tgt_seq_len
-            ? std::to_string(model.src_seq_len)
-            : std::to_string(model.src_seq_len) + "/" + std::to_string(model.tgt_seq_len));
-  check("d_model", config.d_model, std::to_string(model.d_model));
-  check("N", config.N, std::to_string(model.N));
-  check("h", config.h, std::to_string(model.h));
-  check("d_ff", config.d_ff, std::to_string(model.d_ff));
-  auto check_text = [&](const char* key, const std::string& configured, const std::string& trained) {
-    if (configured != trained)
-      fail(config.source, ": key '", key, "' is ", configured, ", but ", checkpoint, " was trained with ", key, " ",
-           trained);
-  };
-  check_text("activation", config.activation, nn::activation_name(model.activation));
-  check_text("norm", config.norm, model.post_norm ? "post" : "pre");
-  check_text("tie_embeddings", config.tie_embeddings ? "true" : "false", model.tie_embeddings ? "true" : "false");
-}
-
 Session Session::open(const setup::Config& config, const std::optional<std::string>& checkpoint) {
-  Session s{config, data::Tokenizer::load(config.tokenizer_path(config.lang_src)),
-            data::Tokenizer::load(config.tokenizer_path(config.lang_tgt)), nullptr, ""};
+  data::TokenizerFile src = data::read_tokenizer_file(config.tokenizer_path(config.lang_src), config.tokenizer);
+  data::TokenizerFile tgt = data::read_tokenizer_file(config.tokenizer_path(config.lang_tgt), config.tokenizer);
+  std::string weights;
   if (checkpoint) {
-    s.checkpoint = *checkpoint;
+    weights = *checkpoint;
   } else {
     setup::CheckpointStore store(config.model_folder, config.model_basename, config.keep_checkpoints);
     std::optional<setup::CheckpointFiles> latest = store.latest();
     if (!latest)
       fail(config.model_folder, ": no complete checkpoint '", config.model_basename,
            "NN' here (train first, or pass --checkpoint)");
-    s.checkpoint = latest->weights;
+    weights = latest->weights;
   }
-  nn::TransformerConfig model_config = nn::read_checkpoint_config(s.checkpoint);
-  check_config_matches(config, model_config, s.checkpoint);
-  setup::check_fits_in_memory(setup::inference_bytes(model_config, inference_batch_size(config), config.beam),
-                              "this checkpoint's model", s.checkpoint);
-  if (model_config.src_vocab_size != s.src_tokenizer.vocab_size() ||
-      model_config.tgt_vocab_size != s.tgt_tokenizer.vocab_size())
-    fail(s.checkpoint, ": vocabulary sizes ", model_config.src_vocab_size, "/",
-         model_config.tgt_vocab_size, " do not match the tokenizers (",
-         s.src_tokenizer.vocab_size(), "/", s.tgt_tokenizer.vocab_size(), ")");
+  // The file's metadata and the config with its tokenizer files must
+  // describe one model; a difference (an edited key, a --set, another run's
+  // tokenizer) is a mistake to name, not to ignore.
+  std::optional<setup::ModelIdentity> identity = setup::ModelIdentity::of_file(weights);
+  if (!identity)
+    fail(weights, ": has no __metadata__, so nothing says which model it holds (weights saved by other tools); "
+         "a training run can preload it");
+  setup::check_weights_fit(weights, *identity, setup::ModelIdentity::of_run(config, src, tgt), config);
+  setup::check_fits_in_memory(setup::inference_bytes(identity->model, inference_batch_size(config), config.beam),
+                              "this checkpoint's model", weights);
   Rng init(static_cast<uint64_t>(config.seed));
-  s.model = nn::build_transformer(model_config, init);
+  Session s{config, std::move(src.tokenizer), std::move(tgt.tokenizer), nn::build_transformer(identity->model, init),
+            weights, *identity};
   nn::load_checkpoint(*s.model, s.checkpoint);
   s.model->to(device_named(config.device));
   s.model->eval();

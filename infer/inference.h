@@ -11,6 +11,7 @@
 #include "data/tokenizer.h"
 #include "nn/transformer.h"
 #include "setup/config.h"
+#include "setup/model_identity.h"
 #include "infer/decode_place.h"
 #include "infer/decoding.h"
 
@@ -21,8 +22,11 @@ struct Session {
   data::Tokenizer src_tokenizer, tgt_tokenizer;
   std::unique_ptr<nn::Transformer> model;
   std::string checkpoint;  // the weights file loaded
+  setup::ModelIdentity identity;  // what that file records (an export or an average records it again)
 
   // `checkpoint`: a weights file, or the latest complete one in model_folder.
+  // It must be the model the config and its tokenizer files describe
+  // (setup/model_identity.h).
   static Session open(const setup::Config& config, const std::optional<std::string>& checkpoint);
 };
 

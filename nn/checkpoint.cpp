@@ -15,18 +15,32 @@ safetensors::Metadata checkpoint_metadata(const TransformerConfig& c) {
                           {"h", std::to_string(c.h)},
                           {"d_ff", std::to_string(c.d_ff)},
                           {"src_vocab_size", std::to_string(c.src_vocab_size)},
-                          {"tgt_vocab_size", std::to_string(c.tgt_vocab_size)}};
+                          {"tgt_vocab_size", std::to_string(c.tgt_vocab_size)},
+                          {"activation", activation_name(c.activation)},
+                          {"norm", c.post_norm ? "post" : "pre"},
+                          {"tie_embeddings", c.tie_embeddings ? "true" : "false"}};
   if (c.src_seq_len == c.tgt_seq_len) {
     m["seq_len"] = std::to_string(c.src_seq_len);
   } else {
     m["src_seq_len"] = std::to_string(c.src_seq_len);
     m["tgt_seq_len"] = std::to_string(c.tgt_seq_len);
   }
-  // Written only where they differ from the default model, whose files stay as they were.
-  if (c.activation != Activation::Relu) m["activation"] = activation_name(c.activation);
-  if (c.post_norm) m["norm"] = "post";
-  if (c.tie_embeddings) m["tie_embeddings"] = "true";
   return m;
+}
+
+std::vector<std::pair<std::string, std::string>> architecture_keys(const TransformerConfig& c) {
+  std::string seq_len = std::to_string(c.src_seq_len);
+  if (c.tgt_seq_len != c.src_seq_len) seq_len += "/" + std::to_string(c.tgt_seq_len);
+  return {{"d_model", std::to_string(c.d_model)},
+          {"N", std::to_string(c.N)},
+          {"h", std::to_string(c.h)},
+          {"d_ff", std::to_string(c.d_ff)},
+          {"seq_len", seq_len},
+          {"activation", activation_name(c.activation)},
+          {"norm", c.post_norm ? "post" : "pre"},
+          {"tie_embeddings", c.tie_embeddings ? "true" : "false"},
+          {"src_vocab_size", std::to_string(c.src_vocab_size)},
+          {"tgt_vocab_size", std::to_string(c.tgt_vocab_size)}};
 }
 
 static int64_t metadata_int(const safetensors::Metadata& m, const std::string& key, const std::string& path) {
@@ -39,7 +53,8 @@ static int64_t metadata_int(const safetensors::Metadata& m, const std::string& k
   return *value;
 }
 
-// An optional key's value, one of `choices` (absent: the first).
+// A key that files written before it was always written may lack: one of
+// `choices`, absent meaning the first (the default those files had).
 static std::string metadata_choice(const safetensors::Metadata& m, const std::string& key,
                                    const std::vector<std::string>& choices, const std::string& path) {
   auto it = m.find(key);
@@ -49,8 +64,11 @@ static std::string metadata_choice(const safetensors::Metadata& m, const std::st
   return it->second;
 }
 
-// The config a checkpoint's metadata describes (dropout left at its default).
-static TransformerConfig config_from_metadata(const safetensors::Metadata& m, const std::string& path) {
+TransformerConfig config_from_metadata(const safetensors::Metadata& m, const std::string& path) {
+  // An optimizer's file (optim/optimizer.h) is a safetensors file too, and sits beside the weights.
+  if (auto it = m.find("optimizer"); it != m.end() && !m.count("d_model"))
+    fail(path, ": is an optimizer state file (", it->second, "), not model weights; the model's weights are ",
+         "the .safetensors file beside it without .optim");
   TransformerConfig c;
   c.d_model = metadata_int(m, "d_model", path);
   c.N = metadata_int(m, "N", path);
@@ -72,24 +90,29 @@ static TransformerConfig config_from_metadata(const safetensors::Metadata& m, co
   return c;
 }
 
-void save_checkpoint(const Transformer& model, const std::string& path, DType dtype) {
+void save_checkpoint(const Transformer& model, const std::string& path, DType dtype,
+                     const safetensors::Metadata& labels) {
   NoGradGuard no_grad;  // the parameters require gradients; their copies need none
   NamedTensors tensors;
   for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, to_dtype(t, dtype));
-  safetensors::save(path, tensors, checkpoint_metadata(model.config()));
+  safetensors::Metadata metadata = checkpoint_metadata(model.config());
+  for (const auto& [key, value] : labels)
+    if (!metadata.emplace(key, value).second) internal_fail("save_checkpoint: label '", key, "' is an architecture key");
+  safetensors::save(path, tensors, metadata);
 }
 
 void load_checkpoint(Transformer& model, const std::string& path) {
   safetensors::Contents contents = safetensors::load(path);
-  // The shapes pin down every hyperparameter but h, so the metadata is checked
-  // too when present.
+  // The shapes pin down every hyperparameter but h (and the activation and
+  // norm placement, which have no parameters of their own), so the metadata
+  // is checked too when present.
   if (!contents.metadata.empty()) {
-    for (const auto& [key, value] : checkpoint_metadata(model.config())) {
-      auto it = contents.metadata.find(key);
-      if (it == contents.metadata.end()) fail(path, ": __metadata__ has no '", key, "'");
-      if (it->second != value)
-        fail(path, ": __metadata__ says ", key, " = ", it->second, ", the model has ", value);
-    }
+    auto in_file = architecture_keys(config_from_metadata(contents.metadata, path));
+    auto in_model = architecture_keys(model.config());
+    for (size_t i = 0; i < in_file.size(); ++i)
+      if (in_file[i].second != in_model[i].second)
+        fail(path, ": has ", in_file[i].first, " ", in_file[i].second, ", the model it is loaded into ",
+             in_model[i].second);
   }
   model.load_state_dict(contents.tensors, path);
 }

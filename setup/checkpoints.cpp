@@ -161,12 +161,12 @@ static void remove_files(const CheckpointFiles& f) {
   for (const std::string& path : {f.state, f.weights, f.optimizer}) file_steps::unlink(path);
 }
 
-void CheckpointStore::save(const std::string& tag, const nn::Transformer& model,
+void CheckpointStore::save(const std::string& tag, const nn::Transformer& model, const safetensors::Metadata& labels,
                            const optim::OptimizerState& optimizer, const TrainingState& state) const {
   fs::create_directories(folder_);
   const CheckpointFiles next = files(tag, ".new"), live = files(tag), prev = files(tag, ".prev");
   try {
-    nn::save_checkpoint(model, next.weights);
+    nn::save_checkpoint(model, next.weights, DType::F32, labels);
     optimizer.write(next.optimizer);
     json j = state.to_json();
     j["files"] = {{"weights", file_digest(next.weights)}, {"optimizer", file_digest(next.optimizer)}};
@@ -249,7 +249,8 @@ std::optional<std::string> CheckpointStore::any_checkpoint_file() const {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(folder_, ec)) {
     std::string name = entry.path().filename().string();
-    if (name.starts_with(basename_) && name.find(".safetensors") != std::string::npos)
+    if (name.starts_with(basename_) &&
+        (name.find(".safetensors") != std::string::npos || name.find(".state.json") != std::string::npos))
       return entry.path().string();
   }
   return std::nullopt;
@@ -263,6 +264,30 @@ void CheckpointStore::prune() const {
   int64_t excess = static_cast<int64_t>(epochs.size()) - keep_;
   for (auto it = epochs.begin(); excess > 0; ++it, --excess)
     for (const char* variant : {"", ".prev", ".new"}) remove_files(files(epoch_tag(*it), variant));
+}
+
+std::vector<int64_t> CheckpointStore::epochs_after(int64_t epoch) const {
+  std::set<int64_t> all = epochs_with_state(folder_, basename_);
+  return {all.upper_bound(epoch), all.end()};
+}
+
+int64_t CheckpointStore::remove_epochs_after(int64_t epoch) const {
+  std::vector<std::string> tags;
+  for (int64_t later : epochs_after(epoch)) tags.push_back(epoch_tag(later));
+  if (std::optional<CheckpointFiles> best = complete("best"); best && best->load_state().epoch > epoch)
+    tags.push_back("best");
+  for (const std::string& tag : tags)
+    for (const char* variant : {"", ".prev", ".new"}) remove_files(files(tag, variant));
+  return std::ssize(tags);
+}
+
+int64_t CheckpointStore::remove_all() const {
+  int64_t removed = 0;
+  while (std::optional<std::string> file = any_checkpoint_file()) {
+    if (file_steps::unlink(*file) != 0) fail(*file, ": cannot delete (", std::strerror(errno), ")");
+    ++removed;
+  }
+  return removed;
 }
 
 void CheckpointStore::remove_unfinished() const {

@@ -74,12 +74,22 @@ class CheckpointStore {
   CheckpointFiles files(const std::string& tag, const std::string& variant = "") const;
   std::string weights_path(const std::string& tag) const { return files(tag).weights; }
 
-  void save(const std::string& tag, const nn::Transformer& model, const optim::OptimizerState& optimizer,
-            const TrainingState& state) const;
+  // `labels`: what the weights file records beside the architecture (the
+  // tokenizers' digests, setup/model_identity.h).
+  void save(const std::string& tag, const nn::Transformer& model, const safetensors::Metadata& labels,
+            const optim::OptimizerState& optimizer, const TrainingState& state) const;
   // Deletes all but the newest `keep` epoch checkpoints (keep 0 = keep all).
   void prune() const;
   // Removes what a killed save left behind (".new" and ".tmp" files).
   void remove_unfinished() const;
+  // The epochs after `epoch` that have a state file, oldest first.
+  std::vector<int64_t> epochs_after(int64_t epoch) const;
+  // Deletes the checkpoints of the epochs after `epoch`, and "best" when it
+  // was taken after it; returns how many checkpoints went.
+  int64_t remove_epochs_after(int64_t epoch) const;
+  // Deletes every file of a checkpoint in the folder (any_checkpoint_file's);
+  // returns how many.
+  int64_t remove_all() const;
   // The complete checkpoint of a tag: its own files, else its ".prev" copy.
   std::optional<CheckpointFiles> complete(const std::string& tag) const;
   // The highest epoch with a state file (none when no epoch has one), and its
@@ -94,7 +104,8 @@ class CheckpointStore {
   // writes (any file of a checkpoint, saved or in progress) or would take
   // for a stray checkpoint.
   bool has_name_of_its_own(const std::string& path) const;
-  // Some file of this basename in the folder, if there is any (complete or not).
+  // Some checkpoint file of this basename in the folder (weights, optimizer
+  // or state), if there is any (complete or not).
   std::optional<std::string> any_checkpoint_file() const;
   TrainingState load_state(const std::string& tag) const;
 

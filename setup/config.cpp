@@ -200,6 +200,7 @@ Config from_json(const json& root, const std::string& source) {
                                   c.model_basename + "\"");
   r.integer("keep_checkpoints", c.keep_checkpoints, 0);
   r.integer("checkpoint_every", c.checkpoint_every, 0);
+  r.boolean("overwrite", c.overwrite);
   if (const json* v = r.find("preload"); v && !v->is_null()) {
     if (!v->is_string() || v->get<std::string>().empty())
       r.error("preload", "expected null, \"latest\" or a checkpoint path, got " + ObjectReader::describe(*v));

@@ -60,6 +60,11 @@ struct Config {
   // steps; 0 = checkpoints at epoch ends and on a stop only.
   int64_t checkpoint_every = 0;
   std::optional<std::string> preload;  // "latest" or a path
+  // A run owns its model_folder and tokenizer files (docs/07-training.md):
+  // another run's checkpoints there, or tokenizer files built from other
+  // data, stop it, unless this says to delete those checkpoints and build the
+  // tokenizers again.
+  bool overwrite = false;
   std::string tokenizer_file = "tokenizer_{0}.json", experiment_name = "runs/tmodel";
   OptimizerConfig optimizer;
   std::string schedule = "constant";  // constant | noam | cosine

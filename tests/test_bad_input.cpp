@@ -420,7 +420,7 @@ TEST_CASE("bad input: tokenizer files") {
           "tok_en.json: added token \"<x>\" (id 4) is not supported (only the four specials)"),
       row("one word more than the checkpoint's vocabulary", [](json& t) {
             t["model"]["vocab"]["zzz"] = t["model"]["vocab"].size();
-          }, "weights/tmodel_00.safetensors: vocabulary sizes ..."),
+          }, "tok_en.json: is not the source tokenizer weights/tmodel_00.safetensors was trained with ..."),
       Row{"a missing file", [](const fs::path& d) { fs::remove(d / "tok_iso.json"); }, translate,
           "tok_iso.json: cannot open tokenizer file"},
   });
@@ -448,7 +448,7 @@ TEST_CASE("bad input: checkpoint (safetensors) files") {
       bytes("empty", [](std::string) { return ""; }, "0 bytes is too short for a safetensors file"),
       bytes("7 bytes", [](std::string s) { return s.substr(0, 7); }, "7 bytes is too short for a safetensors file"),
       bytes("cut inside the header", [](std::string s) { return s.substr(0, 40); },
-            "header length 5552 does not fit the file (40 bytes): not a safetensors file, or truncated"),
+            "header length 5808 does not fit the file (40 bytes): not a safetensors file, or truncated"),
       bytes("one byte short", [](std::string s) { return s.substr(0, s.size() - 1); },
             "tensor 'projection_layer.proj.bias': data_offsets ..."),
       bytes("one byte too many", [](std::string s) { return s + '\0'; }, "the tensors hold ..."),
@@ -503,10 +503,10 @@ TEST_CASE("bad input: checkpoint (safetensors) files") {
           "weights: cannot read: Is a directory"},
       Row{"preload of a truncated file", edit_text(weights, [](std::string s) { return s.substr(0, 100); }),
           {"train", "--config", "config.json", "--set", "preload=" + weights},
-          weights + ": header length 5552 does not fit the file (100 bytes): not a safetensors file, or truncated"},
+          weights + ": header length 5808 does not fit the file (100 bytes): not a safetensors file, or truncated"},
       Row{"resuming with another d_model", nullptr,
           {"train", "--config", "config.json", "--set", "preload=latest", "--set", "d_model=32"},
-          weights + ": __metadata__ says d_model = 16, the model has 32"},
+          "config.json: key 'd_model' is 32, but " + weights + " was trained with d_model 16"},
   });
 }
 

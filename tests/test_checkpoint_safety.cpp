@@ -141,7 +141,7 @@ TEST_CASE("checkpoints: preload latest never starts fresh over a checkpoint it c
   CHECK(weights_of(dir.path, "00") == weights);
 
   // Weights changed since the save: they load, but not as this checkpoint.
-  REQUIRE(run({"train", "--config", config}, dir.path / "log3") == 0);
+  REQUIRE(run({"train", "--config", config, "--set", "overwrite=true"}, dir.path / "log3") == 0);
   CheckpointStore store((dir.path / "weights").string(), "tmodel_", 5);
   REQUIRE(store.latest_epoch() == 0);
   std::string bytes = weights_of(dir.path, "00");
@@ -226,7 +226,7 @@ TEST_CASE("checkpoints: a tag caught between renames loads its .prev copy, never
   state.batches_in_epoch = 10;
   state.batch = 4;
   state.dropout_rng = {1, 2, 3, 4};
-  store.save("01", *model, adam.state_dict(), state);
+  store.save("01", *model, {}, adam.state_dict(), state);
   const CheckpointFiles live = store.files("01"), prev = store.files("01", ".prev");
   std::string old_weights = read_file(live.weights);
   for (auto m : {&CheckpointFiles::weights, &CheckpointFiles::optimizer, &CheckpointFiles::state})
@@ -246,7 +246,7 @@ TEST_CASE("checkpoints: a tag caught between renames loads its .prev copy, never
   CHECK(store.latest()->weights == live.weights);
   CHECK(live.problem().find("tmodel_01.safetensors: changed since it was saved") != std::string::npos);
   // The next save repairs the tag and leaves no copy behind.
-  store.save("01", *model, adam.state_dict(), state);
+  store.save("01", *model, {}, adam.state_dict(), state);
   CHECK(store.latest_epoch() == 1);
   CHECK(leftovers(dir.path).empty());
 }

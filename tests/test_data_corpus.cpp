@@ -184,7 +184,7 @@ TEST_CASE("data: load_corpus uses the valid file or splits; tokenizer file is bu
   TokenizerFile built = load_or_build_tokenizer(path, with_valid.train, Side::Target, {.min_frequency = 2});
   CHECK_FALSE(built.loaded);
   CHECK(built.tokenizer.vocab_size() == 4 + 3);  // x, y, z twice each
-  TokenizerFile again = load_or_build_tokenizer(path, {}, Side::Target, {.min_frequency = 2});
+  TokenizerFile again = load_or_build_tokenizer(path, with_valid.train, Side::Target, {.min_frequency = 2});
   CHECK(again.loaded);
   CHECK(again.tokenizer.to_json() == built.tokenizer.to_json());
   std::filesystem::remove_all(std::filesystem::path(path).parent_path());

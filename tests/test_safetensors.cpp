@@ -170,12 +170,15 @@ TEST_CASE("checkpoint: save -> load is bit-identical and gives the same log-prob
   safetensors::Contents contents = safetensors::load(path);
   for (size_t i = 0; i < a.size(); ++i) CHECK(contents.tensors[i].first == a[i].first);
   CHECK(contents.metadata == safetensors::Metadata{{"N", "2"},
+                                                   {"activation", "relu"},
                                                    {"d_ff", "16"},
                                                    {"d_model", "8"},
                                                    {"h", "2"},
+                                                   {"norm", "pre"},
                                                    {"seq_len", "24"},
                                                    {"src_vocab_size", "13"},
-                                                   {"tgt_vocab_size", "11"}});
+                                                   {"tgt_vocab_size", "11"},
+                                                   {"tie_embeddings", "false"}});
   nn::TransformerConfig config = nn::read_checkpoint_config(path);
   CHECK(config.d_model == 8);
   CHECK(config.N == 2);
@@ -201,13 +204,13 @@ TEST_CASE("checkpoint: a file for another model is rejected, naming the tensor")
   auto model = testing::tiny_model(wider);
   std::vector<float> before = model->encoder.layers[0].self_attention_block.w_q.weight.to_vector();
   CHECK_THROWS_WITH_AS(nn::load_checkpoint(*model, path),
-                       doctest::Contains("__metadata__ says d_ff = 16, the model has 32"), Error);
+                       doctest::Contains(": has d_ff 16, the model it is loaded into 32"), Error);
   CHECK(model->encoder.layers[0].self_attention_block.w_q.weight.to_vector() == before);
 
   nn::TransformerConfig heads = c;
   heads.h = 4;  // the same shapes: only the metadata tells
   CHECK_THROWS_WITH_AS(nn::load_checkpoint(*testing::tiny_model(heads), path),
-                       doctest::Contains("h = 2, the model has 4"), Error);
+                       doctest::Contains(": has h 2, the model it is loaded into 4"), Error);
 
   // Without metadata (as exported from PyTorch) the shapes are checked.
   NamedTensors tensors = safetensors::load(path).tensors;

@@ -12,6 +12,67 @@ namespace fs = std::filesystem;
 using dist::say;
 using nlohmann::json;
 
+// The weights file `preload` names, when it exists ("latest": the newest complete checkpoint's).
+static std::optional<std::string> preload_weights(const setup::Config& config, const setup::CheckpointStore& store) {
+  if (!config.preload) return std::nullopt;
+  if (*config.preload == "latest") {
+    std::optional<setup::CheckpointFiles> latest = store.latest();
+    if (latest && fs::is_regular_file(latest->weights)) return latest->weights;
+    return std::nullopt;
+  }
+  return fs::is_regular_file(*config.preload) ? config.preload : std::nullopt;
+}
+
+std::optional<setup::ModelIdentity> preloaded_identity(const setup::Config& config,
+                                                        const setup::CheckpointStore& store) {
+  std::optional<std::string> weights = preload_weights(config, store);
+  return weights ? setup::ModelIdentity::of_file(*weights) : std::nullopt;
+}
+
+void claim_model_folder(const setup::Config& config, const setup::CheckpointStore& store, dist::Communicator& comm) {
+  std::optional<std::string> existing = store.any_checkpoint_file();
+  if (!existing) return;
+  if (config.preload == "latest") return;  // resumes the newest (restore_on_writer names a stray file)
+  if (config.preload) {
+    setup::CheckpointFiles files = setup::CheckpointFiles::beside(*config.preload);
+    bool resumes = fs::exists(files.optimizer) || fs::exists(files.state);
+    if (!resumes && store.has_name_of_its_own(files.weights))
+      fail(config.source, ": key 'preload': ", files.weights, " would be overwritten by this run's checkpoints (it "
+           "starts again at epoch 00); copy it out of model_folder first");
+    if (resumes && store.is_checkpoint_name(files.weights)) {
+      // A resume from one of this folder's checkpoints: the epochs after it
+      // are another continuation, which this one would mix with.
+      int64_t epoch = files.load_state().epoch;
+      std::vector<int64_t> later = store.epochs_after(epoch);
+      if (later.empty()) return;
+      if (!config.overwrite)
+        fail(config.source, ": key 'preload': ", files.weights, " is epoch ", setup::CheckpointStore::epoch_tag(epoch),
+             " of the run in ", config.model_folder, ", which went on to epoch ",
+             setup::CheckpointStore::epoch_tag(later.back()), "; resume the latest (preload \"latest\"), or set "
+             "overwrite to true to delete the epochs after it");
+      say(comm, "overwrite: deleted %lld checkpoints after epoch %s in %s\n",
+          static_cast<long long>(store.remove_epochs_after(epoch)), setup::CheckpointStore::epoch_tag(epoch).c_str(),
+          config.model_folder.c_str());
+      return;
+    }
+  }
+  // A fresh run, or one that goes on from weights elsewhere: what is here is another run's.
+  if (!config.overwrite) {
+    std::vector<int64_t> epochs = store.epochs_after(-1);
+    std::string what = *existing;
+    if (!epochs.empty()) {
+      what = store.weights_path(setup::CheckpointStore::epoch_tag(epochs.front()));
+      if (epochs.size() > 1)
+        what += " to " + fs::path(store.weights_path(setup::CheckpointStore::epoch_tag(epochs.back()))).filename().string();
+    }
+    fail(config.source, ": model_folder ", config.model_folder, " holds another run's checkpoints (", what,
+         "); resume it with preload \"latest\", train into another model_folder, or set overwrite to true to delete "
+         "them");
+  }
+  say(comm, "overwrite: deleted %lld checkpoint files of another run in %s\n",
+      static_cast<long long>(store.remove_all()), config.model_folder.c_str());
+}
+
 // On the writer: loads into this process; returns the position and the optimizer state it
 // read, if it resumes.
 static std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> restore_on_writer(
@@ -34,11 +95,10 @@ static std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> res
   } else {
     files = setup::CheckpointFiles::beside(*config.preload);  // the trainer's check_outputs found it
   }
+  if (std::optional<setup::ModelIdentity> identity = setup::ModelIdentity::of_file(files.weights))
+    setup::check_weights_fit(files.weights, *identity, parts.identity, config);
   nn::load_checkpoint(parts.model, files.weights);
-  if (!fs::exists(files.optimizer) && !fs::exists(files.state)) {
-    if (parts.store.is_checkpoint_name(files.weights))
-      fail(config.source, ": key 'preload': ", files.weights, " would be overwritten by this run's "
-           "checkpoints (it starts again at epoch 00); copy it out of model_folder first");
+  if (!fs::exists(files.optimizer) && !fs::exists(files.state)) {  // claim_model_folder checked where it is
     say(parts.comm, "preload: weights from %s; no optimizer/state beside them, so a fresh optimizer at epoch 0\n",
         files.weights.c_str());
     return std::nullopt;
@@ -98,7 +158,8 @@ void save_checkpoint(const CheckpointParts& parts, const std::string& tag, setup
   position.rank_dropout_rngs.assign(streams.begin() + 1, streams.end());
   position.accum_pending = parts.accumulation.pending();
   optim::OptimizerState optimizer_state = parts.gradients.whole_state(parts.optimizer);
-  if (parts.comm.writes()) parts.store.save(tag, parts.model, optimizer_state, position);
+  if (parts.comm.writes())
+    parts.store.save(tag, parts.model, parts.identity.tokenizer_labels(), optimizer_state, position);
 }
 
 bool periodic_checkpoint_due(const setup::Config& config, const setup::TrainingState& position, bool stepped) {

@@ -13,12 +13,14 @@
 #include "optim/optimizer.h"
 #include "setup/checkpoints.h"
 #include "setup/config.h"
+#include "setup/model_identity.h"
 
 namespace sf::train {
 
 // What saving and resuming read and write; each outlives the calls.
 struct CheckpointParts {
   const setup::Config& config;
+  const setup::ModelIdentity& identity;  // what the run trains: checked on preload, written with every checkpoint
   const setup::CheckpointStore& store;
   nn::Transformer& model;
   optim::Optimizer& optimizer;
@@ -27,10 +29,23 @@ struct CheckpointParts {
   dist::Communicator& comm;
 };
 
+// A run owns its model_folder: the checkpoints there must be the ones it
+// resumes, and none taken after them. Otherwise (a fresh run into a folder
+// holding another run's checkpoints, or a resume from an older epoch than the
+// folder's latest) it stops naming what to do, or, with `overwrite`, deletes
+// them. The writer calls it before the run writes anything.
+void claim_model_folder(const setup::Config& config, const setup::CheckpointStore& store, dist::Communicator& comm);
+// What the weights `preload` names record (nullopt when there are none yet,
+// or they record nothing): whose tokenizer files the run may use whatever
+// data they were built from.
+std::optional<setup::ModelIdentity> preloaded_identity(const setup::Config& config,
+                                                        const setup::CheckpointStore& store);
+
 // Rank 0 reads the checkpoint `preload` names (only its machine need have the
 // files) and every rank receives what it read: the weights (also when
 // starting fresh, so that every replica starts equal), the optimizer state
-// and the position, which it returns when the run resumes from one.
+// and the position, which it returns when the run resumes from one. Weights
+// of another model than the run's (architecture or tokenizers) are refused.
 // `batches_per_epoch`: this run's, which a half-done epoch must have had.
 std::optional<setup::TrainingState> restore_checkpoint(const CheckpointParts& parts, int64_t batches_per_epoch);
 // Collective: every rank hands the writer (Communicator::writes) what only it

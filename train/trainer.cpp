@@ -49,8 +49,8 @@ Trainer::Trainer(setup::Config c, dist::Communicator* given)
 // the model, and every folder it writes to (the writer's: no other rank writes).
 void Trainer::check_outputs() {
   // The vocabularies are not known yet: without them, a lower bound.
-  setup::check_fits_in_memory(setup::training_bytes(model_config(0, 0), config_.batch_size), "training this model",
-                              config_.source);
+  setup::check_fits_in_memory(setup::training_bytes(setup::model_config(config_, 0, 0), config_.batch_size),
+                              "training this model", config_.source);
   if (!comm_.writes()) return;
   if (config_.preload && *config_.preload != "latest" && !fs::is_regular_file(*config_.preload))
     fail(config_.source, ": key 'preload': ", *config_.preload, ": no such file");
@@ -61,6 +61,7 @@ void Trainer::check_outputs() {
     setup::check_writable_folder(folder.empty() ? "." : folder, config_.source, "tokenizer_file");
   }
   store_.remove_unfinished();
+  claim_model_folder(config_, store_, comm_);
 }
 
 // Every rank reads the config and the data itself (on several machines, its
@@ -94,23 +95,30 @@ void Trainer::prepare_data() {
   if (!d.valid.empty() && corpus.valid.empty()) fail(d.valid, ": no validation pairs");
 
   data::TokenizerOptions tokenizer_options{config_.tokenizer, config_.min_frequency, config_.vocab_size, config_.shared_vocab};
+  // The writer decides whether an existing tokenizer file is this run's; the
+  // other ranks take theirs as it is (the digests compared below refuse a
+  // rank whose files differ).
+  std::optional<setup::ModelIdentity> preloaded = comm_.writes() ? preloaded_identity(config_, store_) : std::nullopt;
   auto tokenizer = [&](const std::string& lang, data::Side side) {
     std::string path = config_.tokenizer_path(lang);
+    data::TokenizerReuse reuse{.overwrite = config_.overwrite, .any_origin = !comm_.writes()};
+    if (preloaded) reuse.model_sha256 = side == data::Side::Source ? preloaded->src_tokenizer_sha256
+                                                                    : preloaded->tgt_tokenizer_sha256;
     data::TokenizerFile file =
-        data::load_or_build_tokenizer(path, corpus.train, side, tokenizer_options, /*save=*/comm_.writes());
-    if (file.tokenizer.is_bpe() != (config_.tokenizer == "bpe"))
-      fail(path, ": holds a ", file.tokenizer.is_bpe() ? "BPE" : "WordLevel", " tokenizer, but the config's tokenizer is \"",
-           config_.tokenizer, "\" (delete the file or change tokenizer_file)");
+        data::load_or_build_tokenizer(path, corpus.train, side, tokenizer_options, /*save=*/comm_.writes(), reuse);
     say(comm_, "tokenizer %s: %s %s (%lld%s tokens)\n", lang.c_str(),
         file.loaded ? "loaded from" : "built and saved to", path.c_str(),
         static_cast<long long>(file.tokenizer.vocab_size()), file.tokenizer.is_bpe() ? " BPE" : "");
-    return std::make_unique<data::Tokenizer>(std::move(file.tokenizer));
+    return file;
   };
-  src_tokenizer_ = tokenizer(config_.lang_src, data::Side::Source);
-  tgt_tokenizer_ = tokenizer(config_.lang_tgt, data::Side::Target);
-  if (config_.shared_vocab && src_tokenizer_->to_json() != tgt_tokenizer_->to_json())
+  data::TokenizerFile src_file = tokenizer(config_.lang_src, data::Side::Source);
+  data::TokenizerFile tgt_file = tokenizer(config_.lang_tgt, data::Side::Target);
+  if (config_.shared_vocab && src_file.tokenizer.to_json() != tgt_file.tokenizer.to_json())
     fail(config_.tokenizer_path(config_.lang_src), " and ", config_.tokenizer_path(config_.lang_tgt),
          ": hold different tokenizers, but shared_vocab is true (delete them to build one shared vocabulary)");
+  identity_ = setup::ModelIdentity::of_run(config_, src_file, tgt_file);
+  src_tokenizer_ = std::make_unique<data::Tokenizer>(std::move(src_file.tokenizer));
+  tgt_tokenizer_ = std::make_unique<data::Tokenizer>(std::move(tgt_file.tokenizer));
 
   std::vector<data::Example> train = data::encode_pairs(corpus.train, *src_tokenizer_, *tgt_tokenizer_);
   std::vector<data::Example> valid = data::encode_pairs(corpus.valid, *src_tokenizer_, *tgt_tokenizer_);
@@ -134,15 +142,8 @@ void Trainer::prepare_data() {
   valid_set_ = std::make_unique<data::BatchedDataset>(std::move(valid), batching);
 }
 
-nn::TransformerConfig Trainer::model_config(int64_t src_vocab_size, int64_t tgt_vocab_size) const {
-  return {.src_vocab_size = src_vocab_size, .tgt_vocab_size = tgt_vocab_size, .src_seq_len = config_.seq_len,
-          .tgt_seq_len = config_.seq_len, .d_model = config_.d_model, .N = config_.N, .h = config_.h, .d_ff = config_.d_ff,
-          .dropout = config_.dropout, .activation = *nn::activation_named(config_.activation),
-          .post_norm = config_.norm == "post", .tie_embeddings = config_.tie_embeddings};
-}
-
 void Trainer::build_model_and_optimizer() {
-  nn::TransformerConfig mc = model_config(src_tokenizer_->vocab_size(), tgt_tokenizer_->vocab_size());
+  const nn::TransformerConfig& mc = identity_.model;
   if (mc.tie_embeddings && mc.src_vocab_size != mc.tgt_vocab_size)
     fail(config_.source, ": key 'tie_embeddings': the source and target vocabularies differ (", mc.src_vocab_size,
          " and ", mc.tgt_vocab_size, " tokens); one matrix needs one vocabulary for both languages");

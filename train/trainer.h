@@ -27,6 +27,7 @@
 #include "optim/optimizer.h"
 #include "setup/checkpoints.h"
 #include "setup/config.h"
+#include "setup/model_identity.h"
 #include "train/run_checkpoints.h"
 #include "train/training_step.h"
 
@@ -47,20 +48,20 @@ class Trainer {
   const optim::Optimizer& optimizer() const { return *optimizer_; }
 
  private:
-  nn::TransformerConfig model_config(int64_t src_vocab_size, int64_t tgt_vocab_size) const;
   void check_outputs();
   void prepare_data();
   void build_model_and_optimizer();
   void end_of_epoch(int64_t epoch, int64_t skipped_updates);
   void report_data_parallel(const TrainingStep::Status& trained);
   CheckpointParts checkpoint_parts() {
-    return {config_, store_, *model_, *optimizer_, *gradients_, accumulation_, comm_};
+    return {config_, identity_, store_, *model_, *optimizer_, *gradients_, accumulation_, comm_};
   }
 
   std::unique_ptr<dist::Communicator> own_comm_;  // a single process's, when none is given
   dist::Communicator& comm_;
   setup::Config config_;
   std::unique_ptr<data::Tokenizer> src_tokenizer_, tgt_tokenizer_;
+  setup::ModelIdentity identity_;  // the model and tokenizers this run trains, written with every checkpoint
   std::unique_ptr<data::BatchedDataset> train_set_, valid_set_;
   std::unique_ptr<nn::Transformer> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
