@@ -26,6 +26,13 @@ std::string dates_config(const fs::path& dir, const std::string& more = "") {
   return write_config(dir, std::string(kDates) + more + kTiny);
 }
 
+// The config of a tiny dates model trained for an epoch in `dir`.
+std::string trained_dates(const fs::path& dir, const std::string& more = "") {
+  std::string config = dates_config(dir, more);
+  REQUIRE(Trainer(setup::load_config(config)).run() == 0);
+  return config;
+}
+
 // Runs the command; returns its exit code, and its output (stdout and stderr) in `said`.
 int command(const std::vector<std::string>& args, std::string& said) {
   TempDir logs;
@@ -88,8 +95,7 @@ TEST_CASE("sha256: the FIPS 180-4 examples, and a file's bytes as sha256sum hash
 TEST_CASE("identity: a checkpoint holds every architecture key and its tokenizer files' SHA-256, as sha256sum prints "
           "it; a file without the newer keys loads with the defaults it was written under") {
   TempDir dir;
-  std::string config = dates_config(dir.path);
-  REQUIRE(Trainer(setup::load_config(config)).run() == 0);
+  std::string config = trained_dates(dir.path);
   const std::string weights = dir.file("weights/tmodel_00.safetensors");
   safetensors::Metadata m = safetensors::load_metadata(weights);
   for (const char* key : {"d_model", "N", "h", "d_ff", "seq_len", "src_vocab_size", "tgt_vocab_size", "activation",
@@ -122,9 +128,8 @@ TEST_CASE("identity: a checkpoint holds every architecture key and its tokenizer
 
 TEST_CASE("identity: average refuses checkpoints of different models, naming the first difference") {
   TempDir dir;
-  std::string relu = dates_config(dir.path / "relu"), gelu = dates_config(dir.path / "gelu", R"("activation": "gelu", )");
-  REQUIRE(Trainer(setup::load_config(relu)).run() == 0);
-  REQUIRE(Trainer(setup::load_config(gelu)).run() == 0);
+  std::string relu = trained_dates(dir.path / "relu"),
+              gelu = trained_dates(dir.path / "gelu", R"("activation": "gelu", )");
   const std::string relu_weights = (dir.path / "relu/weights/tmodel_00.safetensors").string(),
                     gelu_weights = (dir.path / "gelu/weights/tmodel_00.safetensors").string();
   const std::string out = dir.file("mix.safetensors");
@@ -134,8 +139,7 @@ TEST_CASE("identity: average refuses checkpoints of different models, naming the
   CHECK(refusal({"average", "--config", relu, "--out", out, relu_weights, gelu_weights, gelu_weights}) ==
         "average: " + gelu_weights + " has activation gelu, " + relu_weights + " relu");
   // The same model trained again on other data: its tokenizers differ.
-  std::string other = dates_config(dir.path / "other", R"("seed": 7, )");
-  REQUIRE(Trainer(setup::load_config(other)).run() == 0);
+  trained_dates(dir.path / "other", R"("seed": 7, )");
   std::string refused =
       refusal({"average", "--config", relu, "--out", out, relu_weights, (dir.path / "other/weights/tmodel_00.safetensors").string()});
   CHECK(refused.find(" has src_tokenizer_sha256 ") != std::string::npos);
@@ -153,10 +157,8 @@ TEST_CASE("identity: average refuses checkpoints of different models, naming the
 TEST_CASE("identity: average refuses a tied model with an untied one") {
   TempDir dir;
   const char* bpe = R"("tokenizer": "bpe", "vocab_size": 60, "shared_vocab": true, )";
-  std::string untied = dates_config(dir.path / "untied", bpe),
-              tied = dates_config(dir.path / "tied", std::string(bpe) + R"("tie_embeddings": true, )");
-  REQUIRE(Trainer(setup::load_config(untied)).run() == 0);
-  REQUIRE(Trainer(setup::load_config(tied)).run() == 0);
+  std::string untied = trained_dates(dir.path / "untied", bpe),
+              tied = trained_dates(dir.path / "tied", std::string(bpe) + R"("tie_embeddings": true, )");
   const std::string a = (dir.path / "untied/weights/tmodel_00.safetensors").string(),
                     b = (dir.path / "tied/weights/tmodel_00.safetensors").string();
   CHECK(refusal({"average", "--config", untied, "--out", dir.file("mix.safetensors"), a, b}) ==
@@ -167,9 +169,8 @@ TEST_CASE("identity: average refuses a tied model with an untied one") {
 
 TEST_CASE("identity: train refuses to preload weights of another architecture, in either order") {
   TempDir dir;
-  std::string relu = dates_config(dir.path / "relu"), gelu = dates_config(dir.path / "gelu", R"("activation": "gelu", )");
-  REQUIRE(Trainer(setup::load_config(relu)).run() == 0);
-  REQUIRE(Trainer(setup::load_config(gelu)).run() == 0);
+  std::string relu = trained_dates(dir.path / "relu"),
+              gelu = trained_dates(dir.path / "gelu", R"("activation": "gelu", )");
   const std::string relu_weights = (dir.path / "relu/weights/tmodel_00.safetensors").string(),
                     gelu_weights = (dir.path / "gelu/weights/tmodel_00.safetensors").string();
   // The gelu run's tokenizers are the relu run's (same data): only the activation differs.
@@ -185,8 +186,7 @@ TEST_CASE("identity: train refuses to preload weights of another architecture, i
 TEST_CASE("identity: a tokenizer other than the model's is refused by translate, eval, score, export and resume, "
           "even with the same vocabulary size") {
   TempDir dir;
-  std::string config = dates_config(dir.path);
-  REQUIRE(Trainer(setup::load_config(config)).run() == 0);
+  std::string config = trained_dates(dir.path);
   // Another tokenizer of the same size: two words' ids swapped, as a tokenizer
   // built from other data can give.
   const std::string tokenizer = dir.file("tokenizer_en.json");
@@ -212,8 +212,7 @@ TEST_CASE("identity: a tokenizer other than the model's is refused by translate,
 
 TEST_CASE("identity: score refuses an optimizer's file, saying what it is") {
   TempDir dir;
-  std::string config = dates_config(dir.path);
-  REQUIRE(Trainer(setup::load_config(config)).run() == 0);
+  std::string config = trained_dates(dir.path);
   const std::string optimizer = dir.file("weights/tmodel_00.optim.safetensors");
   CHECK(refusal({"score", "--config", config, "--checkpoint", optimizer}) ==
         optimizer + ": is an optimizer state file (adam), not model weights; the model's weights are the "
@@ -223,8 +222,7 @@ TEST_CASE("identity: score refuses an optimizer's file, saying what it is") {
 TEST_CASE("tokenizer files: a run loads one built from its own data, refuses one built from other data, and "
           "builds it again with overwrite") {
   TempDir dir;
-  std::string config = dates_config(dir.path);
-  REQUIRE(Trainer(setup::load_config(config)).run() == 0);
+  std::string config = trained_dates(dir.path);
   const std::string tokenizer = dir.file("tokenizer_en.json");
   nlohmann::json built_from = nlohmann::json::parse(read_file(tokenizer))["model"]["built_from"];
   CHECK(built_from["pairs"] == 269);
@@ -260,8 +258,7 @@ TEST_CASE("tokenizer files: a run loads one built from its own data, refuses one
 
 TEST_CASE("tokenizer files: fine-tuning on other data keeps the preloaded model's tokenizer files") {
   TempDir dir;
-  std::string config = dates_config(dir.path);
-  REQUIRE(Trainer(setup::load_config(config)).run() == 0);
+  std::string config = trained_dates(dir.path);
   std::string before = read_file(dir.file("tokenizer_en.json"));
   // The weights alone (no optimizer or state beside them): a fresh optimizer on other data.
   fs::copy_file(dir.file("weights/tmodel_00.safetensors"), dir.file("model.safetensors"));
@@ -308,8 +305,7 @@ TEST_CASE("model_folder: a fresh run into a folder holding another run's checkpo
 
 TEST_CASE("score and eval: a pair too long for seq_len is refused by both, naming its line") {
   TempDir dir;
-  std::string config = dates_config(dir.path);
-  REQUIRE(Trainer(setup::load_config(config)).run() == 0);
+  std::string config = trained_dates(dir.path);
   std::string long_target;
   for (int i = 0; i < 8; ++i) long_target += "1989 - 07 - 14 ";
   std::ofstream(dir.file("pairs.tsv")) << "july 14 , 1989\t1989 - 07 - 14\n3 mar 21\t" << long_target << "\n";
