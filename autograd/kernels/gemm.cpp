@@ -46,6 +46,8 @@
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 #include "gemm_few_rows.h"
@@ -72,6 +74,14 @@ constexpr int kNR = 32;
 // 16 ymm registers: a 6 x 16 tile is 12 accumulators + 2 B vectors + 1 broadcast.
 constexpr int kMR = 6;
 constexpr int kNR = 16;
+#elif defined(__aarch64__)
+// 32 NEON registers of 4 floats. An 8 x 12 tile is 24 accumulators; per step
+// of k it loads 3 vectors of B and multiplies them by each row's element of A
+// as a lane of a register (FMLA by element: no broadcasts), 24 FMAs. The 24
+// cover the 4-cycle FMA latency of 4 FMA pipes (16 in flight), and 8 registers
+// are left for B and A.
+constexpr int kMR = 8;
+constexpr int kNR = 12;
 #else
 // Portable C++: a small tile the compiler can keep in (SSE) registers.
 constexpr int kMR = 4;
@@ -330,6 +340,80 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64
       _mm256_maskstore_ps(cr, mask_lo, out_lo);
       _mm256_maskstore_ps(cr + 8, mask_hi, out_hi);
     }
+  }
+}
+
+#elif defined(__aarch64__)
+
+// Calls body(std::integral_constant<int, r>{}) for r = 0 .. R-1: each row's
+// code with r a constant, as FMLA by element needs its lane to be.
+template <int R, class Body>
+void for_each_row(Body body) {
+  [&]<int... r>(std::integer_sequence<int, r...>) {
+    (body(std::integral_constant<int, r>{}), ...);
+  }(std::make_integer_sequence<int, R>{});
+}
+
+template <int R, APanel L>
+void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64_t b_step,
+                  float* c, int64_t ldc, int cols, float alpha, float beta) {
+  // NEON has no masked loads: a partial tile first copies its columns of B
+  // into a full-width panel (a B read in place may end at its last column).
+  float edge[kKC * kNR];
+  if (cols < kNR) {
+    for (int64_t p = 0; p < kc; ++p) std::copy_n(b + p * b_step, cols, edge + p * kNR);
+    b = edge;
+    b_step = kNR;
+  }
+  // Every loop over r and j is fully unrolled so that acc lives in registers.
+  float32x4_t acc[R][3];  // columns 0-3, 4-7 and 8-11 of each row
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = vdupq_n_f32(0.0f);
+  if constexpr (L == APanel::kColumns) {
+    // Step p's elements of A lie together (kMR floats of a packed panel): two
+    // vectors, row r in lane r % 4 of the (r / 4)th.
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* bp = b + p * b_step;
+      const float32x4_t b0 = vld1q_f32(bp), b1 = vld1q_f32(bp + 4), b2 = vld1q_f32(bp + 8);
+      const float32x4_t a_lo = vld1q_f32(a + p * lda), a_hi = R > 4 ? vld1q_f32(a + p * lda + 4) : a_lo;
+      for_each_row<R>([&](auto r) {
+        constexpr int lane = decltype(r)::value % 4;
+        const float32x4_t ar = r < 4 ? a_lo : a_hi;
+        acc[r][0] = vfmaq_laneq_f32(acc[r][0], b0, ar, lane);
+        acc[r][1] = vfmaq_laneq_f32(acc[r][1], b1, ar, lane);
+        acc[r][2] = vfmaq_laneq_f32(acc[r][2], b2, ar, lane);
+      });
+    }
+  } else {
+    // Row r's elements lie lda apart: one load each, multiplied as a scalar.
+    // (Two steps at a time, each row's pair one 64-bit load, would need 6
+    // vectors of B beside the 24 accumulators: GCC spills some.)
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* bp = b + p * b_step;
+      const float32x4_t b0 = vld1q_f32(bp), b1 = vld1q_f32(bp + 4), b2 = vld1q_f32(bp + 8);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const float ar = a[r * lda + p];
+        acc[r][0] = vfmaq_n_f32(acc[r][0], b0, ar);
+        acc[r][1] = vfmaq_n_f32(acc[r][1], b1, ar);
+        acc[r][2] = vfmaq_n_f32(acc[r][2], b2, ar);
+      }
+    }
+  }
+  const float32x4_t va = vdupq_n_f32(alpha), vb = vdupq_n_f32(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* cr = c + r * ldc;
+    float row[kNR] = {};  // a partial tile's row of C, as `edge` above
+    float* out = cols == kNR ? cr : row;
+    if (beta != 0.0f && cols < kNR) std::copy_n(cr, cols, row);
+#pragma GCC unroll 3
+    for (int j = 0; j < 3; ++j) {
+      float32x4_t o = vmulq_f32(va, acc[r][j]);
+      if (beta != 0.0f) o = vfmaq_f32(o, vb, vld1q_f32(out + 4 * j));
+      vst1q_f32(out + 4 * j, o);
+    }
+    if (cols < kNR) std::copy_n(row, cols, cr);
   }
 }
 
