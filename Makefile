@@ -365,7 +365,8 @@ AARCH64_SYSROOT := /usr/aarch64-linux-gnu
 AARCH64_PACKAGES := g++-aarch64-linux-gnu:/usr/bin/$(AARCH64_CXX) qemu-user:/usr/bin/qemu-aarch64
 AARCH64_FLAGS := $(filter-out $(ARCH_FLAGS),$(BASE_FLAGS)) -O3 -g -DSF_BUILD_DIR='"$(AARCH64_DIR)"' -DSF_SIMD_WIDTH=4
 AARCH64_QEMU_CPUS := cortex-a72 max
-MIN_AARCH64_TESTS := 7  # the kernel-level tests but the AMX level's, which is x86's
+# The kernel-level binaries' test cases but the AMX level's, an x86 one.
+MIN_AARCH64_TESTS := 7
 aarch64-deps:
 	@tools/need-packages $(AARCH64_PACKAGES)
 $(AARCH64_DIR)/obj/%.o: %.cpp | deps aarch64-deps
