@@ -108,7 +108,8 @@ EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.
 
 obj = $(foreach f,$(1),$(if $(filter $(f),$(VARIANT_SRC)),$(BUILD),$(PLAIN_BUILD))/obj/$(f:.cpp=.o))
 
-.PHONY: all test docs-check docs-deps bench demo report-check deps bench-deps clean fuzz fuzz-deps mpi-deps torch-deps
+.PHONY: all test docs-check docs-deps bench demo report-check deps bench-deps clean fuzz fuzz-deps mpi-deps torch-deps \
+        aarch64-deps
 .SECONDARY:
 CLI := $(BUILD)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
@@ -184,7 +185,8 @@ $(EXAMPLES):
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
 # The whole suite, the kernel tests at every SIMD level (below), then (except
-# under the sanitizers, whose builds skip them) the OpenCL variant's suite
+# under the sanitizers, whose builds skip them) the kernel tests cross-built
+# for AArch64 and run under qemu (below), the OpenCL variant's suite
 # "opencl" on PoCL and the suite "mpi", which trains under mpirun with the MPI
 # variant, then the docs check (below), then each fuzzer for FUZZ_SECONDS (below). tools/run-tests
 # prints each suite's report and, last, the summary line
@@ -223,7 +225,7 @@ ifeq ($(SANITIZE),thread)
 else ifeq ($(SANITIZE),1)
 	@tools/run-tests --build sanitize --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS)
 else ifeq ($(OPENCL),)
-	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS) \
+	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS) $(AARCH64_RUN) \
 	  --opencl $(MIN_OPENCL_TESTS) "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 build/opencl/tests" build/opencl/tests \
 	  --mpi $(MIN_MPI_TESTS) "$(MAKE) MPI=1 mpi-deps" "$(MPI_TEST_BUILD)" $(TESTS) \
 	  $(DOCS_TESTS) $(REPORT_TESTS) $(FUZZ_TESTS)
@@ -340,12 +342,48 @@ $(KERNEL_LEVEL_DIR)/main.o: tests/main.cpp | deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(KERNEL_LEVEL_FLAGS) -march=x86-64 -c $< -o $@
 
-ifeq ($(OPENCL)$(filter thread,$(SANITIZE)),)
+# (The levels are x86-64's: a compiler for another machine builds none of them,
+# and the suite runs that machine's level.)
+COMPILER_TARGET := $(shell $(CXX) -dumpmachine)
+ifeq ($(OPENCL)$(filter thread,$(SANITIZE))$(filter-out x86_64-%,$(COMPILER_TARGET)),)
   KERNEL_LEVEL_TESTS := $(foreach level,avx512 avx2 portable,$(KERNEL_LEVEL_DIR)/$(level)/tests)
 endif
 test: $(KERNEL_LEVEL_TESTS)
 -include $(shell find $(KERNEL_LEVEL_DIR) -name '*.d' 2>/dev/null)
 # ---- (end of the CPU kernels at every SIMD level) ------------------------------
+
+# ---- The CPU kernels on 64-bit ARM, under qemu ---------------------------------
+# The same sources (KERNEL_LEVEL_SRC and the doctest runner) cross-compiled for
+# AArch64 by Debian's g++-aarch64-linux-gnu: simd.h's NEON level and gemm.cpp's
+# NEON micro-kernel, the only bf16 GEMM level there the portable one (gemm.h).
+# `make test` installs the cross compiler and qemu-user (tools/need-packages),
+# builds $(AARCH64_DIR)/tests and runs it under qemu's user-mode emulation as
+# two CPUs: a Cortex-A72 (ARMv8.0-A, NEON and nothing newer) and qemu's "max"
+# (every extension qemu has, SVE and BF16 among them), each the kernel table
+# against the reference and bit for bit across thread counts, as on x86. No
+# sanitizer here: the x86 builds have them. (On an AArch64 machine the
+# suite itself runs the NEON level, natively: this part is for x86-64 ones.)
+AARCH64_DIR := $(BUILD)/aarch64
+AARCH64_CXX := aarch64-linux-gnu-g++
+AARCH64_SYSROOT := /usr/aarch64-linux-gnu
+AARCH64_PACKAGES := g++-aarch64-linux-gnu:/usr/bin/$(AARCH64_CXX) qemu-user:/usr/bin/qemu-aarch64
+AARCH64_FLAGS := $(filter-out $(ARCH_FLAGS),$(BASE_FLAGS)) -O3 -g -DSF_BUILD_DIR='"$(AARCH64_DIR)"' -DSF_SIMD_WIDTH=4
+AARCH64_QEMU_CPUS := cortex-a72 max
+# The kernel-level binaries' test cases but the AMX level's, an x86 one.
+MIN_AARCH64_TESTS := 7
+aarch64-deps:
+	@tools/need-packages $(AARCH64_PACKAGES)
+$(AARCH64_DIR)/obj/%.o: %.cpp | deps aarch64-deps
+	@mkdir -p $(dir $@)
+	$(AARCH64_CXX) $(AARCH64_FLAGS) -c $< -o $@
+$(AARCH64_DIR)/tests: $(patsubst %.cpp,$(AARCH64_DIR)/obj/%.o,tests/main.cpp $(KERNEL_LEVEL_SRC))
+	$(AARCH64_CXX) $(AARCH64_FLAGS) $^ -o $@
+ifeq ($(SANITIZE)$(filter-out x86_64-%,$(COMPILER_TARGET)),)
+  AARCH64_RUN := --aarch64 $(MIN_AARCH64_TESTS) "$(MAKE) aarch64-deps" "$(MAKE) $(AARCH64_DIR)/tests" \
+    $(AARCH64_DIR)/tests $(AARCH64_SYSROOT) "$(AARCH64_QEMU_CPUS)"
+endif
+-include $(shell find $(AARCH64_DIR) -name '*.d' 2>/dev/null)
+# ---- (end of the CPU kernels on 64-bit ARM) ------------------------------------
 
 # The README's main job: train the default toy task (dates: English dates ->
 # ISO) from scratch, then translate a few sentences with the trained model.

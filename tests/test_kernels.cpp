@@ -118,7 +118,8 @@ TEST_CASE("kernels: gemm_bf16's cases at every bf16 GEMM level") {
 // The AMX level on its own: sizes on both sides of its 32 x 32 blocks, its
 // 16 x 16 tiles and its steps of 32 along k (k padded with zero pairs), k past
 // its K block (512), every layout. It is also the default wherever the CPU and
-// the kernel allow it.
+// the kernel allow it. Only x86-64 builds have the level (gemm.h).
+#if defined(__x86_64__)
 TEST_CASE("kernels: bf16 gemm at the AMX level, around its tiles and blocks") {
   if (!cpu_supports(Bf16Gemm::kAmxBf16)) SF_SKIP("this CPU has no AMX-BF16 (amx_bf16, amx_tile)");
   CHECK(bf16_gemm() == Bf16Gemm::kAmxBf16);
@@ -132,6 +133,7 @@ TEST_CASE("kernels: bf16 gemm at the AMX level, around its tiles and blocks") {
                                     GemmEntry::kBf16));
   check_fast_table("gemm_bf16 (AMX)", cases);
 }
+#endif
 
 // log, sqrt, tanh and pow run the reference's loop in both tables (the fast one
 // in parallel pieces): both against the C library's functions, bit for bit.

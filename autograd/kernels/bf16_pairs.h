@@ -1,6 +1,7 @@
-// What the bf16 GEMM levels (gemm_bf16.cpp: AVX512-BF16, gemm_amx.cpp: AMX)
-// share: operands read through op(), the packing of bf16 pairs, and the
-// threaded driver around a level's single-thread product.
+// What the x86 bf16 GEMM levels (gemm_bf16.cpp: AVX512-BF16, gemm_amx.cpp:
+// AMX), compiled on x86-64 only, share: operands read through op(), the
+// packing of bf16 pairs, and the threaded driver around a level's
+// single-thread product.
 //
 // Both instruction sets multiply PAIRS of bf16 along k and add the two
 // products into one float32 lane, so both want B "in pairs": for each pair q
@@ -176,14 +177,3 @@ inline void run_threaded(SerialProduct serial, int64_t mr, int64_t nr, int64_t p
 }
 
 }  // namespace sf::kernels::bf16_pairs
-
-namespace sf::kernels {
-
-// The AMX level (gemm_amx.cpp): whether this CPU and this operating system
-// let the process use the tiles, and the product (gemm.h's contract, k > 0).
-bool amx_bf16_usable();
-void gemm_amx_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
-                   int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta, float* c,
-                   int64_t ldc, int64_t stride_c, int64_t batch);
-
-}  // namespace sf::kernels

@@ -15,6 +15,8 @@
 // it lies, each of its rows (op(A) = A) or columns (op(A) = A^T) a fixed stride
 // apart: packing A into panels measured slower at every size of the bench (1024^3
 // NN at 79% of the FMA peak instead of 88%, 64^3 NN at 0.72x OpenBLAS instead of 0.85x).
+// (On x86. The NEON kernel takes A's floats as lanes of vectors and packs A:
+// kPackRowsOfA.)
 // A transposed A (backward's weight gradients, X^T dY) is the exception: its
 // panel's k steps lie a row of A apart, and it is packed (pack_a_columns).
 // B's NR floats per step are a contiguous row of op(B) only when B is not
@@ -46,6 +48,8 @@
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 #include "gemm_few_rows.h"
@@ -68,14 +72,30 @@ namespace {
 // divide the usual power-of-two M into whole tiles (14 would leave a padded one).
 constexpr int kMR = 8;
 constexpr int kNR = 32;
+constexpr bool kPackRowsOfA = false;  // the top of this file says why
 #elif defined(__AVX2__) && defined(__FMA__)
 // 16 ymm registers: a 6 x 16 tile is 12 accumulators + 2 B vectors + 1 broadcast.
 constexpr int kMR = 6;
 constexpr int kNR = 16;
+constexpr bool kPackRowsOfA = false;
+#elif defined(__aarch64__)
+// 32 NEON registers of 4 floats. An 8 x 12 tile is 24 accumulators; per step
+// of k it loads 3 vectors of B and multiplies them by each row's element of A
+// as a lane of a register (FMLA by element: no broadcasts), 24 FMAs. The 24
+// cover the 4-cycle FMA latency of 4 FMA pipes (16 in flight), and 8 registers
+// are left for B and A. A is always packed into panels (pack_a_rows, as
+// pack_a_columns for a transposed A), so that a step's 8 elements of A are 2
+// vector loads. Read in place, they are 8 loads of a float each, 11 loads to
+// 24 FMAs, and GCC, issuing the 8 first, runs out of registers and keeps 2
+// accumulators on the stack (a store and a reload every step).
+constexpr int kMR = 8;
+constexpr int kNR = 12;
+constexpr bool kPackRowsOfA = true;
 #else
 // Portable C++: a small tile the compiler can keep in (SSE) registers.
 constexpr int kMR = 4;
 constexpr int kNR = 16;
+constexpr bool kPackRowsOfA = false;
 #endif
 
 // KC x NC: the B block. A 1 MB block (KC 512 x NC 512 floats, Zen 4's whole
@@ -333,6 +353,64 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64
   }
 }
 
+#elif defined(__aarch64__)
+
+// Calls body(std::integral_constant<int, r>{}) for r = 0 .. R-1: each row's
+// code with r a constant, as FMLA by element needs its lane to be.
+template <int R, class Body>
+void for_each_row(Body body) {
+  [&]<int... r>(std::integer_sequence<int, r...>) {
+    (body(std::integral_constant<int, r>{}), ...);
+  }(std::make_integer_sequence<int, R>{});
+}
+
+template <int R, APanel L>
+void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64_t b_step,
+                  float* c, int64_t ldc, int cols, float alpha, float beta) {
+  static_assert(L == APanel::kColumns, "A comes packed into panels (kPackRowsOfA)");
+  // NEON has no masked loads: a partial tile first copies its columns of B
+  // into a full-width panel (a B read in place may end at its last column).
+  float edge[kKC * kNR];
+  if (cols < kNR) {
+    for (int64_t p = 0; p < kc; ++p) std::copy_n(b + p * b_step, cols, edge + p * kNR);
+    b = edge;
+    b_step = kNR;
+  }
+  // Every loop over r and j is fully unrolled so that acc lives in registers.
+  float32x4_t acc[R][3];  // columns 0-3, 4-7 and 8-11 of each row
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = vdupq_n_f32(0.0f);
+  // Step p's elements of A lie together (kMR floats of a packed panel): two
+  // vectors, row r in lane r % 4 of the (r / 4)th.
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* bp = b + p * b_step;
+    const float32x4_t b0 = vld1q_f32(bp), b1 = vld1q_f32(bp + 4), b2 = vld1q_f32(bp + 8);
+    const float32x4_t a_lo = vld1q_f32(a + p * lda), a_hi = R > 4 ? vld1q_f32(a + p * lda + 4) : a_lo;
+    for_each_row<R>([&](auto r) {
+      constexpr int lane = decltype(r)::value % 4;
+      const float32x4_t ar = r < 4 ? a_lo : a_hi;
+      acc[r][0] = vfmaq_laneq_f32(acc[r][0], b0, ar, lane);
+      acc[r][1] = vfmaq_laneq_f32(acc[r][1], b1, ar, lane);
+      acc[r][2] = vfmaq_laneq_f32(acc[r][2], b2, ar, lane);
+    });
+  }
+  const float32x4_t va = vdupq_n_f32(alpha), vb = vdupq_n_f32(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* cr = c + r * ldc;
+    float row[kNR] = {};  // a partial tile's row of C, as `edge` above
+    float* out = cols == kNR ? cr : row;
+    if (beta != 0.0f && cols < kNR) std::copy_n(cr, cols, row);
+#pragma GCC unroll 3
+    for (int j = 0; j < 3; ++j) {
+      float32x4_t o = vmulq_f32(va, acc[r][j]);
+      if (beta != 0.0f) o = vfmaq_f32(o, vb, vld1q_f32(out + 4 * j));
+      vst1q_f32(out + 4 * j, o);
+    }
+    if (cols < kNR) std::copy_n(row, cols, cr);
+  }
+}
+
 #else
 
 template <int R, APanel L>
@@ -361,7 +439,13 @@ constexpr KernelsByRows make_kernels(std::index_sequence<I...>) {
 }
 constexpr KernelsByRows kColumnKernels =
     make_kernels<APanel::kColumns>(std::make_index_sequence<kMR>{});
-constexpr KernelsByRows kRowKernels = make_kernels<APanel::kRows>(std::make_index_sequence<kMR>{});
+// Where A is always packed (kPackRowsOfA), no kernel reads it in place.
+constexpr KernelsByRows kRowKernels = [] {
+  if constexpr (kPackRowsOfA)
+    return KernelsByRows{};
+  else
+    return make_kernels<APanel::kRows>(std::make_index_sequence<kMR>{});
+}();
 
 // ---------------------------------------------------------------------------
 // The single-threaded driver.
@@ -402,6 +486,14 @@ void pack_a_columns(const float* a, int64_t lda, int64_t kc, int64_t rows, float
   }
 }
 
+// The same panels from op(A) = A (kPackRowsOfA), whose rows lie lda apart:
+// element (r, p) of panel q from a[(q * kMR + r) * lda + p].
+void pack_a_rows(const float* a, int64_t lda, int64_t kc, int64_t rows, float* dst) {
+  for (int64_t q = 0; q < rows; q += kMR, dst += a_panel_stride(kc))
+    for (int64_t r = q; r < std::min(q + kMR, rows); ++r)
+      for (int64_t p = 0; p < kc; ++p) dst[p * kMR + r - q] = a[r * lda + p];
+}
+
 bool packs_b(bool trans_b, int64_t m, int64_t ldb, bool round) {
   return round || trans_b || m > kPackBRows || (ldb >= kPageFloats && m > kMR);
 }
@@ -414,13 +506,15 @@ void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64
   const int64_t kc_max = gemm_tasks::block_size(k, kKC, 1);
   const bool pack = packs_b(b.trans, m, b.ld, round);
   float* b_block = pack ? t_pack_b.get(kc_max * nc_max) : nullptr;
-  // A is copied when transposed (into panels) or rounded (rows as they lie).
-  const bool copies_a = a.trans || round;
+  // A is copied into panels when transposed (or always: kPackRowsOfA), else
+  // when rounded (rows as they lie).
+  const bool a_panels = a.trans || kPackRowsOfA;
+  const bool copies_a = a_panels || round;
   const int64_t mc_max = copies_a ? std::min(kMC, (m + kMR - 1) / kMR * kMR) : m;
   float* a_packed = !copies_a ? nullptr
-                    : a.trans ? t_pack_a.get(a_panel_stride(kc_max) * (mc_max / kMR))
-                              : t_pack_a.get(mc_max * kc_max);
-  const KernelsByRows& kernels = a.trans ? kColumnKernels : kRowKernels;
+                    : a_panels ? t_pack_a.get(a_panel_stride(kc_max) * (mc_max / kMR))
+                               : t_pack_a.get(mc_max * kc_max);
+  const KernelsByRows& kernels = a_panels ? kColumnKernels : kRowKernels;
   for (int64_t jc = 0; jc < n; jc += nc_max) {
     const int64_t nc = std::min(nc_max, n - jc);
     for (int64_t pc = 0; pc < k; pc += kc_max) {
@@ -437,8 +531,8 @@ void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64
       }
       for (int64_t ic = 0; ic < m; ic += mc_max) {
         const int64_t mc = std::min(mc_max, m - ic);
-        if (a.trans) {
-          pack_a_columns(a.at(ic, pc), a.ld, kc, mc, a_packed);
+        if (a_panels) {
+          (a.trans ? pack_a_columns : pack_a_rows)(a.at(ic, pc), a.ld, kc, mc, a_packed);
           if (round)
             for (int64_t q = 0; q < mc; q += kMR)
               round_block(a_packed + q / kMR * a_panel_stride(kc), kc, std::min<int64_t>(kMR, mc - q), kMR);
@@ -450,9 +544,9 @@ void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64
           const MicroKernel kernel = kernels[rows - 1];
           // Panel ir of A, and the step between its elements (r, p) and (r, p + 1) or (r + 1, p).
           const float* a_panel = !a_packed ? a.at(ir, pc)
-                                 : a.trans ? a_packed + (ir - ic) / kMR * a_panel_stride(kc)
-                                           : a_packed + (ir - ic) * kc;
-          const int64_t a_step = !a_packed ? a.ld : a.trans ? kMR : kc;
+                                 : a_panels ? a_packed + (ir - ic) / kMR * a_panel_stride(kc)
+                                            : a_packed + (ir - ic) * kc;
+          const int64_t a_step = !a_packed ? a.ld : a_panels ? kMR : kc;
           for (int64_t jr = 0; jr < nc; jr += kNR) {
             const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - jr));
             kernel(kc, a_panel, a_step, b_panels + jr * b_stride, b_step, c + ir * ldc + jc + jr, ldc,

@@ -30,7 +30,7 @@ void gemm_rounded_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                        float* c, int64_t ldc, int64_t stride_c, int64_t batch);
 
 // The same contract on bf16 operands (kernels.h: gemm_bf16), float32 C, with
-// the implementation below that fits the CPU (gemm_bf16.cpp).
+// the implementation below that fits the CPU (gemm_bf16_levels.cpp).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
                int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta, float* c,
                int64_t ldc, int64_t stride_c, int64_t batch);
@@ -39,14 +39,20 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 // The implementations of fast::gemm_bf16, one per instruction set. Unlike the
 // float32 kernels' SIMD width, fixed when the library is compiled, this one is
 // chosen when the program runs, by CPUID: the AVX512-BF16 and AMX code is
-// compiled into every build and runs only on a CPU that has the instructions.
-// Only the two instruction sets' levels multiply faster than float32 does.
+// compiled into every x86-64 build and runs only on a CPU that has the
+// instructions. Only the two instruction sets' levels multiply faster than
+// float32 does. Other architectures have the portable level alone.
 enum class Bf16Gemm {
   kPortable,    // widened to float32 (exactly) and multiplied by fast::gemm
   kAvx512Bf16,  // VDPBF16PS: 32 bf16 multiply-adds per instruction
   kAmxBf16,     // AMX tiles, TDPBF16PS: 8,192 per instruction (Intel, Sapphire Rapids on)
 };
+// The levels this build has, slowest first.
+#if defined(__x86_64__)
 inline constexpr Bf16Gemm kBf16Gemms[] = {Bf16Gemm::kPortable, Bf16Gemm::kAvx512Bf16, Bf16Gemm::kAmxBf16};
+#else
+inline constexpr Bf16Gemm kBf16Gemms[] = {Bf16Gemm::kPortable};
+#endif
 const char* to_string(Bf16Gemm level);
 bool cpu_supports(Bf16Gemm level);
 // The implementation fast::gemm_bf16 runs: the fastest this CPU supports,
@@ -58,5 +64,19 @@ Bf16Gemm bf16_gemm();
 // VDPBF16PS does no more multiply-adds than float32's FMA), else portable.
 Bf16Gemm fastest_bf16_gemm();
 bool set_bf16_gemm(Bf16Gemm level);
+
+#if defined(__x86_64__)
+// The x86 levels (gemm_bf16.cpp: AVX512-BF16, gemm_amx.cpp: AMX): whether
+// this CPU and this operating system let the process run the level, and its
+// product (gemm.h's contract, k > 0).
+bool avx512_bf16_usable();
+void gemm_avx512_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
+                      int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta,
+                      float* c, int64_t ldc, int64_t stride_c, int64_t batch);
+bool amx_bf16_usable();
+void gemm_amx_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
+                   int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta, float* c,
+                   int64_t ldc, int64_t stride_c, int64_t batch);
+#endif
 
 }  // namespace sf::kernels

@@ -29,6 +29,10 @@
 // (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 on):
 // without it the first tile instruction kills the process, so the level counts
 // as supported only once the request succeeded.
+//
+// x86-64 only: elsewhere this file compiles to nothing (gemm.h lists the
+// levels each architecture has).
+#if defined(__x86_64__)
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -227,3 +231,4 @@ void gemm_amx_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 }
 
 }  // namespace sf::kernels
+#endif  // __x86_64__

@@ -1,8 +1,8 @@
-// GEMM on bf16 operands with float32 accumulation: gemm.h's contract, the
-// matrix products of mixed-precision training (docs/13-bf16.md), and the
-// choice among its levels (the AMX level is gemm_amx.cpp).
+// The AVX512-BF16 level of the bf16 GEMM (gemm.h: Bf16Gemm::kAvx512Bf16;
+// docs/13-bf16.md), compiled on x86-64 only: the choice among the levels is
+// gemm_bf16_levels.cpp, the AMX level gemm_amx.cpp.
 //
-// The AVX512-BF16 level is gemm.cpp's loop structure with one change of
+// It is gemm.cpp's loop structure with one change of
 // arithmetic. VDPBF16PS takes two vectors of 32 bf16 and, in each of its 16
 // float32 lanes, adds the products of one PAIR of bf16 elements:
 //
@@ -17,14 +17,12 @@
 // That needs B in pairs (bf16_pairs.h). A row-major A already has its pairs
 // side by side, so it is read in place; a transposed A, or any A when k is
 // odd, is packed into the same pair layout.
+#if defined(__x86_64__)
 #include <array>
-#include <cstdlib>
-#include <string>
 #include <cstring>
 #include <utility>
 
 #include "bf16_pairs.h"
-#include "base/error.h"
 #include "gemm.h"
 
 namespace sf::kernels {
@@ -140,6 +138,14 @@ void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64
   }
 }
 
+}  // namespace
+
+bool avx512_bf16_usable() {
+  __builtin_cpu_init();  // may run before the library's constructors
+  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+}
+
 void gemm_avx512_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
                       int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta,
                       float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
@@ -147,98 +153,5 @@ void gemm_avx512_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
                            b, ldb, stride_b, beta, c, ldc, stride_c, batch);
 }
 
-// Portable: both operands widened to float32 (exact), then the float32 GEMM,
-// whose products of these values are the same exact products.
-thread_local gemm_tasks::AlignedBuffer<float> t_wide_a, t_wide_b;
-
-void gemm_portable(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
-                   int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta,
-                   float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
-  const int64_t extent_a = gemm_operand_extent(trans_a, m, k, lda, stride_a, batch);
-  const int64_t extent_b = gemm_operand_extent(trans_b, k, n, ldb, stride_b, batch);
-  float* wide_a = t_wide_a.get(extent_a);
-  float* wide_b = t_wide_b.get(extent_b);
-  fast_table().bf16_to_float(a, wide_a, extent_a);
-  fast_table().bf16_to_float(b, wide_b, extent_b);
-  fast::gemm(trans_a, trans_b, m, n, k, alpha, wide_a, lda, stride_a, wide_b, ldb, stride_b, beta, c, ldc, stride_c,
-             batch);
-}
-
-// The fastest level this CPU supports, by its instructions and its maker.
-// AMX first. VDPBF16PS doubles the multiply-adds of an FMA only on AMD (Zen 4
-// and 5 run it on both FMA pipes); Intel issues it on one port, so there it
-// does no more arithmetic than float32 and pays for its packing: the portable
-// level (float32 products of the bf16 values) is faster (docs/13-bf16.md).
-Bf16Gemm fastest_supported() {
-  if (cpu_supports(Bf16Gemm::kAmxBf16)) return Bf16Gemm::kAmxBf16;
-  __builtin_cpu_init();
-  if (cpu_supports(Bf16Gemm::kAvx512Bf16) && __builtin_cpu_is("amd")) return Bf16Gemm::kAvx512Bf16;
-  return Bf16Gemm::kPortable;
-}
-
-// The fastest level, or the one SCRATCHFORMER_BF16_GEMM names (to measure or
-// test a level on a CPU whose default is another).
-Bf16Gemm initial_level() {
-  const char* forced = std::getenv("SCRATCHFORMER_BF16_GEMM");
-  if (!forced || !*forced) return fastest_supported();
-  for (Bf16Gemm level : kBf16Gemms)
-    if (std::string(forced) == to_string(level)) {
-      if (!cpu_supports(level)) fail("SCRATCHFORMER_BF16_GEMM=", forced, ": this CPU cannot run that level");
-      return level;
-    }
-  fail("SCRATCHFORMER_BF16_GEMM=", forced, " is not a bf16 GEMM level: use portable, avx512_bf16 or amx_bf16");
-}
-
-Bf16Gemm& current_level() {
-  static Bf16Gemm level = initial_level();
-  return level;
-}
-
-}  // namespace
-
-const char* to_string(Bf16Gemm level) {
-  switch (level) {
-    case Bf16Gemm::kPortable: return "portable";
-    case Bf16Gemm::kAvx512Bf16: return "avx512_bf16";
-    case Bf16Gemm::kAmxBf16: return "amx_bf16";
-  }
-  return "?";
-}
-
-bool cpu_supports(Bf16Gemm level) {
-  switch (level) {
-    case Bf16Gemm::kAmxBf16: return amx_bf16_usable();
-    case Bf16Gemm::kAvx512Bf16:
-      __builtin_cpu_init();  // may run before the library's constructors
-      return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl");
-    case Bf16Gemm::kPortable: return true;
-  }
-  return false;
-}
-
-Bf16Gemm bf16_gemm() { return current_level(); }
-
-Bf16Gemm fastest_bf16_gemm() { return fastest_supported(); }
-
-bool set_bf16_gemm(Bf16Gemm level) {
-  if (!cpu_supports(level)) return false;
-  current_level() = level;
-  return true;
-}
-
-void fast::gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
-                     int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta,
-                     float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
-  if (m <= 0 || n <= 0 || batch <= 0) return;
-  if (k <= 0) return gemm_tasks::scale_c(m, n, beta, c, ldc, stride_c, batch);
-  auto run = gemm_portable;
-  switch (current_level()) {
-    case Bf16Gemm::kAmxBf16: run = gemm_amx_bf16; break;
-    case Bf16Gemm::kAvx512Bf16: run = gemm_avx512_bf16; break;
-    case Bf16Gemm::kPortable: break;
-  }
-  run(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
-}
-
 }  // namespace sf::kernels
+#endif  // __x86_64__

@@ -1,6 +1,7 @@
 // A thin float vector type for the fast kernels: 16 lanes with AVX-512, 8 with
-// AVX2 + FMA, 1 (plain float) otherwise — chosen at compile time from the
-// target flags (-march=native by default). Kernels are written once against
+// AVX2 + FMA, 4 with NEON (every AArch64 CPU has it), 1 (plain float)
+// otherwise — chosen at compile time from the target flags (-march=native by
+// default). Kernels are written once against
 // `Vec` and loop `for (; i + Vec::width <= n; i += Vec::width)` with a scalar tail.
 #pragma once
 #include <cmath>
@@ -10,6 +11,8 @@
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 // GCC 12's AVX-512 intrinsics read an "undefined" register as a pass-through
@@ -107,6 +110,44 @@ struct Vec {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+};
+#elif defined(__aarch64__)
+struct Vec {
+  static constexpr int width = 4;
+  float32x4_t v;
+  static Vec load(const float* p) { return {vld1q_f32(p)}; }
+  static Vec set1(float x) { return {vdupq_n_f32(x)}; }
+  void store(float* p) const { vst1q_f32(p, v); }
+  friend Vec operator+(Vec a, Vec b) { return {vaddq_f32(a.v, b.v)}; }
+  friend Vec operator-(Vec a, Vec b) { return {vsubq_f32(a.v, b.v)}; }
+  friend Vec operator*(Vec a, Vec b) { return {vmulq_f32(a.v, b.v)}; }
+  friend Vec operator/(Vec a, Vec b) { return {vdivq_f32(a.v, b.v)}; }
+  friend Vec fma(Vec a, Vec b, Vec c) { return {vfmaq_f32(c.v, a.v, b.v)}; }
+  // FMAX and FMIN let NaN through too, but give +0 for max(+0, -0) either
+  // way round where the float versions above give b: a compare and a select
+  // keep their definition exactly, "a where a > b (a < b) or a is NaN, else b".
+  friend Vec max(Vec a, Vec b) { return select(vornq_u32(vcgtq_f32(a.v, b.v), not_nan(a)), a, b); }
+  friend Vec min(Vec a, Vec b) { return select(vornq_u32(vcltq_f32(a.v, b.v), not_nan(a)), a, b); }
+  static uint32x4_t not_nan(Vec a) { return vceqq_f32(a.v, a.v); }
+  static Vec select(uint32x4_t mask, Vec a, Vec b) { return {vbslq_f32(mask, a.v, b.v)}; }
+  friend Vec round(Vec a) { return {vrndnq_f32(a.v)}; }  // FRINTN: to nearest, ties to even
+  friend Vec sqrt(Vec a) { return {vsqrtq_f32(a.v)}; }
+  friend Vec exp2_int(Vec n) {
+    const int32x4_t bits = vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n.v), vdupq_n_s32(127)), 23);
+    return {vreinterpretq_f32_s32(bits)};
+  }
+  friend Vec select_positive(Vec a, Vec b) {
+    return {vreinterpretq_f32_u32(vandq_u32(vcgtzq_f32(a.v), vreinterpretq_u32_f32(b.v)))};
+  }
+  friend Vec round_to_bf16(Vec a) {
+    const uint32x4_t u = vreinterpretq_u32_f32(a.v);
+    const uint32x4_t odd = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
+    const uint32x4_t r = vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7FFF), odd));
+    const uint32x4_t quiet = vorrq_u32(u, vdupq_n_u32(0x00400000));
+    const uint32x4_t out = vbslq_u32(not_nan(a), r, quiet);
+    return {vreinterpretq_f32_u32(vandq_u32(out, vdupq_n_u32(0xFFFF0000u)))};
+  }
+  float sum() const { return vaddvq_f32(v); }
 };
 #else
 struct Vec {

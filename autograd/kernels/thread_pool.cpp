@@ -21,11 +21,13 @@ thread_local bool t_in_region = false;
 // steps of a data loader or a user's program still goes to sleep.
 constexpr auto kSpin = std::chrono::microseconds(200);
 
-// A hint to the core that this is a spin loop (x86's PAUSE), so the spinning
-// thread yields pipeline resources to its hyperthread sibling.
+// A hint to the core that this is a spin loop (x86's PAUSE, ARM's YIELD), so
+// the spinning thread yields pipeline resources to its hyperthread sibling.
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
 #endif
 }
 
