@@ -304,7 +304,8 @@ fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
 # simd.h fixes the vector width at compile time, so the build above runs the
 # kernels at one SIMD level only, this machine's (ARCH_FLAGS). The kernel
 # sources, which need nothing else of the library but the CPU device that the
-# kernel table's cases run through (autograd/device.cpp), and
+# kernel table's cases run through (autograd/device.cpp) and the calls to the
+# operating system (base/platform.cpp), and
 # tests/test_kernels.cpp with the table (tests/kernel_cases.cpp,
 # tests/kernel_conformance.cpp) are built again for each level the kernels
 # are written for, into one small doctest binary per level,
@@ -314,7 +315,7 @@ fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
 # after the main suite; the OpenCL variant's `make OPENCL=1 test` leaves them
 # to the plain one.
 KERNEL_LEVEL_DIR := $(BUILD)/kernel-levels
-KERNEL_LEVEL_SRC := $(wildcard autograd/kernels/*.cpp) autograd/device.cpp tests/test_kernels.cpp \
+KERNEL_LEVEL_SRC := $(wildcard autograd/kernels/*.cpp) autograd/device.cpp base/platform.cpp tests/test_kernels.cpp \
                     tests/kernel_cases.cpp tests/kernel_conformance.cpp
 KERNEL_LEVEL_FLAGS := $(filter-out $(ARCH_FLAGS),$(ALL_FLAGS))
 
