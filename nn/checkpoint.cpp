@@ -30,7 +30,8 @@ safetensors::Metadata checkpoint_metadata(const TransformerConfig& c) {
 
 std::vector<std::pair<std::string, std::string>> architecture_keys(const TransformerConfig& c) {
   std::string seq_len = std::to_string(c.src_seq_len);
-  if (c.tgt_seq_len != c.src_seq_len) seq_len += "/" + std::to_string(c.tgt_seq_len);
+  // (Two appends: GCC 12 warns, wrongly, of an overlapping memcpy in "/" + string.)
+  if (c.tgt_seq_len != c.src_seq_len) seq_len.append("/").append(std::to_string(c.tgt_seq_len));
   return {{"d_model", std::to_string(c.d_model)},
           {"N", std::to_string(c.N)},
           {"h", std::to_string(c.h)},
