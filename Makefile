@@ -30,7 +30,16 @@ else
   ARCH_FLAGS := -march=native
 endif
 GENERATED := build/gen
-BASE_FLAGS := -std=c++20 -Wall -Wextra -pthread -MMD -MP -I. -I$(GENERATED) $(ARCH_FLAGS)
+OS := $(shell uname -s)
+# Clang on Linux builds against libc++, LLVM's C++ library (macOS's, where
+# clang and libc++ are the defaults): a check that the code needs nothing
+# only libstdc++ has. Its objects go to build/clang/, beside GCC's in build/.
+ifeq ($(OS)-$(findstring clang,$(CXX)),Linux-clang)
+  STDLIB_FLAGS := -stdlib=libc++
+  STDLIB_PACKAGES := clang:/usr/bin/clang++ libc++-dev:/usr/share/doc/libc++-dev/copyright \
+                     libc++abi-dev:/usr/share/doc/libc++abi-dev/copyright
+endif
+BASE_FLAGS := -std=c++20 -Wall -Wextra -pthread -MMD -MP -I. -I$(GENERATED) $(ARCH_FLAGS) $(STDLIB_FLAGS)
 ifeq ($(SANITIZE),thread)
   BUILD := build/tsan
   CXXFLAGS ?= -O1 -g -fno-omit-frame-pointer -fsanitize=thread
@@ -44,6 +53,9 @@ else ifeq ($(SANITIZE),1)
 else
   BUILD := build
   CXXFLAGS ?= -O3 -g
+endif
+ifdef STDLIB_FLAGS
+  BUILD := build/clang$(BUILD:build%=%)
 endif
 # The rooms above nn/, optim/ and data/ (README.md's layout): all but cli/,
 # the command's main(), are library.
@@ -126,7 +138,7 @@ $(GENERATED)/kernel_list.h: autograd/kernels/kernels.h tools/kernel-list
 # the generated headers, which every compile may include.
 deps: $(GENERATED)/kernel_list.h
 	@tools/need-packages doctest-dev:/usr/include/doctest/doctest.h \
-	  nlohmann-json3-dev:/usr/include/nlohmann/json.hpp $(if $(filter 1,$(OPENCL)),$(OPENCL_PACKAGES)) \
+	  nlohmann-json3-dev:/usr/include/nlohmann/json.hpp $(STDLIB_PACKAGES) $(if $(filter 1,$(OPENCL)),$(OPENCL_PACKAGES)) \
 	  $(if $(filter 1,$(MPI)),$(MPI_PACKAGES))
 
 $(BUILD)/obj/%.o: %.cpp | deps
@@ -259,8 +271,9 @@ FUZZ_TARGETS := config tokenizer checkpoint state corpus
 FUZZ_SECONDS ?= 20
 FUZZ := build/fuzz
 FUZZ_PACKAGES := clang:/usr/bin/clang++ libclang-rt-dev:/usr/share/doc/libclang-rt-dev/copyright
-# Without the caching allocator the sanitizers see every allocation.
-FUZZ_FLAGS := $(BASE_FLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+# Without the caching allocator the sanitizers see every allocation. The
+# fuzzers are clang's whatever CXX is, with its default C++ library.
+FUZZ_FLAGS := $(filter-out $(STDLIB_FLAGS),$(BASE_FLAGS)) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
               -fno-sanitize-recover=undefined -DSF_NO_CACHING_ALLOCATOR -DSF_BUILD_DIR='"$(FUZZ)"'
 FUZZ_LIB := $(FUZZ)/libscratchformer.a
 # For `make test`: one test per target, skipped (exit 77) when clang cannot be installed.

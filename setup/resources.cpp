@@ -49,9 +49,14 @@ void check_fits_in_memory(double bytes, const std::string& what, const std::stri
 void check_writable_folder(const std::string& folder, const std::string& source, const std::string& key) {
   std::error_code ec;
   fs::create_directories(folder, ec);
-  if (ec || !fs::is_directory(folder))
+  // A file in its place is said in words: libstdc++ reports it as ENOTDIR,
+  // libc++ as EEXIST.
+  std::error_code unknown;  // then no file in its place either
+  const fs::file_status status = fs::status(folder, unknown);
+  const bool file_in_place = fs::exists(status) && !fs::is_directory(status);
+  if (ec || file_in_place)
     fail(source, ": key '", key, "': cannot create the folder ", folder, " (",
-         ec ? ec.message() : "a file of that name exists", ")");
+         file_in_place ? "a file of that name exists" : ec.message(), ")");
   std::string probe = (fs::path(folder) / ".scratchformer-write-test").string();
   FILE* f = std::fopen(probe.c_str(), "w");
   if (!f) fail(source, ": key '", key, "': cannot write in ", folder, " (", std::strerror(errno), ")");
