@@ -101,7 +101,7 @@ void Trainer::prepare_data() {
   std::optional<setup::ModelIdentity> preloaded = comm_.writes() ? preloaded_identity(config_, store_) : std::nullopt;
   auto tokenizer = [&](const std::string& lang, data::Side side) {
     std::string path = config_.tokenizer_path(lang);
-    data::TokenizerReuse reuse{.overwrite = config_.overwrite, .any_origin = !comm_.writes()};
+    data::TokenizerReuse reuse{.model_sha256 = {}, .overwrite = config_.overwrite, .any_origin = !comm_.writes()};
     if (preloaded) reuse.model_sha256 = side == data::Side::Source ? preloaded->src_tokenizer_sha256
                                                                     : preloaded->tgt_tokenizer_sha256;
     data::TokenizerFile file =
