@@ -6,7 +6,7 @@
 # `make MPI=1` adds build/mpi/scratchformer, the command for data-parallel
 # training under mpirun (Open MPI; see "The MPI variant" below).
 # Jobs run in parallel without -j.
-MAKEFLAGS += -j$(shell nproc) --no-print-directory
+MAKEFLAGS += -j$(shell getconf _NPROCESSORS_ONLN) --no-print-directory
 # `make` alone builds everything (rules for generated files come before `all`).
 .DEFAULT_GOAL := all
 CXX ?= g++
@@ -30,7 +30,27 @@ else
   ARCH_FLAGS := -march=native
 endif
 GENERATED := build/gen
-BASE_FLAGS := -std=c++20 -Wall -Wextra -pthread -MMD -MP -I. -I$(GENERATED) $(ARCH_FLAGS)
+OS := $(shell uname -s)
+# Clang on Linux builds against libc++, LLVM's C++ library (macOS's, where
+# clang and libc++ are the defaults): a check that the code needs nothing
+# only libstdc++ has. Its objects go to build/clang/, beside GCC's in build/.
+ifeq ($(OS)-$(findstring clang,$(CXX)),Linux-clang)
+  STDLIB_FLAGS := -stdlib=libc++
+  STDLIB_PACKAGES := clang:/usr/bin/clang++ libc++-dev:/usr/share/doc/libc++-dev/copyright \
+                     libc++abi-dev:/usr/share/doc/libc++abi-dev/copyright
+endif
+BASE_FLAGS := -std=c++20 -Wall -Wextra -pthread -MMD -MP -I. -I$(GENERATED) $(ARCH_FLAGS) $(STDLIB_FLAGS)
+# On macOS the packages are Homebrew's (tools/need-packages then names the
+# formulae to install), and OpenCL is the system's framework, its CL/
+# headers Homebrew's. Elsewhere, Debian's (below).
+ifeq ($(OS),Darwin)
+  BREW := $(shell brew --prefix 2>/dev/null)
+  BASE_FLAGS += -I$(BREW)/include
+  BUILD_PACKAGES := doctest:$(BREW)/include/doctest/doctest.h nlohmann-json:$(BREW)/include/nlohmann/json.hpp
+  OPENCL_PACKAGES := opencl-headers:$(BREW)/include/CL/cl.h
+  OPENCL_LIBS := -framework OpenCL
+  MPI_PACKAGES := open-mpi:$(BREW)/bin/mpicxx pmix:$(BREW)/include/pmix.h pkgconf:$(BREW)/bin/pkg-config
+endif
 ifeq ($(SANITIZE),thread)
   BUILD := build/tsan
   CXXFLAGS ?= -O1 -g -fno-omit-frame-pointer -fsanitize=thread
@@ -45,6 +65,9 @@ else
   BUILD := build
   CXXFLAGS ?= -O3 -g
 endif
+ifdef STDLIB_FLAGS
+  BUILD := build/clang$(BUILD:build%=%)
+endif
 # The rooms above nn/, optim/ and data/ (README.md's layout): all but cli/,
 # the command's main(), are library.
 ROOMS := setup dist infer eval report train
@@ -54,9 +77,10 @@ LIB_SRC := $(wildcard base/*.cpp autograd/*.cpp autograd/kernels/*.cpp nn/*.cpp 
 # and PoCL so that a machine without a GPU still has an OpenCL device. (PoCL's
 # marker is its copyright file: its .icd file is a conffile, which outlives a
 # package removed but not purged.)
-OPENCL_PACKAGES := ocl-icd-opencl-dev:/usr/lib/x86_64-linux-gnu/libOpenCL.so \
+OPENCL_PACKAGES ?= ocl-icd-opencl-dev:/usr/lib/x86_64-linux-gnu/libOpenCL.so \
                    opencl-headers:/usr/include/CL/cl.h pocl-opencl-icd:/usr/share/doc/pocl-opencl-icd/copyright \
                    clinfo:/usr/bin/clinfo
+OPENCL_LIBS ?= -lOpenCL
 # The variant compiles only the sources that differ in it: the backend and
 # those that name SF_OPENCL, or SF_BUILD_DIR (the folder a test runs programs
 # from). The rest are the plain build's objects (PLAIN_BUILD), compiled with
@@ -67,7 +91,7 @@ ifeq ($(OPENCL),1)
   BUILD := $(BUILD)/opencl
   BASE_FLAGS += -DSF_OPENCL -I$(BUILD)/gen
   LIB_SRC += $(wildcard autograd/opencl/*.cpp)
-  LDLIBS := -lOpenCL
+  LDLIBS := $(OPENCL_LIBS)
   VARIANT_SRC := $(wildcard autograd/opencl/*.cpp) \
                  $(shell grep -lE '^([^/]|/[^/])*(SF_OPENCL|SF_BUILD_DIR)' $(wildcard */*.cpp */*/*.cpp))
   # A header that named them would make each file that includes it differ.
@@ -125,9 +149,9 @@ $(GENERATED)/kernel_list.h: autograd/kernels/kernels.h tools/kernel-list
 
 # Build dependencies, installed when missing (see tools/need-packages), and
 # the generated headers, which every compile may include.
+BUILD_PACKAGES ?= doctest-dev:/usr/include/doctest/doctest.h nlohmann-json3-dev:/usr/include/nlohmann/json.hpp
 deps: $(GENERATED)/kernel_list.h
-	@tools/need-packages doctest-dev:/usr/include/doctest/doctest.h \
-	  nlohmann-json3-dev:/usr/include/nlohmann/json.hpp $(if $(filter 1,$(OPENCL)),$(OPENCL_PACKAGES)) \
+	@tools/need-packages $(BUILD_PACKAGES) $(STDLIB_PACKAGES) $(if $(filter 1,$(OPENCL)),$(OPENCL_PACKAGES)) \
 	  $(if $(filter 1,$(MPI)),$(MPI_PACKAGES))
 
 $(BUILD)/obj/%.o: %.cpp | deps
@@ -150,7 +174,7 @@ $(LIB): $(call obj,$(LIB_SRC))
 # also use PMIx, the interface between Open MPI and its launcher (the
 # communicator ends a failed job through it). mpicxx's and pkg-config's
 # flags are read as the recipes run: deps may install Open MPI in this make.
-MPI_PACKAGES := libopenmpi-dev:/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h openmpi-bin:/usr/bin/orterun \
+MPI_PACKAGES ?= libopenmpi-dev:/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h openmpi-bin:/usr/bin/orterun \
                 libpmix-dev:/usr/lib/x86_64-linux-gnu/pkgconfig/pmix.pc pkgconf:/usr/bin/pkg-config
 MPI_COMPILE := $$(mpicxx --showme:compile) $$(pkg-config --cflags pmix)
 MPI_LINK := $$(mpicxx --showme:link) $$(pkg-config --libs pmix)
@@ -261,8 +285,9 @@ FUZZ_TARGETS := config tokenizer checkpoint state corpus
 FUZZ_SECONDS ?= 20
 FUZZ := build/fuzz
 FUZZ_PACKAGES := clang:/usr/bin/clang++ libclang-rt-dev:/usr/share/doc/libclang-rt-dev/copyright
-# Without the caching allocator the sanitizers see every allocation.
-FUZZ_FLAGS := $(BASE_FLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+# Without the caching allocator the sanitizers see every allocation. The
+# fuzzers are clang's whatever CXX is, with its default C++ library.
+FUZZ_FLAGS := $(filter-out $(STDLIB_FLAGS),$(BASE_FLAGS)) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
               -fno-sanitize-recover=undefined -DSF_NO_CACHING_ALLOCATOR -DSF_BUILD_DIR='"$(FUZZ)"'
 FUZZ_LIB := $(FUZZ)/libscratchformer.a
 # For `make test`: one test per target, skipped (exit 77) when clang cannot be installed.
@@ -306,7 +331,8 @@ fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
 # simd.h fixes the vector width at compile time, so the build above runs the
 # kernels at one SIMD level only, this machine's (ARCH_FLAGS). The kernel
 # sources, which need nothing else of the library but the CPU device that the
-# kernel table's cases run through (autograd/device.cpp), and
+# kernel table's cases run through (autograd/device.cpp) and the calls to the
+# operating system (base/platform.cpp), and
 # tests/test_kernels.cpp with the table (tests/kernel_cases.cpp,
 # tests/kernel_conformance.cpp) are built again for each level the kernels
 # are written for, into one small doctest binary per level,
@@ -316,7 +342,7 @@ fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
 # after the main suite; the OpenCL variant's `make OPENCL=1 test` leaves them
 # to the plain one.
 KERNEL_LEVEL_DIR := $(BUILD)/kernel-levels
-KERNEL_LEVEL_SRC := $(wildcard autograd/kernels/*.cpp) autograd/device.cpp tests/test_kernels.cpp \
+KERNEL_LEVEL_SRC := $(wildcard autograd/kernels/*.cpp) autograd/device.cpp base/platform.cpp tests/test_kernels.cpp \
                     tests/kernel_cases.cpp tests/kernel_conformance.cpp
 KERNEL_LEVEL_FLAGS := $(filter-out $(ARCH_FLAGS),$(ALL_FLAGS))
 
@@ -429,7 +455,7 @@ report-check:
 OPENBLAS_INCLUDE := /usr/include/x86_64-linux-gnu/openblas-pthread
 
 # With OPENCL=1 the benchmark adds the OpenCL tables, beside CLBlast.
-BENCH_LIBS := -lopenblas $(if $(filter 1,$(OPENCL)),-lclblast -lOpenCL)
+BENCH_LIBS := -lopenblas $(if $(filter 1,$(OPENCL)),-lclblast $(OPENCL_LIBS))
 bench-deps:
 	@tools/need-packages libopenblas-dev:$(OPENBLAS_INCLUDE)/cblas.h \
 	  $(if $(filter 1,$(OPENCL)),libclblast-dev:/usr/include/clblast_c.h)

@@ -3,13 +3,11 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <new>
 
 #include "block_cache.h"
 #include "base/error.h"
+#include "base/platform.h"
 #include "kernels/gemm.h"
 #ifdef SF_OPENCL
 #include "opencl/opencl.h"
@@ -51,16 +49,8 @@ constexpr size_t kAlignment = 64;
 // at 2 GiB.
 class CpuDevice final : public Device {
  public:
-  CpuDevice() {
-#ifdef __GLIBC__
-    // glibc serves large blocks with mmap and gives them back to the system on
-    // free, but by default it raises that threshold to the largest block freed
-    // so far (up to 32 MiB), after which such blocks come from its heap, where a
-    // freed block in the middle stays resident. A fixed threshold keeps "freed"
-    // meaning "returned" for every tensor of 1 MiB or more.
-    mallopt(M_MMAP_THRESHOLD, 1 << 20);
-#endif
-  }
+  // Every tensor of 1 MiB or more goes back to the system when freed.
+  CpuDevice() { platform::return_freed_blocks_from(1 << 20); }
 
   const char* name() const override { return "cpu"; }
   bool host_addressable() const override { return true; }

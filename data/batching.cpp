@@ -1,7 +1,6 @@
 #include "batching.h"
 
 #include <algorithm>
-#include <iterator>
 
 #include "base/error.h"
 #include "shuffle.h"
@@ -101,11 +100,14 @@ Batch BatchedDataset::make_batch(const std::vector<size_t>& indices) const {
   int64_t B = static_cast<int64_t>(indices.size());
   std::vector<int32_t> encoder, decoder, label;
   Batch batch;
+  const auto append = [](std::vector<int32_t>& to, const std::vector<int32_t>& ids) {
+    to.insert(to.end(), ids.begin(), ids.end());
+  };
   for (size_t i : indices) {
     const Example& e = examples_.at(i);
-    std::ranges::copy(frame_source(e.src, S), std::back_inserter(encoder));
-    std::ranges::copy(frame_decoder_input(e.tgt, T), std::back_inserter(decoder));
-    std::ranges::copy(frame_labels(e.tgt, T), std::back_inserter(label));
+    append(encoder, frame_source(e.src, S));
+    append(decoder, frame_decoder_input(e.tgt, T));
+    append(label, frame_labels(e.tgt, T));
     batch.src_text.push_back(e.text.src);
     batch.tgt_text.push_back(e.text.tgt);
     batch.label_tokens += framed_target_width(e.tgt.size());

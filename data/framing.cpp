@@ -1,7 +1,6 @@
 #include "framing.h"
 
 #include <algorithm>
-#include <iterator>
 
 #include "autograd/ops.h"
 #include "base/error.h"
@@ -42,7 +41,10 @@ Tensor frame_sources(const std::vector<std::vector<int32_t>>& sources) {
   int64_t width = framed_source_width(longest);
   std::vector<int32_t> ids;
   ids.reserve(sources.size() * static_cast<size_t>(width));
-  for (const auto& s : sources) std::ranges::copy(frame_source(s, width), std::back_inserter(ids));
+  for (const auto& s : sources) {
+    const std::vector<int32_t> framed = frame_source(s, width);
+    ids.insert(ids.end(), framed.begin(), framed.end());
+  }
   return Tensor::from_ints(ids, {static_cast<int64_t>(sources.size()), width});
 }
 

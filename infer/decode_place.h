@@ -8,12 +8,12 @@
 // from then on in this process. The CPU decodes with a copy of the model
 // whose weights are taken from the device model once per PlacedDecoder.
 #pragma once
-#include <compare>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "nn/transformer.h"
 
@@ -57,7 +57,10 @@ class DecodePlaces {
     std::string model_shape;
     int64_t beam;
     int size_class;
-    auto operator<=>(const ClassKey&) const = default;
+    // (Not a defaulted <=>: libc++ before 16 gives std::string no <=>.)
+    bool operator<(const ClassKey& o) const {
+      return std::tie(model_shape, beam, size_class) < std::tie(o.model_shape, o.beam, o.size_class);
+    }
   };
 
   Timer timer_;

@@ -1,8 +1,5 @@
 #include "resources.h"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +9,7 @@
 
 #include "autograd/tensor.h"
 #include "base/error.h"
+#include "base/platform.h"
 
 namespace sf::setup {
 
@@ -39,7 +37,7 @@ double inference_bytes(const nn::TransformerConfig& c, int64_t batch_size, int64
 }
 
 void check_fits_in_memory(double bytes, const std::string& what, const std::string& source) {
-  double machine = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  double machine = platform::physical_memory_bytes();
   if (machine > 0 && bytes > machine) {
     char text[160];
     std::snprintf(text, sizeof text, "needs about %.1f GiB, more than this machine's %.1f GiB of memory",
@@ -51,9 +49,14 @@ void check_fits_in_memory(double bytes, const std::string& what, const std::stri
 void check_writable_folder(const std::string& folder, const std::string& source, const std::string& key) {
   std::error_code ec;
   fs::create_directories(folder, ec);
-  if (ec || !fs::is_directory(folder))
+  // A file in its place is said in words: libstdc++ reports it as ENOTDIR,
+  // libc++ as EEXIST.
+  std::error_code unknown;  // then no file in its place either
+  const fs::file_status status = fs::status(folder, unknown);
+  const bool file_in_place = fs::exists(status) && !fs::is_directory(status);
+  if (ec || file_in_place)
     fail(source, ": key '", key, "': cannot create the folder ", folder, " (",
-         ec ? ec.message() : "a file of that name exists", ")");
+         file_in_place ? "a file of that name exists" : ec.message(), ")");
   std::string probe = (fs::path(folder) / ".scratchformer-write-test").string();
   FILE* f = std::fopen(probe.c_str(), "w");
   if (!f) fail(source, ": key '", key, "': cannot write in ", folder, " (", std::strerror(errno), ")");
@@ -66,9 +69,8 @@ void check_writable_folder(const std::string& folder, const std::string& source,
 int threads_to_use(int64_t threads_key, int ranks_on_this_machine, bool communication_thread) {
   if (threads_key > 0) return static_cast<int>(threads_key);
   int machine = static_cast<int>(std::thread::hardware_concurrency());
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) < machine)
-    return CPU_COUNT(&allowed);
+  int allowed = platform::cores_allowed();
+  if (allowed > 0 && allowed < machine) return allowed;
   return std::max(1, (machine - (communication_thread ? 1 : 0)) / ranks_on_this_machine);
 }
 

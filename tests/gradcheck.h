@@ -149,8 +149,9 @@ class DirectionalCheck {
       : params_(params), loss_in_double_(loss_in_double) {
     for (auto [name, p] : params_) p.zero_grad();
     loss().backward();
-    for (const auto& [name, p] : params_) {
-      REQUIRE_MESSAGE(p.grad().defined(), name, " got no gradient");
+    for (const auto& named : params_) {
+      const Tensor& p = named.second;
+      REQUIRE_MESSAGE(p.grad().defined(), named.first, " got no gradient");
       start_.push_back(p.to_vector());
       grads_.push_back(p.grad().to_vector());
     }
@@ -173,7 +174,10 @@ class DirectionalCheck {
         v.emplace_back(g.size());
         for (double& x : v.back()) x = rng_.normal();
       }
-      auto [analytic, numeric] = derivatives(v, step);
+      // Not structured bindings: clang before 16 cannot capture those in
+      // CHECK_MESSAGE's lambda.
+      double analytic, numeric;
+      std::tie(analytic, numeric) = derivatives(v, step);
       double error = std::fabs(numeric - analytic) / rms_derivative;
       worst = std::max(worst, error);
       CHECK_MESSAGE(error <= bound, "direction ", d, ": analytic ", analytic, " vs numeric ", numeric, ", off by ",
@@ -187,7 +191,8 @@ class DirectionalCheck {
     std::vector<std::vector<double>> v(params_.size());
     for (size_t j = 0; j < params_.size(); ++j) v[j].assign(grads_[j].size(), 0.0);
     std::copy(grads_[k].begin(), grads_[k].end(), v[k].begin());
-    auto [analytic, numeric] = derivatives(v, step);
+    double analytic, numeric;
+    std::tie(analytic, numeric) = derivatives(v, step);
     REQUIRE_MESSAGE(analytic > 0.0, params_[k].first, ": a zero gradient");
     double error = std::fabs(numeric - analytic) / analytic;
     CHECK_MESSAGE(error <= bound, params_[k].first, ": analytic ", analytic, " vs numeric ", numeric, ", off by ",

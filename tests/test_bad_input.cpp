@@ -249,7 +249,7 @@ TEST_CASE("bad input: config files") {
           "config.json: key 'model_basename': must be a file name prefix, not a path (the folder is model_folder), "
           "got \"sub/m_\""),
       row("a model_folder that is a file", tiny({{"model_folder", "config.json"}}),
-          "config.json: key 'model_folder': cannot create the folder config.json (Not a directory)"),
+          "config.json: key 'model_folder': cannot create the folder config.json (a file of that name exists)"),
       row("a model too large for memory", tiny({{"d_model", 65536}, {"h", 1}, {"N", 1024}, {"d_ff", 65536}}),
           "config.json: training this model needs about..."),
       row("100000 nested arrays", std::string(100000, '[') + std::string(100000, ']'),

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <vector>
@@ -81,8 +82,10 @@ TEST_CASE("bf16: where bf16 products are no faster, autocast keeps float32 opera
   REQUIRE_FALSE(cpu().multiplies_bf16_faster());
   // Sizes through both of the float32 GEMM's paths: few rows (B rounded as it
   // is loaded) and the blocked one (rounded where it is packed), A and B
-  // transposed or not.
-  for (const auto& [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{3, 70, 9}, {67, 530, 45}})
+  // transposed or not. (Named copies of the sizes: clang before 16 cannot
+  // capture structured bindings in a lambda, and CAPTURE makes one.)
+  for (const auto& sizes : {std::array<int64_t, 3>{3, 70, 9}, {67, 530, 45}}) {
+    const int64_t m = sizes[0], k = sizes[1], n = sizes[2];
     for (bool trans_b : {false, true}) {
       CAPTURE(m);
       CAPTURE(trans_b);
@@ -106,6 +109,7 @@ TEST_CASE("bf16: where bf16 products are no faster, autocast keeps float32 opera
       CHECK(b.grad().to_vector() == want_b.to_vector());
       CHECK(max_difference(product, matmul(a, b, t)) > 1e-4);  // not the float32 product
     }
+  }
   kernels::set_bf16_gemm(original);
 }
 
@@ -347,5 +351,5 @@ TEST_CASE("bf16: matmul of a float32 and a bf16 operand outside autocast is an e
   Tensor a = random_matrix({2, 3}, 11), b = to_dtype(random_matrix({3, 2}, 12), DType::BF16);
   CHECK_THROWS_WITH_AS(matmul(a, b), doctest::Contains("both float32 or both bfloat16"), InternalError);
   CHECK(matmul(to_dtype(a, DType::BF16), b).dtype() == DType::F32);
-  CHECK_THROWS_AS(AutocastGuard(DType::I32), InternalError);
+  CHECK_THROWS_AS(AutocastGuard{DType::I32}, InternalError);
 }

@@ -4,8 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#if defined(__linux__)
 #include <sched.h>
 #include <sys/mount.h>
+#endif
 
 #include <array>
 #include <set>
@@ -541,17 +543,17 @@ namespace {
 // last byte while the run is stopped at that step, so that the run meets the
 // kernel's own ENOSPC; the tmpfs lives in a mount namespace of this
 // process's own, so that it goes away with the process whatever ends it.
-// Elsewhere (a container that refuses mounts) the write shim
+// Elsewhere (a container that refuses mounts, or not Linux) the write shim
 // SCRATCHFORMER_FILE_STEPS=ENOSPC:N fails the writes instead.
 class FillingDisk {
  public:
   FillingDisk() {
-    mounted_ = private_mount_namespace() && ::mount("tmpfs", folder_.path.c_str(), "tmpfs", 0, "size=8m") == 0;
+    mounted_ = mount_tmpfs();
     MESSAGE(std::string(mounted_ ? "full disk: a real one, an 8 MB tmpfs filled up"
                                  : "full disk: the write shim (no file system can be mounted here)"));
   }
   ~FillingDisk() {
-    if (mounted_) ::umount2(folder_.path.c_str(), MNT_DETACH);
+    if (mounted_) unmount();
   }
   FillingDisk(const FillingDisk&) = delete;
   FillingDisk& operator=(const FillingDisk&) = delete;
@@ -578,11 +580,20 @@ class FillingDisk {
   }
 
  private:
+#if defined(__linux__)
   static bool private_mount_namespace() {
     static const bool done =
         ::unshare(CLONE_NEWNS) == 0 && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
     return done;
   }
+  bool mount_tmpfs() const {
+    return private_mount_namespace() && ::mount("tmpfs", folder_.path.c_str(), "tmpfs", 0, "size=8m") == 0;
+  }
+  void unmount() const { ::umount2(folder_.path.c_str(), MNT_DETACH); }
+#else
+  bool mount_tmpfs() const { return false; }
+  void unmount() const {}
+#endif
   fs::path filler() const { return folder_.path / "filler"; }
   void fill() const {
     int fd = ::open(filler().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

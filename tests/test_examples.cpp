@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <sys/wait.h>
 
 #include "build_dir.h"
@@ -34,7 +35,10 @@ std::pair<int, std::string> run(const std::string& command) {
 TEST_CASE("examples: xor learns XOR with every optimizer") {
   for (std::string kind : {"adam", "adamw", "sgd"}) {
     CAPTURE(kind);
-    auto [status, output] = run(build_path("examples/xor") + " " + kind);
+    // Not structured bindings: clang before 16 cannot capture those in CAPTURE's lambda.
+    int status;
+    std::string output;
+    std::tie(status, output) = run(build_path("examples/xor") + " " + kind);
     CAPTURE(output);
     CHECK(status == 0);
     CHECK(output.find("accuracy: 100%") != std::string::npos);
@@ -45,7 +49,9 @@ TEST_CASE("examples: xor learns XOR with every optimizer") {
 }
 
 TEST_CASE("examples: train_toy learns to reverse and decodes held-out pairs") {
-  auto [status, output] = run(build_path("examples/train_toy"));
+  int status;
+  std::string output;
+  std::tie(status, output) = run(build_path("examples/train_toy"));
   CAPTURE(output);
   CHECK(status == 0);
   size_t last = output.rfind("final loss ");
@@ -60,12 +66,16 @@ TEST_CASE("examples: train_toy learns to reverse and decodes held-out pairs") {
 }
 
 TEST_CASE("examples: custom_op's softplus passes its gradient check, a wrong backward fails it") {
-  auto [status, output] = run(build_path("examples/custom_op"));
+  int status;
+  std::string output;
+  std::tie(status, output) = run(build_path("examples/custom_op"));
   CAPTURE(output);
   CHECK(status == 0);
   CHECK(output.find("softplus gradient check: max |analytic - numeric| = ") != std::string::npos);
   CHECK(output.find("(ok)") != std::string::npos);
-  auto [wrong_status, wrong_output] = run(build_path("examples/custom_op") + " --wrong-backward");
+  int wrong_status;
+  std::string wrong_output;
+  std::tie(wrong_status, wrong_output) = run(build_path("examples/custom_op") + " --wrong-backward");
   CAPTURE(wrong_output);
   CHECK(wrong_status == 1);
   CHECK(wrong_output.find("(FAILED)") != std::string::npos);
@@ -79,7 +89,9 @@ TEST_CASE("examples: translate prints what `scratchformer translate` prints for 
     "h": 2, "d_ff": 64, "min_frequency": 1, "val_examples": 0, "model_folder": "w",
     "experiment_name": "run", "tokenizer_file": "tok_{0}.json"})";
   const std::string bin = scratchformer_binary(), cd = "cd '" + d + "' && ";
-  auto [trained, log] = run(cd + "'" + bin + "' train --config config.json");
+  int trained;
+  std::string log;
+  std::tie(trained, log) = run(cd + "'" + bin + "' train --config config.json");
   CAPTURE(log);
   REQUIRE(trained == 0);
   std::string sentences;

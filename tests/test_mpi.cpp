@@ -396,7 +396,9 @@ TEST_CASE("data parallel: gradients are views into their buckets, each from a mu
       for (const auto& [name, p] : params) loss = loss.defined() ? loss + sum(p * p) : sum(p * p);
       run_backward(loss, Tensor::ones({}), reducer.hooks());
       reducer.finish();  // the first plans the buckets anew, in the order the gradients came
-      for (const auto& [name, p] : params) {
+      for (const auto& named : params) {  // (no bindings: clang before 16 cannot capture them in CAPTURE)
+        const auto& name = named.first;
+        const auto& p = named.second;
         CAPTURE(name);
         for (int64_t k = 0; k < p.numel(); ++k) REQUIRE(p.grad().data()[k] == 2 * p.data()[k]);
       }
@@ -404,7 +406,8 @@ TEST_CASE("data parallel: gradients are views into their buckets, each from a mu
       for (const auto& [name, p] : params) before.push_back(p.grad());
       reducer.zero_grad();  // and the first moves the gradients into those buckets
       for (size_t i = 0; i < params.size(); ++i) {
-        const auto& [name, p] = params[i];
+        const auto& name = params[i].first;
+        const auto& p = params[i].second;
         CAPTURE(name);
         CHECK(p.grad().to_vector() == std::vector<float>(static_cast<size_t>(p.numel()), 0.0f));
         CHECK(p.grad().same_storage(before[i]) == (step > 0));

@@ -111,7 +111,9 @@ TEST_CASE("nn: parameter count matches the formula") {
 
 TEST_CASE("nn: build_transformer initialises Xavier-uniform, deterministically") {
   auto model = testing::tiny_model();
-  for (const auto& [name, p] : model->named_parameters()) {
+  for (const auto& named : model->named_parameters()) {  // (no bindings: clang before 16 cannot capture them)
+    const auto& name = named.first;
+    const auto& p = named.second;
     CAPTURE(name);
     std::vector<float> v = p.to_vector();
     if (p.ndim() >= 2) {

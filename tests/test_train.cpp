@@ -163,7 +163,9 @@ TEST_CASE("train: a cosine run stopped after every step and resumed each time eq
 // total number of optimizer steps the run takes (a partial accumulation at an
 // epoch's end is a step of its own).
 TEST_CASE("train: each step logs the learning rate its schedule gives at that step (constant, noam, cosine)") {
-  for (auto [name, lr] : {std::pair{"constant", 0.002f}, std::pair{"noam", 0.5f}, std::pair{"cosine", 0.01f}}) {
+  for (auto kind : {std::pair{"constant", 0.002f}, std::pair{"noam", 0.5f}, std::pair{"cosine", 0.01f}}) {
+    const char* name = kind.first;  // (no bindings: clang before 16 cannot capture them in CAPTURE)
+    const float lr = kind.second;
     CAPTURE(name);
     testing::TempDir dir;
     std::string config = resume_config(dir.path);
@@ -271,7 +273,8 @@ TEST_CASE("train: a signal during validation saves the completed epoch and exits
 // the process before it saves anything, so the previous epoch's checkpoint is
 // the one left, and it is whole.
 TEST_CASE("train: a second signal ends the run at once; the previous checkpoint loads and resumes exactly") {
-  for (auto [first, second] : {std::pair{SIGINT, SIGINT}, std::pair{SIGTERM, SIGINT}}) {
+  for (auto signals : {std::pair{SIGINT, SIGINT}, std::pair{SIGTERM, SIGINT}}) {
+    const int first = signals.first, second = signals.second;  // (no bindings, as above)
     CAPTURE(first);
     CAPTURE(second);
     // Validation may finish before the second signal arrives on a fast

@@ -4,11 +4,9 @@
 #include <csignal>
 #include <optional>
 
-#include <sys/prctl.h>
-#include <unistd.h>
-
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "base/platform.h"
 #include "optim/clip.h"
 #include "setup/loss.h"
 #include "report/metrics_log.h"
@@ -36,9 +34,7 @@ void install_stop_handlers(StopSignals mode) {
   std::signal(SIGINT, handler);
   std::signal(SIGTERM, handler);
   if (mode != StopSignals::rank_saves_first) return;
-  pid_t launcher = getppid();
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (getppid() != launcher) std::raise(SIGTERM);  // it ended before prctl
+  platform::signal_when_parent_ends(SIGTERM);
 }
 
 TrainingStep::TrainingStep(const Parts& parts, std::string metrics_path)

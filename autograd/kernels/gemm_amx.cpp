@@ -34,11 +34,10 @@
 // levels each architecture has).
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cstring>
 
+#include "base/platform.h"
 #include "bf16_pairs.h"
 #include "gemm.h"
 
@@ -217,8 +216,7 @@ bool amx_bf16_usable() {
     if (!amx || !__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw") ||
         !__builtin_cpu_supports("avx512vl"))
       return false;
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // <asm/prctl.h>, the kernel's xstate
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+    return platform::request_amx_tiles();
   }();
   return usable;
 }

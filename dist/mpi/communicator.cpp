@@ -77,9 +77,7 @@
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 #include <pmix.h>
-#include <linux/futex.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -105,6 +103,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/platform.h"
 
 namespace sf::dist {
 
@@ -208,7 +207,7 @@ struct SharedWindow {
   std::span<float> mine;
   std::vector<float*> parts;  // by rank
   int64_t* arrived = nullptr;  // the barriers' count of arrivals, in rank 0's part
-  uint32_t* opened = nullptr;  // barriers completed (a futex word), beside it
+  uint32_t* opened = nullptr;  // barriers completed (a word to sleep on), beside it
   uint32_t* sleepers = nullptr;  // ranks asleep on it, or about to be
   int64_t barriers = 0;        // that this rank has passed
 };
@@ -589,13 +588,13 @@ class MpiWorld final : public Communicator {
   // part that only rises (MPI's own barrier, which advances only inside MPI
   // calls, made a 1 KB sum take half a millisecond of sleeping waiters). A
   // rank that waits longer than kSpin sleeps in the kernel on the `opened`
-  // word (Linux's futex, on memory the processes share) until the last rank
-  // to arrive wakes it: no core time while a peer still computes, and no
-  // sleep's delay after it arrives. The last rank makes the system call
-  // only when some rank sleeps: `sleepers` rises before a rank sleeps, and
-  // `opened` before the last rank reads it (both sequentially consistent),
-  // so either the last rank sees the sleeper or the sleeper's FUTEX_WAIT
-  // sees `opened` changed and returns at once.
+  // word (Linux's futex, on memory the processes share: base/platform.h)
+  // until the last rank to arrive wakes it: no core time while a peer still
+  // computes, and no sleep's delay after it arrives. The last rank makes the
+  // system call only when some rank sleeps: `sleepers` rises before a rank
+  // sleeps, and `opened` before the last rank reads it (both sequentially
+  // consistent), so either the last rank sees the sleeper or the sleeper's
+  // wait sees `opened` changed and returns at once.
   void window_barrier() {
     std::atomic_ref<int64_t> arrived(*shared_.arrived);
     std::atomic_ref<uint32_t> opened(*shared_.opened), sleepers(*shared_.sleepers);
@@ -603,16 +602,14 @@ class MpiWorld final : public Communicator {
     const uint32_t closed = opened.load();  // read before arriving: the last rank changes it after
     if (arrived.fetch_add(1) + 1 == all_here) {
       opened.fetch_add(1);
-      if (sleepers.load() > 0) syscall(SYS_futex, shared_.opened, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+      if (sleepers.load() > 0) platform::wake_all_waiters(shared_.opened);
       return;
     }
     wait_until(
         kAllReduce, 0, [&] { return arrived.load() >= all_here; },
         [&](Clock::duration longest) {
-          const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(longest).count();
-          const timespec timeout{time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
           sleepers.fetch_add(1);
-          syscall(SYS_futex, shared_.opened, FUTEX_WAIT, closed, &timeout, nullptr, 0);
+          platform::wait_while_equal(shared_.opened, closed, longest);
           sleepers.fetch_sub(1);
         });
   }
