@@ -14,7 +14,7 @@
 // 2 * MR instructions: twice the multiply-adds of the float32 kernel's 2 * MR
 // FMAs per step of k, at the same instruction count.
 //
-// That needs B in pairs (bf16_pairs.h). A row-major A already has its pairs
+// That needs B in pairs (bf16_pairs.h, packed by bf16_pairs_avx512.h). A row-major A already has its pairs
 // side by side, so it is read in place; a transposed A, or any A when k is
 // odd, is packed into the same pair layout.
 #if defined(__x86_64__)
@@ -22,7 +22,7 @@
 #include <cstring>
 #include <utility>
 
-#include "bf16_pairs.h"
+#include "bf16_pairs_avx512.h"
 #include "gemm.h"
 
 namespace sf::kernels {
