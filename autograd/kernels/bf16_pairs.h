@@ -31,6 +31,35 @@ struct Operand {
   Operand sub(int64_t i, int64_t j) const { return {at(i, j), ld, trans}; }
 };
 
+// The B blocks of blocked_product, one buffer a thread.
+inline thread_local gemm_tasks::AlignedBuffer<uint32_t> t_b_block;
+
+// gemm.cpp's blocking, for a level's product on one thread (k > 0): for each
+// block of op(B), at most nc columns by kc rows (gemm_tasks::block_size:
+// whole panels of nr columns, whole pairs of k), the block is packed into
+// pairs, nr words per pair for each panel (pack_b(panel, rows, cols,
+// words)), and then row_panel(ir, rows, pc, kc, jc, nc, beta, block)
+// multiplies op(A)'s panel of rows ir .. ir + rows (mr at most) by it, with
+// the beta of C: the product's for the first block of k, 1 for the later
+// ones, which accumulate.
+template <class PackB, class RowPanel>
+void blocked_product(const Operand& b, int64_t m, int64_t n, int64_t k, int64_t mr, int64_t nr, int64_t kc,
+                     int64_t nc, float beta, PackB pack_b, RowPanel row_panel) {
+  const int64_t nc_max = gemm_tasks::block_size(n, nc, nr), kc_max = gemm_tasks::block_size(k, kc, 2);
+  uint32_t* block = t_b_block.get((kc_max / 2 + 1) * nc_max);
+  for (int64_t jc = 0; jc < n; jc += nc_max) {
+    const int64_t cols = std::min(nc_max, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kc_max) {
+      const int64_t rows = std::min(kc_max, k - pc), pairs = (rows + 1) / 2;
+      for (int64_t jr = 0; jr < cols; jr += nr)
+        pack_b(b.sub(pc, jc + jr), rows, static_cast<int>(std::min(nr, cols - jr)), block + jr * pairs);
+      for (int64_t ir = 0; ir < m; ir += mr)
+        row_panel(ir, static_cast<int>(std::min(mr, m - ir)), pc, rows, jc, cols, pc == 0 ? beta : 1.0f,
+                  static_cast<const uint32_t*>(block));
+    }
+  }
+}
+
 // A level's product on one thread: C[0:m, 0:n] = alpha op(A) op(B) + beta C, k > 0.
 using SerialProduct = void (*)(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
                                float beta, float* c, int64_t ldc);

@@ -30,6 +30,7 @@
 #include "base/platform.h"
 #include "bf16_pairs.h"
 #include "gemm.h"
+#include "neon_tile.h"
 
 // Code compiled for the BF16 extension whatever the build's -march, and called
 // only where the CPU has it (neon_bf16_usable). GCC's arm_neon.h declares the
@@ -48,7 +49,7 @@ namespace {
 using bf16_pairs::Operand;
 
 constexpr int kMR = 8;
-constexpr int kNR = 12;
+constexpr int kNR = neon_tile::kColumns;
 // The B block, KC x NC bf16: 1024 x 480 is 960 KB, the float32 kernel's
 // 512 x 512 floats in bytes (about 1 MB, an L2's share on the cores that
 // have BF16), with as many pairs per pass as that kernel has steps of k.
@@ -144,58 +145,35 @@ SF_ARM_BF16 void micro_kernel(int64_t pairs, const uint32_t* a, const uint32_t* 
     const bfloat16x8_t a_hi = R > 4 ? vreinterpretq_bf16_u32(vld1q_u32(a + q * kMR + 4)) : a_lo;
     pair_step(acc, b0, b1, b2, a_lo, a_hi, std::make_integer_sequence<int, R>{});
   }
-  const float32x4_t va = vdupq_n_f32(alpha), vb = vdupq_n_f32(beta);
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    float* cr = c + r * ldc;
-    float row[kNR] = {};  // a partial tile's row of C: NEON has no masked stores
-    float* out = cols == kNR ? cr : row;
-    if (beta != 0.0f && cols < kNR) std::copy_n(cr, cols, row);
-#pragma GCC unroll 3
-    for (int j = 0; j < 3; ++j) {
-      float32x4_t o = vmulq_f32(va, acc[r][j]);
-      if (beta != 0.0f) o = vfmaq_f32(o, vb, vld1q_f32(out + 4 * j));
-      vst1q_f32(out + 4 * j, o);
-    }
-    if (cols < kNR) std::copy_n(row, cols, cr);
-  }
+  for (int r = 0; r < R; ++r) neon_tile::store_row(acc[r], c + r * ldc, cols, alpha, beta);
 }
 
 using MicroKernel = void (*)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, int, float, float);
-template <std::size_t... I>
-constexpr std::array<MicroKernel, kMR> make_kernels(std::index_sequence<I...>) {
-  return {&micro_kernel<static_cast<int>(I) + 1>...};
-}
 // [r - 1] computes a tile of r rows.
-constexpr std::array<MicroKernel, kMR> kKernels = make_kernels(std::make_index_sequence<kMR>{});
+constexpr auto kKernels = gemm_tasks::kernels_by_rows<MicroKernel, kMR>([](auto r) { return &micro_kernel<r>; });
 
-thread_local gemm_tasks::AlignedBuffer<uint32_t> t_pack_a, t_pack_b;
+thread_local gemm_tasks::AlignedBuffer<uint32_t> t_pack_a;
 
 // One product on the calling thread, k > 0: B packed into pairs per KC x NC
-// block, and each 8-row panel of A into pairs once per block.
+// block (bf16_pairs::blocked_product), and each 8-row panel of A into pairs
+// once per block.
 void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha, float beta,
                  float* c, int64_t ldc) {
-  const int64_t nc_max = gemm_tasks::block_size(n, kNC, kNR);
-  const int64_t kc_max = gemm_tasks::block_size(k, kKC, 2);
-  uint32_t* b_block = t_pack_b.get((kc_max / 2 + 1) * nc_max);
-  uint32_t* a_panel = t_pack_a.get((kc_max / 2 + 1) * kMR);
-  for (int64_t jc = 0; jc < n; jc += nc_max) {
-    const int64_t nc = std::min(nc_max, n - jc);
-    for (int64_t pc = 0; pc < k; pc += kc_max) {
-      const int64_t kc = std::min(kc_max, k - pc), pairs = (kc + 1) / 2;
-      const float beta_block = pc == 0 ? beta : 1.0f;  // later K blocks accumulate
-      for (int64_t jr = 0; jr < nc; jr += kNR)
-        pack_pairs(b.sub(pc, jc + jr), kc, static_cast<int>(std::min<int64_t>(kNR, nc - jr)), kNR,
-                   b_block + jr * pairs);
-      for (int64_t ir = 0; ir < m; ir += kMR) {
-        const int rows = static_cast<int>(std::min<int64_t>(kMR, m - ir));
+  uint32_t* a_panel = t_pack_a.get((kKC / 2 + 1) * kMR);
+  const auto pack_b = [](const Operand& x, int64_t kc, int cols, uint32_t* words) {
+    pack_pairs(x, kc, cols, kNR, words);
+  };
+  bf16_pairs::blocked_product(
+      b, m, n, k, kMR, kNR, kKC, kNC, beta, pack_b,
+      [&](int64_t ir, int rows, int64_t pc, int64_t kc, int64_t jc, int64_t nc, float beta_block,
+          const uint32_t* b_block) {
         pack_pairs(Operand{a.at(ir, pc), a.ld, !a.trans}, kc, rows, kMR, a_panel);
+        const int64_t pairs = (kc + 1) / 2;
         for (int64_t jr = 0; jr < nc; jr += kNR)
           kKernels[rows - 1](pairs, a_panel, b_block + jr * pairs, c + ir * ldc + jc + jr, ldc,
                              static_cast<int>(std::min<int64_t>(kNR, nc - jr)), alpha, beta_block);
-      }
-    }
-  }
+      });
 }
 
 }  // namespace
