@@ -112,6 +112,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
+// Sequentially consistent operations on a word of the shared window, which
+// other processes change too. (What std::atomic_ref does, with the builtins
+// it is made of in GCC and Clang: libc++ has atomic_ref only from LLVM 19.)
+template <class T>
+struct SharedWord {
+  T* word;
+  T load() const { return __atomic_load_n(word, __ATOMIC_SEQ_CST); }
+  T fetch_add(T value) { return __atomic_fetch_add(word, value, __ATOMIC_SEQ_CST); }
+  T fetch_sub(T value) { return __atomic_fetch_sub(word, value, __ATOMIC_SEQ_CST); }
+};
+
 // What a rank waits in: for the messages, and as a census reply's content.
 enum Op : int { kAllReduce, kBroadcast, kAllGather, kFinalBarrier };
 constexpr const char* kOpNames[] = {"an all-reduce", "a broadcast", "an all-gather",
@@ -596,8 +607,8 @@ class MpiWorld final : public Communicator {
   // consistent), so either the last rank sees the sleeper or the sleeper's
   // wait sees `opened` changed and returns at once.
   void window_barrier() {
-    std::atomic_ref<int64_t> arrived(*shared_.arrived);
-    std::atomic_ref<uint32_t> opened(*shared_.opened), sleepers(*shared_.sleepers);
+    SharedWord<int64_t> arrived{shared_.arrived};
+    SharedWord<uint32_t> opened{shared_.opened}, sleepers{shared_.sleepers};
     const int64_t all_here = ++shared_.barriers * size_;
     const uint32_t closed = opened.load();  // read before arriving: the last rank changes it after
     if (arrived.fetch_add(1) + 1 == all_here) {
