@@ -5,8 +5,12 @@
 # `make OPENCL=1` builds the variant with the OpenCL backend in build/opencl/.
 # `make MPI=1` adds build/mpi/scratchformer, the command for data-parallel
 # training under mpirun (Open MPI; see "The MPI variant" below).
-# Jobs run in parallel without -j.
-MAKEFLAGS += -j$(shell getconf _NPROCESSORS_ONLN) --no-print-directory
+# Jobs run in parallel without -j. -r: no built-in rules. Every rule is
+# written here, and a built-in one only misleads: `%: %.o` would "remake" an
+# included build/fuzz/obj/fuzz/main-TARGET.d from main-TARGET.d.o, which the
+# fuzzers' main-%.o rule then tries to compile (clang errors on a tree where
+# make succeeds, whenever fuzz/libfuzzer_main.cpp is newer than those .d files).
+MAKEFLAGS += -j$(shell getconf _NPROCESSORS_ONLN) --no-print-directory -r
 # `make` alone builds everything (rules for generated files come before `all`).
 .DEFAULT_GOAL := all
 CXX ?= g++
@@ -252,7 +256,7 @@ else ifeq ($(OPENCL),)
 	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS) $(AARCH64_RUN) \
 	  --opencl $(MIN_OPENCL_TESTS) "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 build/opencl/tests" build/opencl/tests \
 	  --mpi $(MIN_MPI_TESTS) "$(MAKE) MPI=1 mpi-deps" "$(MPI_TEST_BUILD)" $(TESTS) \
-	  $(DOCS_TESTS) $(REPORT_TESTS) $(FUZZ_TESTS)
+	  $(DOCS_TESTS) $(REPORT_TESTS) $(FUZZ_TESTS) $(MAKE_AGAIN_TESTS)
 else
 	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS)
 endif
@@ -269,7 +273,9 @@ DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" "$(MAKE
   --command "check-layers: no include runs from a folder to one above it" "$(MAKE) docs-deps && tools/check-layers"
 docs-deps:
 	@tools/need-packages python3:/usr/bin/python3
+# Chapter 11 runs the MPI variant under mpirun, so docs-check builds it too.
 docs-check: $(TESTS) $(CLI) $(EXAMPLES) | docs-deps
+	@$(MAKE) MPI=1 mpi-deps && $(MAKE) SANITIZE= MPI=1 build/mpi/scratchformer
 	@tools/docs-check --self-test
 	@tools/docs-check
 
@@ -410,6 +416,18 @@ ifeq ($(SANITIZE)$(filter-out x86_64-%,$(COMPILER_TARGET)),)
 endif
 -include $(shell find $(AARCH64_DIR) -name '*.d' 2>/dev/null)
 # ---- (end of the CPU kernels on 64-bit ARM) ------------------------------------
+
+# A make over a built tree prints no error. Every dependency file made older
+# than the sources (as after touching every source, but nothing recompiles:
+# the objects stay newer) makes make look for a rule to remake each included
+# .d file, which is where a built-in rule once compiled the fuzzers' main
+# for a target named "TARGET.d" (MAKEFLAGS's -r, at the top). The probe .d
+# stands for the fuzzers' ones on a machine that has not built them. Last in
+# `make test`, after the fuzzers.
+MAKE_AGAIN_TESTS := --command "make again: a make over a built tree, its .d files out of date, prints no error" \
+  "mkdir -p $(FUZZ)/obj/fuzz && touch $(FUZZ)/obj/fuzz/main-probe.d && find build -name '*.d' -exec touch -d @0 {} + \
+   && { $(MAKE) all 2>&1; echo \"exit status \$$?\"; } > build/make-again.log; rm -f $(FUZZ)/obj/fuzz/main-probe.d*; \
+   cat build/make-again.log; ! grep -i error build/make-again.log && grep -qx 'exit status 0' build/make-again.log"
 
 # The README's main job: train the default toy task (dates: English dates ->
 # ISO) from scratch, then translate a few sentences with the trained model.
