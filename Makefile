@@ -273,7 +273,7 @@ DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" "$(MAKE
   --command "check-layers: no include runs from a folder to one above it" "$(MAKE) docs-deps && tools/check-layers"
 docs-deps:
 	@tools/need-packages python3:/usr/bin/python3
-# Chapter 11 runs the MPI variant under mpirun, so docs-check builds it too.
+# The data-parallel chapter runs the MPI variant under mpirun, so docs-check builds it too.
 docs-check: $(TESTS) $(CLI) $(EXAMPLES) | docs-deps
 	@$(MAKE) MPI=1 mpi-deps && $(MAKE) SANITIZE= MPI=1 build/mpi/scratchformer
 	@tools/docs-check --self-test
