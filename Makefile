@@ -263,12 +263,17 @@ endif
 
 # The docs check: every excerpt README.md and docs/ quote is in the tree, every
 # command they show runs (or, for make targets, dry-runs), every link resolves;
-# and its self-test, whose broken fixture docs (tests/docs_check/) must fail.
+# each document in a fresh folder, then all of them in reading order in one
+# folder, as a learner runs them (--in-order: no run may stumble on what an
+# earlier one left); and its self-test, whose broken fixture docs
+# (tests/docs_check/) must fail.
 # tools/docs-check explains the rules; `make test` counts each as one test.
 # The docs run build/tests and build/scratchformer, so those are built first.
 # tools/docs-check is Python 3 (standard library only), installed when missing.
 # And the layers: no #include runs from a folder to one above it (tools/check-layers).
 DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" "$(MAKE) docs-deps && tools/docs-check" \
+  --command "docs-check --in-order: README.md then the course in reading order, in one folder" \
+    "$(MAKE) docs-deps && tools/docs-check --in-order" \
   --command "docs-check --self-test: broken docs fail" "$(MAKE) docs-deps && tools/docs-check --self-test" \
   --command "check-layers: no include runs from a folder to one above it" "$(MAKE) docs-deps && tools/check-layers"
 docs-deps:
@@ -278,6 +283,7 @@ docs-check: $(TESTS) $(CLI) $(EXAMPLES) | docs-deps
 	@$(MAKE) MPI=1 mpi-deps && $(MAKE) SANITIZE= MPI=1 build/mpi/scratchformer
 	@tools/docs-check --self-test
 	@tools/docs-check
+	@tools/docs-check --in-order
 
 # Fuzzing with clang's libFuzzer. `make fuzz` builds one fuzzer per kind of
 # input (fuzz/targets.h) in build/fuzz/, under ASan and UBSan, and their seed
