@@ -5,12 +5,18 @@
 # `make OPENCL=1` builds the variant with the OpenCL backend in build/opencl/.
 # `make MPI=1` adds build/mpi/scratchformer, the command for data-parallel
 # training under mpirun (Open MPI; see "The MPI variant" below).
-# Jobs run in parallel without -j. -r: no built-in rules. Every rule is
-# written here, and a built-in one only misleads: `%: %.o` would "remake" an
-# included build/fuzz/obj/fuzz/main-TARGET.d from main-TARGET.d.o, which the
-# fuzzers' main-%.o rule then tries to compile (clang errors on a tree where
-# make succeeds, whenever fuzz/libfuzzer_main.cpp is newer than those .d files).
-MAKEFLAGS += -j$(shell getconf _NPROCESSORS_ONLN) --no-print-directory -r
+# Jobs run in parallel without -j; a recursive make ($(MAKE) in a recipe)
+# shares its parent's job slots instead (forcing -j there again would print
+# "warning: -jN forced in makefile: resetting jobserver mode").
+ifeq ($(findstring jobserver,$(shell printenv MAKEFLAGS)),)
+  MAKEFLAGS += -j$(shell getconf _NPROCESSORS_ONLN)
+endif
+# -r: no built-in rules. Every rule is written here, and a built-in one only
+# misleads: `%: %.o` would "remake" an included
+# build/fuzz/obj/fuzz/main-TARGET.d from main-TARGET.d.o, which the fuzzers'
+# main-%.o rule then tries to compile (clang errors on a tree where make
+# succeeds, whenever fuzz/libfuzzer_main.cpp is newer than those .d files).
+MAKEFLAGS += --no-print-directory -r
 # `make` alone builds everything (rules for generated files come before `all`).
 .DEFAULT_GOAL := all
 CXX ?= g++
