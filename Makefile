@@ -146,6 +146,8 @@ obj = $(foreach f,$(1),$(if $(filter $(f),$(VARIANT_SRC)),$(BUILD),$(PLAIN_BUILD
         aarch64-deps
 .SECONDARY:
 CLI := $(BUILD)/scratchformer
+# The command built by this compiler without sanitizers (report-check's).
+RELEASE_CLI := $(if $(STDLIB_FLAGS),build/clang,build)/scratchformer
 all: $(LIB) $(CLI) $(EXAMPLES)
 
 $(CLI): $(call obj,cli/main.cpp) $(LIB)
@@ -230,8 +232,8 @@ $(EXAMPLES):
 # the kernels, gradients, layers and a Transformer step on 1 and 2 threads).
 TSAN_TESTS := thread pool*,kernels*,grad*,engine*,nn*
 # The suite "mpi" also trains on OpenCL under mpirun where the OpenCL variant was built.
-MPI_TEST_BUILD := $(MAKE) MPI=1 build/mpi/scratchformer build/mpi/allreduce-bench && { [ ! -e build/opencl/tests ] || \
-  $(MAKE) MPI=1 OPENCL=1 build/opencl/mpi/scratchformer build/opencl/scratchformer; }
+MPI_TEST_BUILD := $(MAKE) MPI=1 $(BUILD)/mpi/scratchformer $(BUILD)/mpi/allreduce-bench && \
+  { [ ! -e $(BUILD)/opencl/tests ] || $(MAKE) MPI=1 OPENCL=1 $(BUILD)/opencl/mpi/scratchformer $(BUILD)/opencl/scratchformer; }
 # PyTorch, the reference of the parity tests (tests/test_nn_pytorch.cpp: our
 # checkpoints, bf16 exports and bf16 autocast against PyTorch's) and of the
 # benchmarks' training steps: Debian's python3-torch, installed when missing.
@@ -260,7 +262,7 @@ else ifeq ($(SANITIZE),1)
 	@tools/run-tests --build sanitize --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS)
 else ifeq ($(OPENCL),)
 	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS) $(AARCH64_RUN) \
-	  --opencl $(MIN_OPENCL_TESTS) "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 build/opencl/tests" build/opencl/tests \
+	  --opencl $(MIN_OPENCL_TESTS) "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 $(BUILD)/opencl/tests" $(BUILD)/opencl/tests \
 	  --mpi $(MIN_MPI_TESTS) "$(MAKE) MPI=1 mpi-deps" "$(MPI_TEST_BUILD)" $(TESTS) \
 	  $(DOCS_TESTS) $(REPORT_TESTS) $(FUZZ_TESTS) $(MAKE_AGAIN_TESTS)
 else
@@ -277,19 +279,20 @@ endif
 # The docs run build/tests and build/scratchformer, so those are built first.
 # tools/docs-check is Python 3 (standard library only), installed when missing.
 # And the layers: no #include runs from a folder to one above it (tools/check-layers).
-DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" "$(MAKE) docs-deps && tools/docs-check" \
+DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" \
+    "$(MAKE) docs-deps && SF_DOCS_BUILD=$(BUILD) tools/docs-check" \
   --command "docs-check --in-order: README.md then the course in reading order, in one folder" \
-    "$(MAKE) docs-deps && tools/docs-check --in-order" \
+    "$(MAKE) docs-deps && SF_DOCS_BUILD=$(BUILD) tools/docs-check --in-order" \
   --command "docs-check --self-test: broken docs fail" "$(MAKE) docs-deps && tools/docs-check --self-test" \
   --command "check-layers: no include runs from a folder to one above it" "$(MAKE) docs-deps && tools/check-layers"
 docs-deps:
 	@tools/need-packages python3:/usr/bin/python3
 # The data-parallel chapter runs the MPI variant under mpirun, so docs-check builds it too.
 docs-check: $(TESTS) $(CLI) $(EXAMPLES) | docs-deps
-	@$(MAKE) MPI=1 mpi-deps && $(MAKE) SANITIZE= MPI=1 build/mpi/scratchformer
+	@$(MAKE) MPI=1 mpi-deps && $(MAKE) MPI=1 $(BUILD)/mpi/scratchformer
 	@tools/docs-check --self-test
-	@tools/docs-check
-	@tools/docs-check --in-order
+	@SF_DOCS_BUILD=$(BUILD) tools/docs-check
+	@SF_DOCS_BUILD=$(BUILD) tools/docs-check --in-order
 
 # Fuzzing with clang's libFuzzer. `make fuzz` builds one fuzzer per kind of
 # input (fuzz/targets.h) in build/fuzz/, under ASan and UBSan, and their seed
@@ -398,23 +401,26 @@ test: $(KERNEL_LEVEL_TESTS)
 
 # ---- The CPU kernels on 64-bit ARM, under qemu ---------------------------------
 # The same sources (KERNEL_LEVEL_SRC and the doctest runner) cross-compiled for
-# AArch64 by Debian's g++-aarch64-linux-gnu: simd.h's NEON level and gemm.cpp's
-# NEON micro-kernel, the only bf16 GEMM level there the portable one (gemm.h).
-# `make test` installs the cross compiler and qemu-user (tools/need-packages),
-# builds $(AARCH64_DIR)/tests and runs it under qemu's user-mode emulation as
-# two CPUs: a Cortex-A72 (ARMv8.0-A, NEON and nothing newer) and qemu's "max"
-# (every extension qemu has, SVE and BF16 among them), each the kernel table
-# against the reference and bit for bit across thread counts, as on x86. No
-# sanitizer here: the x86 builds have them. (On an AArch64 machine the
-# suite itself runs the NEON level, natively: this part is for x86-64 ones.)
-AARCH64_DIR := $(BUILD)/aarch64
+# AArch64 by Debian's g++-aarch64-linux-gnu: simd.h's NEON level, gemm.cpp's
+# NEON micro-kernel and gemm_bf16_neon.cpp's BFDOT one. `make test` installs
+# the cross compiler and qemu-user (tools/need-packages), builds
+# $(AARCH64_DIR)/tests and runs it under qemu's user-mode emulation as two
+# CPUs: a Cortex-A72 (ARMv8.0-A, NEON and nothing newer: the bf16 GEMM must
+# fall back to the portable level) and qemu's "max" (every extension qemu has,
+# SVE and BF16 among them: the BFDOT level), each named with the bf16 level it
+# must choose; each runs the kernel table against the reference and bit for
+# bit across thread counts, as on x86. No sanitizer here: the x86 builds have
+# them. (On an AArch64 machine the suite itself runs the NEON level, natively:
+# this part is for x86-64 ones.)
+# (GCC's cross compiler, whichever CXX builds the rest: one folder for both.)
+AARCH64_DIR := build/aarch64
 AARCH64_CXX := aarch64-linux-gnu-g++
 AARCH64_SYSROOT := /usr/aarch64-linux-gnu
 AARCH64_PACKAGES := g++-aarch64-linux-gnu:/usr/bin/$(AARCH64_CXX) qemu-user:/usr/bin/qemu-aarch64
-AARCH64_FLAGS := $(filter-out $(ARCH_FLAGS),$(BASE_FLAGS)) -O3 -g -DSF_BUILD_DIR='"$(AARCH64_DIR)"' -DSF_SIMD_WIDTH=4
-AARCH64_QEMU_CPUS := cortex-a72 max
+AARCH64_FLAGS := $(filter-out $(ARCH_FLAGS) $(STDLIB_FLAGS),$(BASE_FLAGS)) -O3 -g -DSF_BUILD_DIR='"$(AARCH64_DIR)"' -DSF_SIMD_WIDTH=4
+AARCH64_QEMU_CPUS := cortex-a72:portable max:neon_bf16
 # The kernel-level binaries' test cases but the AMX level's, an x86 one.
-MIN_AARCH64_TESTS := 7
+MIN_AARCH64_TESTS := 8
 aarch64-deps:
 	@tools/need-packages $(AARCH64_PACKAGES)
 $(AARCH64_DIR)/obj/%.o: %.cpp | deps aarch64-deps
@@ -422,9 +428,23 @@ $(AARCH64_DIR)/obj/%.o: %.cpp | deps aarch64-deps
 	$(AARCH64_CXX) $(AARCH64_FLAGS) -c $< -o $@
 $(AARCH64_DIR)/tests: $(patsubst %.cpp,$(AARCH64_DIR)/obj/%.o,tests/main.cpp $(KERNEL_LEVEL_SRC))
 	$(AARCH64_CXX) $(AARCH64_FLAGS) $^ -o $@
+# Then a short training run (tests/cross/train_losses.cpp), built for this machine
+# and for AArch64: the second, under qemu, must find the first's losses to
+# 1e-5 relative. It needs the library's model, optimizer and data parts only.
+# Those are compiled at -O1: qemu runs them a few seconds either way, and the
+# kernels keep the flags above.
+TRAIN_LOSSES_SRC := tests/cross/train_losses.cpp setup/loss.cpp \
+  $(wildcard base/*.cpp autograd/*.cpp autograd/kernels/*.cpp nn/*.cpp optim/*.cpp data/*.cpp)
+$(patsubst %.cpp,$(AARCH64_DIR)/obj/%.o,$(filter-out $(KERNEL_LEVEL_SRC),$(TRAIN_LOSSES_SRC))): \
+  AARCH64_FLAGS := $(filter-out -O3 -g,$(AARCH64_FLAGS)) -O1
+$(AARCH64_DIR)/train_losses: $(patsubst %.cpp,$(AARCH64_DIR)/obj/%.o,$(TRAIN_LOSSES_SRC))
+	$(AARCH64_CXX) $(AARCH64_FLAGS) $^ -o $@
+$(BUILD)/train_losses: $(call obj,tests/cross/train_losses.cpp) $(LIB)
+	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 ifeq ($(SANITIZE)$(filter-out x86_64-%,$(COMPILER_TARGET)),)
-  AARCH64_RUN := --aarch64 $(MIN_AARCH64_TESTS) "$(MAKE) aarch64-deps" "$(MAKE) $(AARCH64_DIR)/tests" \
-    $(AARCH64_DIR)/tests $(AARCH64_SYSROOT) "$(AARCH64_QEMU_CPUS)"
+  AARCH64_RUN := --aarch64 $(MIN_AARCH64_TESTS) "$(MAKE) aarch64-deps" \
+    "$(MAKE) $(AARCH64_DIR)/tests $(AARCH64_DIR)/train_losses $(BUILD)/train_losses" \
+    $(AARCH64_DIR)/tests $(AARCH64_SYSROOT) "$(AARCH64_QEMU_CPUS)" $(BUILD)/train_losses $(AARCH64_DIR)/train_losses
 endif
 -include $(shell find $(AARCH64_DIR) -name '*.d' 2>/dev/null)
 # ---- (end of the CPU kernels on 64-bit ARM) ------------------------------------
@@ -468,14 +488,14 @@ REPORT := build/report-check
 REPORT_TESTS := --command "report-check: a trained report and its attention explorer work in Chromium" \
   "tools/check-report --install || exit 77; $(MAKE) report-check"
 report-check:
-	@$(MAKE) SANITIZE= build/scratchformer
+	@$(MAKE) SANITIZE= $(RELEASE_CLI)
 	@tools/check-report --install
 	@rm -rf $(REPORT)
-	build/scratchformer train --config configs/dates.json --set data.size=6000 --set num_epochs=3 \
+	$(RELEASE_CLI) train --config configs/dates.json --set data.size=6000 --set num_epochs=3 \
 	  --set model_folder=$(REPORT)/weights --set experiment_name=$(REPORT)/run \
 	  --set 'tokenizer_file=$(REPORT)/tokenizer_{0}.json' 2>/dev/null
 	tools/check-report $(REPORT)/run/report.html $(REPORT)/report.png
-	build/scratchformer translate --config configs/dates.json --set model_folder=$(REPORT)/weights \
+	$(RELEASE_CLI) translate --config configs/dates.json --set model_folder=$(REPORT)/weights \
 	  --set 'tokenizer_file=$(REPORT)/tokenizer_{0}.json' --attention $(REPORT)/translate.html \
 	  "july 14 , 1989" "3 mar 21"
 	tools/check-report $(REPORT)/translate.html $(REPORT)/translate.png --no-charts

@@ -25,6 +25,12 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#if defined(__linux__) && defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1UL << 14)  // the kernel's arch/arm64 hwcap number, for older C libraries
+#endif
+#endif
 
 namespace sf::platform {
 
@@ -85,6 +91,18 @@ bool request_amx_tiles() {
   // (<asm/prctl.h>, the kernel's xstate numbers).
   constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+bool arm_bf16_instructions() {
+#if defined(__aarch64__) && defined(__linux__)
+  return (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0;
+#elif defined(__aarch64__) && defined(__APPLE__)
+  int has = 0;
+  size_t size = sizeof has;
+  return sysctlbyname("hw.optional.arm.FEAT_BF16", &has, &size, nullptr, 0) == 0 && has != 0;
 #else
   return false;
 #endif

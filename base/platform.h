@@ -25,6 +25,11 @@ void wake_all_waiters(uint32_t* word);
 // only on request; whether it was granted (never where there is no AMX).
 bool request_amx_tiles();
 
+// Whether this CPU has the Arm BF16 extension (BFDOT, BFMMLA: Armv8.6-A,
+// Apple M2 on, Neoverse V1 on), as the operating system reports it: Linux's
+// HWCAP2_BF16, macOS's hw.optional.arm.FEAT_BF16. False on other machines.
+bool arm_bf16_instructions();
+
 // How many cores this process may run on (taskset or mpirun may have bound
 // it to some), or 0 where that is not known: a process on macOS is not bound.
 int cores_allowed();

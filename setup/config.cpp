@@ -338,9 +338,8 @@ std::string Config::precision_note() const {
   if (device != "cpu") return "precision auto: fp32 (device " + device + " computes in float32)";
   const bool faster = device_named(device).multiplies_bf16_faster();
   const std::string level = kernels::to_string(kernels::bf16_gemm());
-  const std::string no_gain =
-      "this CPU has no bf16 product faster than float32 (no AMX; AVX512-BF16's VDPBF16PS doubles an FMA's work "
-      "only on AMD)";
+  const std::string no_gain = std::string("this CPU has no bf16 product faster than float32 (") +
+                              kernels::why_no_faster_bf16_gemm() + ")";
   if (precision == "auto")
     return faster ? "precision auto: bf16, matrix products on bf16 operands (" + level + "), faster than float32 here"
                   : "precision auto: fp32: " + no_gain;

@@ -11,7 +11,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -76,7 +78,7 @@ void at_each_bf16_gemm(Body body) {
   const Bf16Gemm original = bf16_gemm();
   for (Bf16Gemm level : kBf16Gemms) {
     if (!set_bf16_gemm(level)) {
-      MESSAGE("bf16 gemm level ", to_string(level), ": not supported by this CPU, not run");
+      MESSAGE("bf16 gemm level ", std::string(to_string(level)), ": not supported by this CPU, not run");
       continue;
     }
     const std::string name = to_string(level);
@@ -115,6 +117,25 @@ TEST_CASE("kernels: gemm_bf16's cases at every bf16 GEMM level") {
     }
 }
 
+namespace {
+
+// gemm_bf16's cases of every layout at each size of ms x ns x ks, on the
+// level the table runs now.
+void check_bf16_sizes(const char* name, std::initializer_list<int64_t> ms, std::initializer_list<int64_t> ns,
+                      std::initializer_list<int64_t> ks) {
+  Cases cases;
+  for (int64_t m : ms)
+    for (int64_t n : ns)
+      for (int64_t k : ks)
+        for (int layout = 0; layout < 4; ++layout)
+          cases.push_back(gemm_case({m, n, k, bool(layout & 1), bool(layout & 2), 0.5f, layout == 2 ? 0.0f : 1.5f,
+                                     /*batch=*/2, /*pad=*/layout, /*shared_b=*/layout == 3},
+                                    GemmEntry::kBf16));
+  check_fast_table(name, cases);
+}
+
+}  // namespace
+
 // The AMX level on its own: sizes on both sides of its 32 x 32 blocks, its
 // 16 x 16 tiles and its steps of 32 along k (k padded with zero pairs), k past
 // its K block (512), every layout. It is also the default wherever the CPU and
@@ -123,15 +144,28 @@ TEST_CASE("kernels: gemm_bf16's cases at every bf16 GEMM level") {
 TEST_CASE("kernels: bf16 gemm at the AMX level, around its tiles and blocks") {
   if (!cpu_supports(Bf16Gemm::kAmxBf16)) SF_SKIP("this CPU has no AMX-BF16 (amx_bf16, amx_tile)");
   CHECK(bf16_gemm() == Bf16Gemm::kAmxBf16);
-  Cases cases;
-  for (int64_t m : {1, 16, 31, 33, 64})
-    for (int64_t n : {15, 32, 47})
-      for (int64_t k : {1, 31, 32, 33, 513})
-        for (int layout = 0; layout < 4; ++layout)
-          cases.push_back(gemm_case({m, n, k, bool(layout & 1), bool(layout & 2), 0.5f, layout == 2 ? 0.0f : 1.5f,
-                                     /*batch=*/2, /*pad=*/layout, /*shared_b=*/layout == 3},
-                                    GemmEntry::kBf16));
-  check_fast_table("gemm_bf16 (AMX)", cases);
+  check_bf16_sizes("gemm_bf16 (AMX)", {1, 16, 31, 33, 64}, {15, 32, 47}, {1, 31, 32, 33, 513});
+}
+#endif
+
+// On ARM the bf16 level follows the CPU: BFDOT where the operating system
+// reports BF16, else the portable level. `make test` runs this binary under
+// qemu as a CPU of each kind and names the level each must choose
+// (SF_EXPECT_BF16_GEMM), so a detection wrong either way fails. Then the
+// BFDOT level around its 8 x 12 tiles, its pairs of k (odd k ends in a zero
+// bf16) and its K block (1024), every layout; on a CPU without BF16 it is
+// shown not to run.
+#if defined(__aarch64__)
+TEST_CASE("kernels: the bf16 GEMM level on ARM is BFDOT exactly where the CPU has BF16") {
+  const bool bfdot = cpu_supports(Bf16Gemm::kNeonBf16);
+  CHECK(bf16_gemm() == (bfdot ? Bf16Gemm::kNeonBf16 : Bf16Gemm::kPortable));
+  if (const char* expected = std::getenv("SF_EXPECT_BF16_GEMM")) CHECK(std::string(to_string(bf16_gemm())) == expected);
+  if (!bfdot) {
+    CHECK_FALSE(set_bf16_gemm(Bf16Gemm::kNeonBf16));
+    CHECK(bf16_gemm() == Bf16Gemm::kPortable);
+    return;
+  }
+  check_bf16_sizes("gemm_bf16 (BFDOT)", {1, 7, 8, 9, 17}, {1, 11, 12, 13, 25}, {1, 2, 3, 8, 1025});
 }
 #endif
 

@@ -1,11 +1,12 @@
-// What the x86 bf16 GEMM levels (gemm_bf16.cpp: AVX512-BF16, gemm_amx.cpp:
-// AMX), compiled on x86-64 only, share: operands read through op(), the
-// packing of bf16 pairs, and the threaded driver around a level's
-// single-thread product.
+// What the bf16 GEMM levels that multiply pairs share (gemm_bf16.cpp:
+// AVX512-BF16 and gemm_amx.cpp: AMX on x86-64; gemm_bf16_neon.cpp: BFDOT on
+// AArch64): operands read through op() and the threaded driver around a
+// level's single-thread product. The packing into pairs is each instruction
+// set's own (bf16_pairs_avx512.h; gemm_bf16_neon.cpp).
 //
-// Both instruction sets multiply PAIRS of bf16 along k and add the two
-// products into one float32 lane, so both want B "in pairs": for each pair q
-// of k and column c, the 32-bit word (op(B)[2q, c], op(B)[2q+1, c]) (Intel
+// Each of those instructions multiplies PAIRS of bf16 along k and adds the
+// two products into one float32 lane, so all want B "in pairs": for each pair
+// q of k and column c, the 32-bit word (op(B)[2q, c], op(B)[2q+1, c]) (Intel
 // calls this the VNNI layout). An odd k's last pair ends in a zero, so no
 // element past the matrix is ever read. Packing changes layout only, never
 // value: a bf16 is moved as its 16 bits.
@@ -16,19 +17,6 @@
 #include "bf16.h"
 #include "gemm_tasks.h"
 #include "kernels.h"
-
-#include <immintrin.h>
-
-// GCC 12's AVX-512 intrinsics read an "undefined" register as a pass-through
-// value and then warn about it (GCC bug 105593, fixed in GCC 13), as simd.h says.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-// Code compiled for AVX512-BF16 whatever the build's -march (GCC and Clang
-// both take the attribute), and called only where CPUID says the CPU has it.
-#define SF_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 namespace sf::kernels::bf16_pairs {
 
@@ -43,109 +31,33 @@ struct Operand {
   Operand sub(int64_t i, int64_t j) const { return {at(i, j), ld, trans}; }
 };
 
-inline SF_AVX512_BF16 __mmask16 first_lanes(int count) {
-  if (count >= 16) return 0xFFFF;
-  return count <= 0 ? 0 : static_cast<__mmask16>((1u << count) - 1);
-}
+// The B blocks of blocked_product, one buffer a thread.
+inline thread_local gemm_tasks::AlignedBuffer<uint32_t> t_b_block;
 
-// Packing into pairs, 16 words (or, for A's 8-row panels, 8) per vector.
-// words[q * width + c] = (x[2q, c], x[2q+1, c]) for the pairs q of kc rows and
-// the columns c < width of op(X), with a zero bf16 standing in for row kc when
-// kc is odd and for the columns from `cols` on.
-
-// op(X) = X: two rows of bf16 become one row of 32-bit pairs, each bf16
-// zero-extended and the odd row's shifted into the high half.
-template <int width>
-SF_AVX512_BF16 void pack_row_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
-  for (int64_t q = 0; 2 * q < kc; ++q) {
-    const bf16* even = x.at(2 * q, 0);
-    const bf16* odd = 2 * q + 1 < kc ? x.at(2 * q + 1, 0) : nullptr;
-    uint32_t* out = words + q * width;
-    if constexpr (width % 16 == 0) {
-      for (int c = 0; c < width; c += 16) {
-        const __mmask16 mask = first_lanes(cols - c);
-        __m512i pairs = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, even + c));
-        if (odd)
-          pairs = _mm512_or_si512(pairs, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, odd + c)), 16));
-        _mm512_storeu_si512(out + c, pairs);
-      }
-    } else {
-      static_assert(width == 8);
-      const __mmask8 mask = static_cast<__mmask8>(first_lanes(cols));
-      __m256i pairs = _mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(mask, even));
-      if (odd) pairs = _mm256_or_si256(pairs, _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(mask, odd)), 16));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), pairs);
+// gemm.cpp's blocking, for a level's product on one thread (k > 0): for each
+// block of op(B), at most nc columns by kc rows (gemm_tasks::block_size:
+// whole panels of nr columns, whole pairs of k), the block is packed into
+// pairs, nr words per pair for each panel (pack_b(panel, rows, cols,
+// words)), and then row_panel(ir, rows, pc, kc, jc, nc, beta, block)
+// multiplies op(A)'s panel of rows ir .. ir + rows (mr at most) by it, with
+// the beta of C: the product's for the first block of k, 1 for the later
+// ones, which accumulate.
+template <class PackB, class RowPanel>
+void blocked_product(const Operand& b, int64_t m, int64_t n, int64_t k, int64_t mr, int64_t nr, int64_t kc,
+                     int64_t nc, float beta, PackB pack_b, RowPanel row_panel) {
+  const int64_t nc_max = gemm_tasks::block_size(n, nc, nr), kc_max = gemm_tasks::block_size(k, kc, 2);
+  uint32_t* block = t_b_block.get((kc_max / 2 + 1) * nc_max);
+  for (int64_t jc = 0; jc < n; jc += nc_max) {
+    const int64_t cols = std::min(nc_max, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kc_max) {
+      const int64_t rows = std::min(kc_max, k - pc), pairs = (rows + 1) / 2;
+      for (int64_t jr = 0; jr < cols; jr += nr)
+        pack_b(b.sub(pc, jc + jr), rows, static_cast<int>(std::min(nr, cols - jr)), block + jr * pairs);
+      for (int64_t ir = 0; ir < m; ir += mr)
+        row_panel(ir, static_cast<int>(std::min(mr, m - ir)), pc, rows, jc, cols, pc == 0 ? beta : 1.0f,
+                  static_cast<const uint32_t*>(block));
     }
   }
-}
-
-// Transposes 16 rows of 16 32-bit words in registers (r[i] lane j becomes
-// r[j] lane i): pairs of rows interleaved at 32 bits, then at 64, then 128-bit
-// lanes exchanged twice.
-inline SF_AVX512_BF16 void transpose_16x16(__m512i r[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xDD);
-    t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xDD);
-  }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xDD);
-  }
-}
-
-// op(X) = X^T: column c of op(X) is row c of X, so its pair q is the 32-bit
-// word at 2q in that row. Sixteen columns' next 16 pairs are 16 row loads,
-// transposed in registers (B panels; a gather across the rows measured twice
-// as slow); an 8-row A panel gathers. An odd kc's last pair is read as one
-// bf16: a word would read past the row.
-template <int width>
-SF_AVX512_BF16 void pack_column_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
-  const int64_t whole_pairs = kc / 2, row_bytes = x.ld * static_cast<int64_t>(sizeof(bf16));
-  constexpr int lanes = width % 16 == 0 ? 16 : 8;
-  for (int c = 0; c < width; c += lanes) {
-    const char* rows = reinterpret_cast<const char*>(x.data + c * x.ld);
-    if constexpr (lanes == 16) {
-      for (int64_t q0 = 0; q0 < whole_pairs; q0 += 16) {
-        const __mmask16 pairs = first_lanes(static_cast<int>(std::min<int64_t>(16, whole_pairs - q0)));
-        __m512i r[16];
-        for (int i = 0; i < 16; ++i)
-          r[i] = i < cols - c ? _mm512_maskz_loadu_epi32(pairs, rows + i * row_bytes + 4 * q0) : _mm512_setzero_si512();
-        transpose_16x16(r);
-        for (int64_t i = 0; i < 16 && q0 + i < whole_pairs; ++i) _mm512_storeu_si512(words + (q0 + i) * width + c, r[i]);
-      }
-    } else {
-      const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                                 _mm256_set1_epi32(static_cast<int>(row_bytes)));
-      const __mmask8 mask = static_cast<__mmask8>(first_lanes(cols - c));
-      for (int64_t q = 0; q < whole_pairs; ++q)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + q * width + c),
-                            _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), mask, offsets, rows + 4 * q, 1));
-    }
-  }
-  if (kc % 2 != 0)
-    for (int c = 0; c < width; ++c) words[whole_pairs * width + c] = c < cols ? x.get(kc - 1, c).bits : 0u;
-}
-
-// op(X)[0:kc, 0:cols] as pairs, `width` words per pair of k.
-template <int width>
-SF_AVX512_BF16 void pack_pairs(const Operand& x, int64_t kc, int cols, uint32_t* words) {
-  if (x.trans)
-    pack_column_pairs<width>(x, kc, cols, words);
-  else
-    pack_row_pairs<width>(x, kc, cols, words);
 }
 
 // A level's product on one thread: C[0:m, 0:n] = alpha op(A) op(B) + beta C, k > 0.

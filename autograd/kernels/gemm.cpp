@@ -50,6 +50,8 @@
 #include <immintrin.h>
 #elif defined(__aarch64__)
 #include <arm_neon.h>
+
+#include "neon_tile.h"
 #endif
 
 #include "gemm_few_rows.h"
@@ -89,7 +91,7 @@ constexpr bool kPackRowsOfA = false;
 // 24 FMAs, and GCC, issuing the 8 first, runs out of registers and keeps 2
 // accumulators on the stack (a store and a reload every step).
 constexpr int kMR = 8;
-constexpr int kNR = 12;
+constexpr int kNR = neon_tile::kColumns;
 constexpr bool kPackRowsOfA = true;
 #else
 // Portable C++: a small tile the compiler can keep in (SSE) registers.
@@ -394,21 +396,8 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64
       acc[r][2] = vfmaq_laneq_f32(acc[r][2], b2, ar, lane);
     });
   }
-  const float32x4_t va = vdupq_n_f32(alpha), vb = vdupq_n_f32(beta);
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    float* cr = c + r * ldc;
-    float row[kNR] = {};  // a partial tile's row of C, as `edge` above
-    float* out = cols == kNR ? cr : row;
-    if (beta != 0.0f && cols < kNR) std::copy_n(cr, cols, row);
-#pragma GCC unroll 3
-    for (int j = 0; j < 3; ++j) {
-      float32x4_t o = vmulq_f32(va, acc[r][j]);
-      if (beta != 0.0f) o = vfmaq_f32(o, vb, vld1q_f32(out + 4 * j));
-      vst1q_f32(out + 4 * j, o);
-    }
-    if (cols < kNR) std::copy_n(row, cols, cr);
-  }
+  for (int r = 0; r < R; ++r) neon_tile::store_row(acc[r], c + r * ldc, cols, alpha, beta);
 }
 
 #else

@@ -38,18 +38,22 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 
 // The implementations of fast::gemm_bf16, one per instruction set. Unlike the
 // float32 kernels' SIMD width, fixed when the library is compiled, this one is
-// chosen when the program runs, by CPUID: the AVX512-BF16 and AMX code is
-// compiled into every x86-64 build and runs only on a CPU that has the
-// instructions. Only the two instruction sets' levels multiply faster than
-// float32 does. Other architectures have the portable level alone.
+// chosen when the program runs, by what the CPU reports (CPUID on x86, the
+// operating system's hardware capabilities on ARM): each architecture's levels
+// are compiled into every build for it and run only on a CPU that has the
+// instructions. Only these instruction sets' levels multiply faster than
+// float32 does; other architectures have the portable level alone.
 enum class Bf16Gemm {
   kPortable,    // widened to float32 (exactly) and multiplied by fast::gemm
-  kAvx512Bf16,  // VDPBF16PS: 32 bf16 multiply-adds per instruction
-  kAmxBf16,     // AMX tiles, TDPBF16PS: 8,192 per instruction (Intel, Sapphire Rapids on)
+  kAvx512Bf16,  // x86: VDPBF16PS, 32 bf16 multiply-adds per instruction
+  kAmxBf16,     // x86: AMX tiles, TDPBF16PS: 8,192 per instruction (Intel, Sapphire Rapids on)
+  kNeonBf16,    // AArch64: BFDOT, 8 per instruction, twice FMLA's 4 (Armv8.6-A, Apple M2 on)
 };
 // The levels this build has, slowest first.
 #if defined(__x86_64__)
 inline constexpr Bf16Gemm kBf16Gemms[] = {Bf16Gemm::kPortable, Bf16Gemm::kAvx512Bf16, Bf16Gemm::kAmxBf16};
+#elif defined(__aarch64__)
+inline constexpr Bf16Gemm kBf16Gemms[] = {Bf16Gemm::kPortable, Bf16Gemm::kNeonBf16};
 #else
 inline constexpr Bf16Gemm kBf16Gemms[] = {Bf16Gemm::kPortable};
 #endif
@@ -61,9 +65,13 @@ bool cpu_supports(Bf16Gemm level);
 // nothing.
 Bf16Gemm bf16_gemm();
 // The fastest this CPU supports: AMX, else AVX512-BF16 on AMD (on Intel its
-// VDPBF16PS does no more multiply-adds than float32's FMA), else portable.
+// VDPBF16PS does no more multiply-adds than float32's FMA), BFDOT on an ARM
+// CPU with BF16, else portable.
 Bf16Gemm fastest_bf16_gemm();
 bool set_bf16_gemm(Bf16Gemm level);
+// Why a CPU of this architecture may have only the portable level, in a few
+// words for the log ("no AMX; ...").
+const char* why_no_faster_bf16_gemm();
 
 #if defined(__x86_64__)
 // The x86 levels (gemm_bf16.cpp: AVX512-BF16, gemm_amx.cpp: AMX): whether
@@ -77,6 +85,12 @@ bool amx_bf16_usable();
 void gemm_amx_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
                    int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta, float* c,
                    int64_t ldc, int64_t stride_c, int64_t batch);
+#elif defined(__aarch64__)
+// The AArch64 level (gemm_bf16_neon.cpp: BFDOT), as the x86 ones above.
+bool neon_bf16_usable();
+void gemm_neon_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
+                    int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta,
+                    float* c, int64_t ldc, int64_t stride_c, int64_t batch);
 #endif
 
 }  // namespace sf::kernels

@@ -38,7 +38,7 @@
 #include <cstring>
 
 #include "base/platform.h"
-#include "bf16_pairs.h"
+#include "bf16_pairs_avx512.h"
 #include "gemm.h"
 
 namespace sf::kernels {

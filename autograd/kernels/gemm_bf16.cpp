@@ -14,7 +14,7 @@
 // 2 * MR instructions: twice the multiply-adds of the float32 kernel's 2 * MR
 // FMAs per step of k, at the same instruction count.
 //
-// That needs B in pairs (bf16_pairs.h). A row-major A already has its pairs
+// That needs B in pairs (bf16_pairs.h, packed by bf16_pairs_avx512.h). A row-major A already has its pairs
 // side by side, so it is read in place; a transposed A, or any A when k is
 // odd, is packed into the same pair layout.
 #if defined(__x86_64__)
@@ -22,7 +22,7 @@
 #include <cstring>
 #include <utility>
 
-#include "bf16_pairs.h"
+#include "bf16_pairs_avx512.h"
 #include "gemm.h"
 
 namespace sf::kernels {
@@ -91,35 +91,21 @@ SF_AVX512_BF16 void micro_kernel(int64_t pairs, const bf16* a, int64_t a_row, in
 
 using MicroKernel = void (*)(int64_t, const bf16*, int64_t, int64_t, const uint32_t*, float*, int64_t, int, float,
                              float);
-template <std::size_t... I>
-constexpr std::array<MicroKernel, kMR> make_kernels(std::index_sequence<I...>) {
-  return {&micro_kernel<static_cast<int>(I) + 1>...};
-}
 // [r - 1] computes a tile of r rows.
-constexpr std::array<MicroKernel, kMR> kKernels = make_kernels(std::make_index_sequence<kMR>{});
+constexpr auto kKernels = gemm_tasks::kernels_by_rows<MicroKernel, kMR>([](auto r) { return &micro_kernel<r>; });
 
-
-thread_local gemm_tasks::AlignedBuffer<uint32_t> t_pack_a, t_pack_b;
+thread_local gemm_tasks::AlignedBuffer<uint32_t> t_pack_a;
 
 // One product on the calling thread, k > 0: gemm.cpp's gemm_serial, with B
 // always packed (into pairs) and A packed when its pairs are not in place.
 void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha, float beta,
                  float* c, int64_t ldc) {
-  const int64_t nc_max = gemm_tasks::block_size(n, kNC, kNR);
-  const int64_t kc_max = gemm_tasks::block_size(k, kKC, 2);
   const bool pack_a = a.trans || k % 2 != 0;
-  uint32_t* b_block = t_pack_b.get((kc_max / 2 + 1) * nc_max);
-  uint32_t* a_panel = pack_a ? t_pack_a.get((kc_max / 2 + 1) * kMR) : nullptr;
-  for (int64_t jc = 0; jc < n; jc += nc_max) {
-    const int64_t nc = std::min(nc_max, n - jc);
-    for (int64_t pc = 0; pc < k; pc += kc_max) {
-      const int64_t kc = std::min(kc_max, k - pc), pairs = (kc + 1) / 2;
-      const float beta_block = pc == 0 ? beta : 1.0f;  // later K blocks accumulate
-      for (int64_t jr = 0; jr < nc; jr += kNR)
-        pack_pairs<kNR>(b.sub(pc, jc + jr), kc, static_cast<int>(std::min<int64_t>(kNR, nc - jr)),
-                        b_block + jr * pairs);
-      for (int64_t ir = 0; ir < m; ir += kMR) {
-        const int rows = static_cast<int>(std::min<int64_t>(kMR, m - ir));
+  uint32_t* a_panel = pack_a ? t_pack_a.get((kKC / 2 + 1) * kMR) : nullptr;
+  bf16_pairs::blocked_product(
+      b, m, n, k, kMR, kNR, kKC, kNC, beta, pack_pairs<kNR>,
+      [&](int64_t ir, int rows, int64_t pc, int64_t kc, int64_t jc, int64_t nc, float beta_block,
+          const uint32_t* b_block) {
         const bf16* a_words = a.at(ir, pc);
         int64_t a_row = a.ld, a_pair = 2;
         if (pack_a) {
@@ -130,12 +116,11 @@ void gemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64
           a_row = 2;
           a_pair = 2 * kMR;
         }
+        const int64_t pairs = (kc + 1) / 2;
         for (int64_t jr = 0; jr < nc; jr += kNR)
           kKernels[rows - 1](pairs, a_words, a_row, a_pair, b_block + jr * pairs, c + ir * ldc + jc + jr, ldc,
                              static_cast<int>(std::min<int64_t>(kNR, nc - jr)), alpha, beta_block);
-      }
-    }
-  }
+      });
 }
 
 }  // namespace

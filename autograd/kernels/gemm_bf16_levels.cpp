@@ -1,8 +1,9 @@
 // GEMM on bf16 operands with float32 accumulation: gemm.h's contract, the
 // matrix products of mixed-precision training (docs/13-bf16.md). Here: the
-// portable level, and the choice among the levels this build has. The x86
-// instruction sets' levels are files of their own, compiled on x86-64 only:
-// AVX512-BF16 in gemm_bf16.cpp, AMX in gemm_amx.cpp.
+// portable level, and the choice among the levels this build has. The
+// instruction sets' levels are files of their own, each compiled on its
+// architecture only: AVX512-BF16 in gemm_bf16.cpp and AMX in gemm_amx.cpp
+// (x86-64), BFDOT in gemm_bf16_neon.cpp (AArch64).
 #include <cstdlib>
 #include <iterator>
 #include <string>
@@ -59,6 +60,11 @@ constexpr Level kLevels[] = {
 #if defined(__x86_64__)
     {Bf16Gemm::kAvx512Bf16, avx512_bf16_usable, avx512_bf16_pays, gemm_avx512_bf16},
     {Bf16Gemm::kAmxBf16, amx_bf16_usable, amx_bf16_usable, gemm_amx_bf16},
+#elif defined(__aarch64__)
+    // The fastest wherever the CPU has it: BFDOT does twice FMLA's
+    // multiply-adds per instruction (not yet measured on ARM hardware:
+    // SCRATCHFORMER_BF16_GEMM=portable is the comparison).
+    {Bf16Gemm::kNeonBf16, neon_bf16_usable, neon_bf16_usable, gemm_neon_bf16},
 #endif
 };
 static_assert(std::size(kLevels) == std::size(kBf16Gemms));
@@ -105,6 +111,7 @@ const char* to_string(Bf16Gemm level) {
     case Bf16Gemm::kPortable: return "portable";
     case Bf16Gemm::kAvx512Bf16: return "avx512_bf16";
     case Bf16Gemm::kAmxBf16: return "amx_bf16";
+    case Bf16Gemm::kNeonBf16: return "neon_bf16";
   }
   return "?";
 }
@@ -112,6 +119,16 @@ const char* to_string(Bf16Gemm level) {
 bool cpu_supports(Bf16Gemm level) {
   const Level* l = find(level);
   return l && l->usable();
+}
+
+const char* why_no_faster_bf16_gemm() {
+#if defined(__x86_64__)
+  return "no AMX; AVX512-BF16's VDPBF16PS doubles an FMA's work only on AMD";
+#elif defined(__aarch64__)
+  return "no BF16 extension, whose BFDOT doubles an FMLA's work: Armv8.6-A, Apple M2 on";
+#else
+  return "none is written for this architecture";
+#endif
 }
 
 Bf16Gemm bf16_gemm() { return current_level(); }

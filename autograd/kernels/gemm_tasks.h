@@ -3,9 +3,11 @@
 // the cutting of a batched product into tasks for the thread pool.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #include "thread_pool.h"
@@ -52,6 +54,16 @@ inline int64_t block_size(int64_t total, int64_t max_block, int64_t multiple) {
   const int64_t blocks = (total + max_block - 1) / max_block;
   const int64_t size = (total + blocks - 1) / blocks;
   return (size + multiple - 1) / multiple * multiple;
+}
+
+// A micro-kernel for each tile height, r = 1 .. rows: table[r - 1] is
+// make(std::integral_constant<int, r>{}), e.g. [](auto r) { return
+// &micro_kernel<r>; }, a kernel whose loops over rows the compiler unrolls.
+template <class Kernel, int rows, class Make>
+constexpr std::array<Kernel, rows> kernels_by_rows(Make make) {
+  return [&]<int... r>(std::integer_sequence<int, r...>) {
+    return std::array<Kernel, rows>{make(std::integral_constant<int, r + 1>{})...};
+  }(std::make_integer_sequence<int, rows>{});
 }
 
 // Threading: the batch x M x N iteration space is cut into tasks, each a

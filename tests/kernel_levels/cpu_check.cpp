@@ -9,11 +9,19 @@
 
 namespace {
 
-// The x86-64 microarchitecture level each build's -march asks for.
+// The x86-64 microarchitecture level each build's -march asks for, by the
+// features that set it apart, named as GCC and Clang both know them (Clang
+// before 16 has no "x86-64-v4" here, nor "movbe", "f16c" or "lzcnt", which
+// every CPU with AVX2 and BMI2 has anyway).
 bool cpu_runs(std::string_view level) {
   __builtin_cpu_init();  // needed this early: libgcc's own initialiser may not have run yet
-  if (level == "avx512") return __builtin_cpu_supports("x86-64-v4");
-  if (level == "avx2") return __builtin_cpu_supports("x86-64-v3");
+  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
+                  __builtin_cpu_supports("bmi2");
+  const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512vl");
+  if (level == "avx512") return v4;
+  if (level == "avx2") return v3;
   return level == "portable";
 }
 
