@@ -5,8 +5,18 @@
 # `make OPENCL=1` builds the variant with the OpenCL backend in build/opencl/.
 # `make MPI=1` adds build/mpi/scratchformer, the command for data-parallel
 # training under mpirun (Open MPI; see "The MPI variant" below).
-# Jobs run in parallel without -j.
-MAKEFLAGS += -j$(shell getconf _NPROCESSORS_ONLN) --no-print-directory
+# Jobs run in parallel without -j; a recursive make ($(MAKE) in a recipe)
+# shares its parent's job slots instead (forcing -j there again would print
+# "warning: -jN forced in makefile: resetting jobserver mode").
+ifeq ($(findstring jobserver,$(shell printenv MAKEFLAGS)),)
+  MAKEFLAGS += -j$(shell getconf _NPROCESSORS_ONLN)
+endif
+# -r: no built-in rules. Every rule is written here, and a built-in one only
+# misleads: `%: %.o` would "remake" an included
+# build/fuzz/obj/fuzz/main-TARGET.d from main-TARGET.d.o, which the fuzzers'
+# main-%.o rule then tries to compile (clang errors on a tree where make
+# succeeds, whenever fuzz/libfuzzer_main.cpp is newer than those .d files).
+MAKEFLAGS += --no-print-directory -r
 # `make` alone builds everything (rules for generated files come before `all`).
 .DEFAULT_GOAL := all
 CXX ?= g++
@@ -254,27 +264,35 @@ else ifeq ($(OPENCL),)
 	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS) $(AARCH64_RUN) \
 	  --opencl $(MIN_OPENCL_TESTS) "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 $(BUILD)/opencl/tests" $(BUILD)/opencl/tests \
 	  --mpi $(MIN_MPI_TESTS) "$(MAKE) MPI=1 mpi-deps" "$(MPI_TEST_BUILD)" $(TESTS) \
-	  $(DOCS_TESTS) $(REPORT_TESTS) $(FUZZ_TESTS)
+	  $(DOCS_TESTS) $(REPORT_TESTS) $(FUZZ_TESTS) $(MAKE_AGAIN_TESTS)
 else
 	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS)
 endif
 
 # The docs check: every excerpt README.md and docs/ quote is in the tree, every
 # command they show runs (or, for make targets, dry-runs), every link resolves;
-# and its self-test, whose broken fixture docs (tests/docs_check/) must fail.
+# each document in a fresh folder, then all of them in reading order in one
+# folder, as a learner runs them (--in-order: no run may stumble on what an
+# earlier one left); and its self-test, whose broken fixture docs
+# (tests/docs_check/) must fail.
 # tools/docs-check explains the rules; `make test` counts each as one test.
 # The docs run build/tests and build/scratchformer, so those are built first.
 # tools/docs-check is Python 3 (standard library only), installed when missing.
 # And the layers: no #include runs from a folder to one above it (tools/check-layers).
 DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" \
-  "$(MAKE) docs-deps && SF_DOCS_BUILD=$(BUILD) tools/docs-check" \
+    "$(MAKE) docs-deps && SF_DOCS_BUILD=$(BUILD) tools/docs-check" \
+  --command "docs-check --in-order: README.md then the course in reading order, in one folder" \
+    "$(MAKE) docs-deps && SF_DOCS_BUILD=$(BUILD) tools/docs-check --in-order" \
   --command "docs-check --self-test: broken docs fail" "$(MAKE) docs-deps && tools/docs-check --self-test" \
   --command "check-layers: no include runs from a folder to one above it" "$(MAKE) docs-deps && tools/check-layers"
 docs-deps:
 	@tools/need-packages python3:/usr/bin/python3
+# The data-parallel chapter runs the MPI variant under mpirun, so docs-check builds it too.
 docs-check: $(TESTS) $(CLI) $(EXAMPLES) | docs-deps
+	@$(MAKE) MPI=1 mpi-deps && $(MAKE) MPI=1 $(BUILD)/mpi/scratchformer
 	@tools/docs-check --self-test
 	@SF_DOCS_BUILD=$(BUILD) tools/docs-check
+	@SF_DOCS_BUILD=$(BUILD) tools/docs-check --in-order
 
 # Fuzzing with clang's libFuzzer. `make fuzz` builds one fuzzer per kind of
 # input (fuzz/targets.h) in build/fuzz/, under ASan and UBSan, and their seed
@@ -430,6 +448,18 @@ ifeq ($(SANITIZE)$(filter-out x86_64-%,$(COMPILER_TARGET)),)
 endif
 -include $(shell find $(AARCH64_DIR) -name '*.d' 2>/dev/null)
 # ---- (end of the CPU kernels on 64-bit ARM) ------------------------------------
+
+# A make over a built tree prints no error. Every dependency file made older
+# than the sources (as after touching every source, but nothing recompiles:
+# the objects stay newer) makes make look for a rule to remake each included
+# .d file, which is where a built-in rule once compiled the fuzzers' main
+# for a target named "TARGET.d" (MAKEFLAGS's -r, at the top). The probe .d
+# stands for the fuzzers' ones on a machine that has not built them. Last in
+# `make test`, after the fuzzers.
+MAKE_AGAIN_TESTS := --command "make again: a make over a built tree, its .d files out of date, prints no error" \
+  "mkdir -p $(FUZZ)/obj/fuzz && touch $(FUZZ)/obj/fuzz/main-probe.d && find build -name '*.d' -exec touch -d @0 {} + \
+   && { $(MAKE) all 2>&1; echo \"exit status \$$?\"; } > build/make-again.log; rm -f $(FUZZ)/obj/fuzz/main-probe.d*; \
+   cat build/make-again.log; ! grep -i error build/make-again.log && grep -qx 'exit status 0' build/make-again.log"
 
 # The README's main job: train the default toy task (dates: English dates ->
 # ISO) from scratch, then translate a few sentences with the trained model.

@@ -5,7 +5,7 @@
 // on OpenCL); everything else moves bytes through the device's copy functions
 // and computes through its kernel table (kernels/kernels.h), addressing memory
 // as (buffer, byte offset). Adding a backend means implementing this class and
-// a kernel table; nothing in nn/, optim/ or the rooms above them changes (docs/devices.md).
+// a kernel table; nothing in nn/, optim/ or the rooms above them changes (docs/11-devices.md).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -6,6 +6,8 @@
 // checkpoints and metrics.
 //
 //   build/examples/train_toy
+//
+// docs/00-start.md, the course's first chapter, runs it and explains it.
 #include <cstdio>
 #include <string>
 #include <string_view>

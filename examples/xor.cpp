@@ -2,6 +2,8 @@
 // tensors, autograd, an nn::Linear pair, cross-entropy and an optimizer.
 //
 //   build/examples/xor [adam|adamw|sgd]
+//
+// docs/00-start.md, the course's first chapter, runs it and explains it.
 #include <cstdio>
 #include <memory>
 #include <string>

@@ -2,7 +2,7 @@
 // host cannot address (a GPU through OpenCL). Decoding runs token by token,
 // each token a few dozen small launches and a read back to the host, so a
 // small batch leaves a GPU waiting on the host and one CPU core can be faster
-// (docs/devices.md); a large batch keeps the GPU busy. Which one wins depends
+// (docs/11-devices.md); a large batch keeps the GPU busy. Which one wins depends
 // on the machine, the model and the batch, so it is measured: the first batch
 // of a size class is decoded on both, and the faster place decodes that class
 // from then on in this process. The CPU decodes with a copy of the model

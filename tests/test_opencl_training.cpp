@@ -24,7 +24,7 @@ using namespace sf::testing;
 namespace {
 
 // How closely a run on OpenCL follows the CPU's losses, relative: the bound
-// docs/devices.md states.
+// docs/11-devices.md states.
 constexpr double kLossTolerance = 1e-5;
 
 // Step -> loss of a metrics file's step records ("step:loss" strings, as
