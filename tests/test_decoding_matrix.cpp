@@ -311,19 +311,29 @@ void check_agrees(Matrix& m, const Cell& cell, const std::vector<std::string>& l
     while (t < a.size() && t < b.size() && a[t] == b[t]) ++t;
     auto token = [&](const TokenIds& ids) { return t < ids.size() ? ids[t] : data::kEosId; };
     auto on_a = next_token_log_probs(reference, source, a), on_b = next_token_log_probs(reference, source, b);
+    auto here_a = next_token_log_probs(here, source, a), here_b = next_token_log_probs(here, source, b);
     // The precision's error along both outputs, within its bound.
-    double error = std::max(largest_difference(on_a, next_token_log_probs(here, source, a), a, t, token(b)),
-                            largest_difference(on_b, next_token_log_probs(here, source, b), b));
+    double error = std::max(largest_difference(on_a, here_a, a, t, token(b)), largest_difference(on_b, here_b, b));
     measured = std::max(measured, error);
     CHECK(error <= bound);
     if (lines[i] == expected[i]) continue;
     ++differing;
     CHECK_FALSE(same_numerics);
+    // A near-tie: greedy parts where the two next tokens' float32
+    // log-probabilities are within both errors; beam search ranks whole
+    // outputs by their scores (log-probability over length^length_penalty,
+    // the [EOS] counted), whose float32 values can then be no further apart
+    // than the precision moved the two, as measured along them.
+    const double penalty = here.config.length_penalty;
+    auto score = [&](const std::vector<std::vector<float>>& rows, const TokenIds& output) {
+      return total(rows, output) / std::pow(double(data::framed_target_width(output.size())), penalty);
+    };
     double step_gap = std::fabs(on_a[t][token(a)] - on_a[t][token(b)]);
-    double whole_gap = std::fabs(total(on_a, a) - total(on_b, b));
-    size_t positions = std::max(a.size(), b.size()) + 1;
-    CHECK_MESSAGE((step_gap <= 2 * bound || whole_gap <= 2 * bound * positions), "not a near-tie: at token ", t,
-                  " the float32 log-probabilities differ by ", step_gap, ", over the outputs by ", whole_gap);
+    double whole_gap = std::fabs(score(on_a, a) - score(on_b, b));
+    double whole_error = std::fabs(score(on_a, a) - score(here_a, a)) + std::fabs(score(on_b, b) - score(here_b, b));
+    CHECK_MESSAGE((step_gap <= 2 * bound || whole_gap <= whole_error), "not a near-tie: at token ", t,
+                  " the float32 log-probabilities differ by ", step_gap, ", over the outputs by ", whole_gap,
+                  " where the precision moved them by ", whole_error);
   }
   if (!same_numerics)
     m.summary += "\n  " + cell.name() + ": " + std::to_string(differing) + " of " + std::to_string(lines.size()) +
