@@ -29,6 +29,7 @@
 #include "eval/metrics.h"
 #include "setup/resources.h"
 #include "eval/sacrebleu.h"
+#include "eval/validation.h"
 #include "train/trainer.h"
 #ifdef SF_MPI
 #include "dist/mpi/communicator.h"
@@ -91,8 +92,9 @@ const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=va
 
 Translates the sources of FILE.tsv (source<TAB>target lines) as translate does
 and prints one JSON object: a key per metric ("bleu", "sacrebleu", "chrf",
-"cer", "wer", ..., as validation logs them), then "signature" (sacreBLEU's, of
-the "sacrebleu" score), "sentences" and "seconds". The metrics score the
+"cer", "wer", ..., as validation logs them), then "loss" (the references'
+mean loss per token, teacher-forced, as validation's "loss"), "signature"
+(sacreBLEU's, of the "sacrebleu" score), "sentences" and "seconds". The metrics score the
 tokens as the model wrote them, what translate --tokens prints ([UNK] kept, not
 replaced). "bleu" is BLEU on those word tokens; "sacrebleu" is BLEU as
 sacreBLEU computes it on them detokenized, the figure comparable with
@@ -268,15 +270,22 @@ int eval_command(int argc, char** argv) {
   data::ReadResult file = data::read_tsv(*a.data);
   if (file.pairs.empty()) fail(*a.data, ": no source<TAB>target pairs to evaluate");
   std::vector<std::string> sources, references;
+  std::vector<data::Example> examples;
   for (const data::Pair& p : file.pairs) {
-    // A pair too long for the model is refused as score refuses it, though
-    // only the source is translated: a reference longer than the model can
-    // write would be scored against a translation cut short.
-    data::check_example_fits({session.src_tokenizer.encode(p.src), session.tgt_tokenizer.encode(p.tgt), p},
-                             session.config.seq_len);
+    // A pair too long for the model is refused as score refuses it: a
+    // reference longer than the model can write would be scored against a
+    // translation cut short.
+    examples.push_back({session.src_tokenizer.encode(p.src), session.tgt_tokenizer.encode(p.tgt), p});
+    data::check_example_fits(examples.back(), session.config.seq_len);
     sources.push_back(p.src);
     references.push_back(p.tgt);
   }
+  // The loss of the references, as validation computes it during training.
+  const setup::Config& c = session.config;
+  session.model->eval();
+  const double loss = eval::mean_loss(
+      *session.model, data::BatchedDataset(std::move(examples), {infer::inference_batch_size(c), c.seq_len, c.bucket, false, 0}),
+      c.label_smoothing);
   // The metrics compare the tokens as the model wrote them (translate --tokens),
   // so nothing is replaced.
   infer::DecodeOptions options = infer::DecodeOptions::from_config(session.config, a.beam);
@@ -288,6 +297,7 @@ int eval_command(int argc, char** argv) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::ordered_json out;
   eval::add_scores(out, scores);
+  out["loss"] = loss;
   out["signature"] = eval::sacrebleu_signature();  // of "sacrebleu", as sacreBLEU prints it beside the score
   out["sentences"] = sources.size();
   out["seconds"] = seconds;

@@ -13,6 +13,18 @@ namespace sf::eval {
 // Validation sentences whose attention the report's explorer shows, the first ones.
 constexpr size_t kExplorerSentences = 20;
 
+double mean_loss(nn::Transformer& model, const data::BatchedDataset& set, float label_smoothing) {
+  NoGradGuard no_grad;
+  double total = 0;
+  int64_t count = 0;
+  for (data::EpochBatches batches(set, 0); !batches.done();) {
+    data::Batch b = batches.next();
+    total += setup::batch_loss(model, b, label_smoothing).item() * b.label_tokens;
+    count += b.label_tokens;
+  }
+  return count > 0 ? total / count : 0.0;
+}
+
 ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& valid_set,
                           const data::Tokenizer& src_tokenizer, const data::Tokenizer& tgt_tokenizer,
                           const setup::Config& config) {
@@ -23,14 +35,7 @@ ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& va
   {
     NoGradGuard no_grad;
     AutocastGuard autocast(config.precision_dtype());
-    double total = 0;
-    int64_t count = 0;
-    for (data::EpochBatches batches(valid_set, 0); !batches.done();) {
-      data::Batch b = batches.next();
-      total += setup::batch_loss(model, b, config.label_smoothing).item() * b.label_tokens;
-      count += b.label_tokens;
-    }
-    result.loss = count > 0 ? total / count : 0.0;
+    result.loss = mean_loss(model, valid_set, config.label_smoothing);
     // The metrics need only the tokens. The sentences people read (printed,
     // reported) have their unknown words replaced, which reads the attention
     // they were translated with; the first kExplorerSentences keep it for the

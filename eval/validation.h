@@ -30,6 +30,12 @@ struct ValidationResult {
   std::vector<infer::AttentionRecord> attention;
 };
 
+// The mean loss per target token of the pairs of `set`, teacher-forced: the
+// training loss (with `label_smoothing`) of every batch, weighted by its
+// labels. Without gradients, in the precision autocast has set; the model's
+// mode is the caller's. validate's loss, and eval's.
+double mean_loss(nn::Transformer& model, const data::BatchedDataset& set, float label_smoothing);
+
 // In eval mode (no dropout), without gradients; the model is back in training
 // mode after. Nothing (no predictions) when the validation set is empty.
 // `config`: precision, label smoothing, decoding and val_examples.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "bf16_levels.h"
 #include "autograd/engine.h"
 #include "autograd/init.h"
 #include "autograd/kernels/gemm.h"
@@ -28,21 +29,6 @@ Tensor random_matrix(const Shape& shape, uint64_t seed) {
 
 // x with every element rounded to bf16, as float32.
 Tensor rounded(const Tensor& x) { return to_dtype(to_dtype(x, DType::BF16), DType::F32); }
-
-// Runs `body` at each bf16 GEMM level this CPU has: bf16 tensors multiplied
-// by a faster bf16 product (AVX512-BF16, AMX), and the portable level's bf16
-// values kept in float32 (ops.h: autocast). Then restores the default.
-template <class F>
-void at_each_bf16_level(F body) {
-  const kernels::Bf16Gemm original = kernels::bf16_gemm();
-  for (kernels::Bf16Gemm level : kernels::kBf16Gemms) {
-    if (!kernels::set_bf16_gemm(level)) continue;
-    const std::string name = kernels::to_string(level);  // a std::string: CAPTURE prints a char* as an address
-    CAPTURE(name);
-    body();
-  }
-  kernels::set_bf16_gemm(original);
-}
 
 double max_difference(const Tensor& a, const Tensor& b) {
   std::vector<float> x = a.to_vector(), y = b.to_vector();
@@ -136,7 +122,7 @@ TEST_CASE("bf16: to_dtype passes the gradient through, in float32") {
 }
 
 TEST_CASE("bf16: under autocast matmul multiplies the bf16-rounded operands and accumulates in float32") {
-  at_each_bf16_level([] {
+  testing::at_each_bf16_gemm([](kernels::Bf16Gemm) {
     Tensor a = random_matrix({5, 70}, 3), b = random_matrix({70, 9}, 4);
     Tensor exact = matmul(a, b), of_rounded = matmul(rounded(a), rounded(b));
     Tensor mixed;
@@ -156,7 +142,7 @@ TEST_CASE("bf16: under autocast matmul multiplies the bf16-rounded operands and 
 }
 
 TEST_CASE("bf16: the backward's products round the output gradient and use the saved bf16 operands") {
-  at_each_bf16_level([] {
+  testing::at_each_bf16_gemm([](kernels::Bf16Gemm) {
     Tensor a = random_matrix({6, 33}, 5).set_requires_grad(), b = random_matrix({33, 8}, 6).set_requires_grad();
     Tensor g = random_matrix({6, 8}, 7);
     {
@@ -224,7 +210,7 @@ TEST_CASE("bf16: every op but matmul computes in float32 under autocast") {
     return out;
   };
   const Outcome plain = forward_and_backward();
-  at_each_bf16_level([&] {
+  testing::at_each_bf16_gemm([&](kernels::Bf16Gemm) {
     Outcome mixed;
     {
       AutocastGuard autocast(DType::BF16);
@@ -256,7 +242,7 @@ TEST_CASE("bf16: every op but matmul computes in float32 under autocast") {
 // whole matrix's largest error would let the small elements be wrong.
 TEST_CASE("bf16: under autocast each product element is within 1.05 * 2^-8 of (|A||B|)_ij of float32's, and differs from it") {
   constexpr double kC = 1.05;
-  at_each_bf16_level([&] {
+  testing::at_each_bf16_gemm([&](kernels::Bf16Gemm) {
     uint64_t seed = 100;
     double worst = 0;  // the largest |C_bf16 - C_f32|_ij / (2^-8 S_ij) over every shape
     for (int64_t k : {300, 301})

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 
+#include "bf16_levels.h"
 #include "base/error.h"
 #include "base/platform.h"
 #include "cli_process.h"
@@ -189,17 +190,13 @@ TEST_CASE("config: a device this build or machine lacks") {
 TEST_CASE("config: precision is fp32, bf16 or auto (bf16 where this CPU multiplies bf16 faster)") {
   CHECK(load_config(write_config("{}"), {"precision=bf16"}).precision_dtype() == DType::BF16);
   const Config automatic = load_config(write_config("{}"), {"precision=auto"});
-  const kernels::Bf16Gemm original = kernels::bf16_gemm();
-  for (kernels::Bf16Gemm level : kernels::kBf16Gemms) {
-    if (!kernels::set_bf16_gemm(level)) continue;
-    CAPTURE(kernels::to_string(level));
+  testing::at_each_bf16_gemm([&](kernels::Bf16Gemm level) {
     const bool faster = level != kernels::Bf16Gemm::kPortable;
     CHECK(automatic.precision_dtype() == (faster ? DType::BF16 : DType::F32));
     CHECK(automatic.precision_note().rfind(faster ? "precision auto: bf16" : "precision auto: fp32: ", 0) == 0);
     const std::string bf16_note = load_config(write_config("{}"), {"precision=bf16"}).precision_note();
     CHECK(bf16_note.find(faster ? "float32 accumulation" : "no speed-up") != std::string::npos);
-  }
-  kernels::set_bf16_gemm(original);
+  });
   CHECK(load_config(write_config("{}")).precision_note().empty());
   CHECK(error_for(R"({"precision": "fp16"})") ==
         ": key 'precision': must be one of \"fp32\", \"bf16\", \"auto\", got \"fp16\"");

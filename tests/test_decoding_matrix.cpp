@@ -28,6 +28,7 @@
 #include "autograd/ops.h"
 #include "cli_process.h"
 #include "data/detokenizer.h"
+#include "explorer_data.h"
 #include "names_model.h"
 #include "infer/inference.h"
 #include "eval/metrics.h"
@@ -78,6 +79,10 @@ const std::vector<Axis>& axes() {
 // float32 on the CPU (measured: bf16 up to 0.12 nats, float32 on
 // OpenCL 1e-6).
 const std::map<std::string, double> kLogProbError = {{"fp32", 1e-4}, {"bf16", 0.25}};
+// A bound on how far bf16 moves an attention weight of this model from
+// float32's, as translate --attention writes them (bytes of 1/255; measured:
+// up to 6/255 = 0.024).
+constexpr double kAttentionError = 0.05;
 
 struct Cell {
   Entry entry;
@@ -147,6 +152,7 @@ std::string quoted(const std::vector<std::string>& words) {
 struct Outcome {
   std::vector<std::string> lines;
   std::optional<nlohmann::json> metrics;
+  fs::path folder;  // the run's own, where its files are
 };
 
 struct Matrix {
@@ -197,6 +203,7 @@ struct Matrix {
     std::string command_line = command(cell, folder);
     INFO(cell.name(), ":", command_line);
     Outcome outcome;
+    outcome.folder = folder;
     std::vector<std::string> printed = capture_lines(command_line + " 2>'" + (folder / "stderr").string() + "'");
     INFO(read_file(folder / "stderr"));
     if (cell.entry == kTranslate) outcome.lines = printed;
@@ -304,24 +311,100 @@ void check_agrees(Matrix& m, const Cell& cell, const std::vector<std::string>& l
     while (t < a.size() && t < b.size() && a[t] == b[t]) ++t;
     auto token = [&](const TokenIds& ids) { return t < ids.size() ? ids[t] : data::kEosId; };
     auto on_a = next_token_log_probs(reference, source, a), on_b = next_token_log_probs(reference, source, b);
+    auto here_a = next_token_log_probs(here, source, a), here_b = next_token_log_probs(here, source, b);
     // The precision's error along both outputs, within its bound.
-    double error = std::max(largest_difference(on_a, next_token_log_probs(here, source, a), a, t, token(b)),
-                            largest_difference(on_b, next_token_log_probs(here, source, b), b));
+    double error = std::max(largest_difference(on_a, here_a, a, t, token(b)), largest_difference(on_b, here_b, b));
     measured = std::max(measured, error);
     CHECK(error <= bound);
     if (lines[i] == expected[i]) continue;
     ++differing;
     CHECK_FALSE(same_numerics);
+    // A near-tie: greedy parts where the two next tokens' float32
+    // log-probabilities are within both errors; beam search ranks whole
+    // outputs by their scores (log-probability over length^length_penalty,
+    // the [EOS] counted), whose float32 values can then be no further apart
+    // than the precision moved the two, as measured along them.
+    const double penalty = here.config.length_penalty;
+    auto score = [&](const std::vector<std::vector<float>>& rows, const TokenIds& output) {
+      return total(rows, output) / std::pow(double(data::framed_target_width(output.size())), penalty);
+    };
     double step_gap = std::fabs(on_a[t][token(a)] - on_a[t][token(b)]);
-    double whole_gap = std::fabs(total(on_a, a) - total(on_b, b));
-    size_t positions = std::max(a.size(), b.size()) + 1;
-    CHECK_MESSAGE((step_gap <= 2 * bound || whole_gap <= 2 * bound * positions), "not a near-tie: at token ", t,
-                  " the float32 log-probabilities differ by ", step_gap, ", over the outputs by ", whole_gap);
+    double whole_gap = std::fabs(score(on_a, a) - score(on_b, b));
+    double whole_error = std::fabs(score(on_a, a) - score(here_a, a)) + std::fabs(score(on_b, b) - score(here_b, b));
+    CHECK_MESSAGE((step_gap <= 2 * bound || whole_gap <= whole_error), "not a near-tie: at token ", t,
+                  " the float32 log-probabilities differ by ", step_gap, ", over the outputs by ", whole_gap,
+                  " where the precision moved them by ", whole_error);
   }
   if (!same_numerics)
     m.summary += "\n  " + cell.name() + ": " + std::to_string(differing) + " of " + std::to_string(lines.size()) +
                  " lines differ from float32's (near-ties); log-probability error up to " + std::to_string(measured) +
                  " (bound " + std::to_string(bound) + ")";
+}
+
+// score's lines ("NLL<TAB>tokens") for the validation pairs, with `sets`.
+std::vector<std::string> score_lines(const Matrix& m, const std::string& set) {
+  std::vector<std::string> words = {scratchformer_binary(), "score", "--config", m.model.config, "--set", set};
+  for (const std::string& s : m.model.sets) words.insert(words.end(), {"--set", s});
+  return capture_lines(quoted(words) + " <'" + m.model.valid.string() + "'");
+}
+
+// The weights of an explorer page, each as its byte / 255, in page order.
+std::vector<double> explorer_weights(const fs::path& page) {
+  std::vector<double> weights;
+  const nlohmann::json data = explorer_data(read_file(page));
+  for (const auto& sentence : data["sentences"])
+    for (const auto& [block, layers] : sentence["blocks"].items())
+      for (const auto& layer : layers)
+        for (uint8_t byte : base64_bytes(layer.get<std::string>())) weights.push_back(byte / 255.0);
+  return weights;
+}
+
+// bf16 where the config says bf16: every entry point computes in it. Its
+// numbers differ from float32's (an entry point that skipped the autocast
+// would give float32's exactly) and stay within the precision's error:
+// score's NLLs (a sum over the target's tokens and [EOS], so within
+// kLogProbError per token), eval's loss and validation's (means per token),
+// and the attention weights translate --attention writes (bytes of 1/255).
+void check_bf16_is_bf16(Matrix& m) {
+  const double bound = kLogProbError.at("bf16");
+  const std::vector<std::string> f32 = score_lines(m, "precision=fp32"), b16 = score_lines(m, "precision=bf16");
+  REQUIRE(f32.size() == m.sources.size());
+  REQUIRE(b16.size() == f32.size());
+  int differing = 0;
+  for (size_t i = 0; i < f32.size(); ++i) {
+    CAPTURE(m.sources[i]);
+    const double nll_f32 = std::stod(f32[i]), nll_b16 = std::stod(b16[i]);
+    const int tokens = std::stoi(f32[i].substr(f32[i].find('\t') + 1));
+    CHECK(std::fabs(nll_b16 - nll_f32) <= bound * tokens);
+    differing += nll_b16 != nll_f32;
+  }
+  MESSAGE("score: ", differing, " of ", f32.size(), " NLLs differ in bf16");
+  CHECK(differing > int(f32.size()) / 2);
+  for (const std::string entry : {"eval", "train"}) {
+    CAPTURE(entry);
+    const double loss_f32 = (*m.outcomes.at(entry + ", cpu, fp32, greedy").metrics)["loss"].get<double>();
+    const double loss_b16 = (*m.outcomes.at(entry + ", cpu, bf16, greedy").metrics)["loss"].get<double>();
+    MESSAGE(entry, ": loss ", loss_f32, " in float32, ", loss_b16, " in bf16");
+    CHECK(loss_b16 != loss_f32);
+    CHECK(std::fabs(loss_b16 - loss_f32) <= bound);
+  }
+  // eval's loss is validation's, on the same pairs.
+  CHECK((*m.outcomes.at("eval, cpu, fp32, greedy").metrics)["loss"].get<double>() ==
+        doctest::Approx((*m.outcomes.at("train, cpu, fp32, greedy").metrics)["loss"].get<double>()).epsilon(1e-5));
+  const std::vector<double> a = explorer_weights(m.outcomes.at("translate, cpu, fp32, greedy, --attention").folder /
+                                                 "attention.html"),
+                            b = explorer_weights(m.outcomes.at("translate, cpu, bf16, greedy, --attention").folder /
+                                                 "attention.html");
+  REQUIRE(a.size() == b.size());
+  double largest = 0;
+  size_t moved = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    largest = std::max(largest, std::fabs(a[i] - b[i]));
+    moved += a[i] != b[i];
+  }
+  MESSAGE("attention: ", moved, " of ", a.size(), " weights differ in bf16, by up to ", largest);
+  CHECK(moved > 0);
+  CHECK(largest <= kAttentionError);
 }
 
 void run_matrix(const std::string& device) {
@@ -353,6 +436,7 @@ void run_matrix(const std::string& device) {
         CHECK((*outcome.metrics)[metric.name].get<double>() == doctest::Approx(scores.at(metric.name)));
     }
   }
+  if (device == "cpu") check_bf16_is_bf16(m);
   MESSAGE(m.outcomes.size(), " runs on ", device, m.summary);
 }
 

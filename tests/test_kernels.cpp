@@ -23,6 +23,7 @@
 #include "autograd/kernels/thread_pool.h"
 #include "base/error.h"
 #include "kernel_cases.h"
+#include "bf16_levels.h"
 #include "kernel_conformance.h"
 #include "skip.h"
 
@@ -71,23 +72,6 @@ void check_fast_table(const char* entry, const Cases& cases) {
   set_num_threads(0);
 }
 
-// Runs `body` at each implementation of the bf16 GEMM this CPU supports (a
-// level it lacks is reported, not run), then restores the default.
-template <class Body>
-void at_each_bf16_gemm(Body body) {
-  const Bf16Gemm original = bf16_gemm();
-  for (Bf16Gemm level : kBf16Gemms) {
-    if (!set_bf16_gemm(level)) {
-      MESSAGE("bf16 gemm level ", std::string(to_string(level)), ": not supported by this CPU, not run");
-      continue;
-    }
-    const std::string name = to_string(level);
-    CAPTURE(name);
-    body();
-  }
-  set_bf16_gemm(original);
-}
-
 // Elementwise |got - want| <= atol + rtol |want|, or both the same infinity,
 // or both NaN; reports the first mismatch. `want` is the reference table's
 // result, or values computed in the test.
@@ -113,7 +97,7 @@ TEST_CASE("kernels: gemm_bf16's cases at every bf16 GEMM level") {
   for (const EntryCases& entry : every_entry_cases())
     if (std::string(entry.entry) == "gemm_bf16") {
       const Cases cases = entry.make();
-      at_each_bf16_gemm([&] { check_fast_table(entry.entry, cases); });
+      at_each_bf16_gemm([&](Bf16Gemm) { check_fast_table(entry.entry, cases); });
     }
 }
 

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <map>
 
 #include "autograd/safetensors.h"
 #include "base/error.h"
@@ -165,6 +166,42 @@ TEST_CASE("identity: average refuses a tied model with an untied one") {
         "average: " + b + " has tie_embeddings true, the others false");
   CHECK(refusal({"translate", "--config", untied, "--checkpoint", b, "july 14 , 1989"}) ==
         untied + ": key 'tie_embeddings' is false, but " + b + " was trained with tie_embeddings true");
+}
+
+// A model unlike the defaults in both ways, through every command that reads
+// or writes weights: tied embeddings (one matrix for the target embedding and
+// the projection) and post-norm blocks (no final layer norm). Each file says
+// so, holds weights shaped so, and a config that says otherwise is refused.
+TEST_CASE("identity: a tied, post-norm model goes through train, translate, eval, average and export as itself") {
+  TempDir dir;
+  std::string config = trained_dates(
+      dir.path, R"("tokenizer": "bpe", "vocab_size": 60, "shared_vocab": true, "tie_embeddings": true, "norm": "post", )");
+  const std::string weights = dir.file("weights/tmodel_00.safetensors"), mean = dir.file("mean.safetensors"),
+                    exported = dir.file("export.safetensors");
+  std::string said;
+  CHECK(command({"translate", "--config", config, "july 14 , 1989"}, said) == 0);
+  CHECK(command({"average", "--config", config, "--out", mean, weights, weights}, said) == 0);
+  CHECK(command({"export", "--config", config, "--checkpoint", mean, "--out", exported}, said) == 0);
+  std::ofstream(dir.path / "pairs.tsv") << "july 14 , 1989\t1989-07-14\n";
+  CHECK(command({"eval", "--config", config, "--checkpoint", exported, "--data", dir.file("pairs.tsv")}, said) == 0);
+  for (const std::string& file : {weights, mean, exported}) {
+    CAPTURE(file);
+    const safetensors::Contents contents = safetensors::load(file);
+    CHECK(contents.metadata.at("tie_embeddings") == "true");
+    CHECK(contents.metadata.at("norm") == "post");
+    std::map<std::string, Tensor> tensors(contents.tensors.begin(), contents.tensors.end());
+    // Tied: the projection is the target embedding. Post-norm: no final norms.
+    CHECK(tensors.at("projection_layer.proj.weight").to_vector() == tensors.at("tgt_embed.embedding.weight").to_vector());
+    CHECK(tensors.count("encoder.norm.alpha") == 0);
+    CHECK(tensors.count("decoder.norm.alpha") == 0);
+  }
+  for (const std::string& file : {weights, mean, exported}) {
+    CHECK(refusal({"translate", "--config", config, "--checkpoint", file, "--set", "norm=pre", "july 14 , 1989"}) ==
+          config + ": key 'norm' is pre, but " + file + " was trained with norm post");
+    CHECK(refusal({"translate", "--config", config, "--checkpoint", file, "--set", "tie_embeddings=false",
+                   "july 14 , 1989"}) ==
+          config + ": key 'tie_embeddings' is false, but " + file + " was trained with tie_embeddings true");
+  }
 }
 
 TEST_CASE("identity: train refuses to preload weights of another architecture, in either order") {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli_process.h"
+#include "explorer_data.h"
 #include "test_nn_helpers.h"
 #include "train_helpers.h"
 #include "data/detokenizer.h"
@@ -20,6 +21,8 @@
 #include "train/trainer.h"
 
 using namespace sf;
+using testing::base64_bytes;
+using testing::explorer_data;
 using namespace sf::report;
 using sf::testing::capture;
 namespace fs = std::filesystem;
@@ -61,29 +64,6 @@ infer::AttentionRecord tiny_model_record() {
   std::vector<infer::AttentionRecord> records;
   infer::greedy_decode(*model, data::frame_sources({{4, 5, 6}}), 4, &records);
   return records.at(0);
-}
-
-// The inverse of quantised_base64: the bytes (RFC 4648 base64).
-std::vector<uint8_t> base64_bytes(const std::string& text) {
-  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::vector<uint8_t> out;
-  uint32_t bits = 0;
-  int count = 0;
-  for (char c : text) {
-    if (c == '=') break;
-    bits = bits << 6 | static_cast<uint32_t>(alphabet.find(c));
-    if ((count += 6) >= 8) out.push_back(static_cast<uint8_t>(bits >> (count -= 8)));
-  }
-  return out;
-}
-
-// The JSON the explorer keeps its data in.
-nlohmann::json explorer_data(const std::string& html) {
-  std::string open = "<script type=\"application/json\" id=\"attention-data\">";
-  size_t begin = html.find(open);
-  REQUIRE(begin != std::string::npos);
-  begin += open.size();
-  return nlohmann::json::parse(html.substr(begin, html.find("</script>", begin) - begin));
 }
 
 }  // namespace
