@@ -13,6 +13,7 @@
 #include <set>
 
 #include "base/atomic_file.h"
+#include "base/file_steps.h"
 #include "cli_process.h"
 #include "nn/checkpoint.h"
 #include "optim/clip.h"
@@ -292,9 +293,8 @@ struct FileStep {
   std::string file() const { return path.ends_with(".tmp") ? path.substr(0, path.size() - 4) : path; }
 };
 
-// The file-system steps of a run, as SCRATCHFORMER_FILE_STEPS=list prints them.
-std::vector<FileStep> file_steps_of(const std::vector<std::string>& args, const fs::path& log) {
-  REQUIRE(run(args, log, std::nullopt, {file_steps_setting("list")}) == 0);
+// The file-system steps a process printed to `log` under SCRATCHFORMER_FILE_STEPS=list.
+std::vector<FileStep> file_steps_in(const fs::path& log) {
   std::vector<FileStep> steps;
   std::ifstream in(log);
   const std::string prefix = "file step ";
@@ -306,6 +306,12 @@ std::vector<FileStep> file_steps_of(const std::vector<std::string>& args, const 
                      line.substr(colon + 2, space - colon - 2), line.substr(space + 1)});
   }
   return steps;
+}
+
+// The file-system steps of a run.
+std::vector<FileStep> file_steps_of(const std::vector<std::string>& args, const fs::path& log) {
+  REQUIRE(run(args, log, std::nullopt, {file_steps_setting("list")}) == 0);
+  return file_steps_in(log);
 }
 
 // The steps of the save of checkpoint `tag`: from the first on one of its
@@ -453,6 +459,107 @@ TEST_CASE("checkpoints: a SCRATCHFORMER_FILE_STEPS value without its step number
     CHECK(read_file(dir.path / "log").ends_with("scratchformer: internal error: SCRATCHFORMER_FILE_STEPS: expected list, "
                                                 "KILL:N, INT:N, STOP:N, ENOSPC:N or POWER:N, got '" +
                                                 std::string(value) + "'\n"));
+  }
+}
+
+// The simulator itself (POWER:N): what it takes must be what a power cut
+// takes, or the crash loops above prove nothing. Its plan is read at a
+// process's first file-system step, so the steps are made by a child
+// process: this test binary again, running the child test case alone, in a
+// folder the parent prepared (what a process finds there counts as synced).
+namespace {
+
+const char* const kPowerLossChild = "SF_POWER_LOSS_CHILD";  // the folder the child makes its steps in
+
+// Appends `text` to the file `path` through file_steps, fsyncing it when `sync`.
+void append_step(const fs::path& path, const std::string& text, bool sync) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  CHECK(file_steps::write(fd, text.data(), text.size(), path.string()) == std::ssize(text));
+  if (sync) CHECK(file_steps::fsync(fd, path.string()) == 0);
+  ::close(fd);
+}
+
+// Prepares `work` for the child, runs it there under
+// SCRATCHFORMER_FILE_STEPS=`plan` (its log: `work`/../log) and returns how it ended.
+int run_power_loss_child(const fs::path& work, const std::string& plan) {
+  fs::create_directory(work);
+  for (const char* file : {"unsynced", "synced"}) std::ofstream(work / file) << "before\n";
+  for (const char* folder : {"renamed", "renamed_synced"}) {
+    fs::create_directory(work / folder);
+    std::ofstream(work / folder / "from") << "moved\n";
+  }
+  return wait_exit(spawn_program(build_path("tests"), {"-tc=file steps: the child process of the power-loss self-tests"},
+                                 work.parent_path() / "log", std::nullopt,
+                                 {std::string(kPowerLossChild) + "=" + work.string(), file_steps_setting(plan)}));
+}
+
+// The child's steps: the mkdir of `made`, then the fsync of its parent.
+std::pair<FileStep, FileStep> steps_of_making_a_folder() {
+  TempDir listing;
+  REQUIRE(run_power_loss_child(listing.path / "work", "list") == 0);
+  const std::vector<FileStep> steps = file_steps_in(listing.path / "log");
+  auto mkdir = std::find_if(steps.begin(), steps.end(), [](const FileStep& s) { return s.what == "mkdir"; });
+  REQUIRE(mkdir != steps.end());
+  REQUIRE(mkdir + 1 != steps.end());
+  CHECK(mkdir->name() == "made");
+  CHECK(((mkdir + 1)->what == "fsync" && (mkdir + 1)->path == (listing.path / "work").string()));
+  return {*mkdir, *(mkdir + 1)};
+}
+
+}  // namespace
+
+TEST_CASE("file steps: the child process of the power-loss self-tests") {
+  const char* folder = std::getenv(kPowerLossChild);
+  if (!folder) return;  // run by the self-tests below, which name its folder
+  const fs::path work = folder;
+  append_step(work / "unsynced", "lost\n", /*sync=*/false);
+  append_step(work / "synced", "kept\n", /*sync=*/true);
+  CHECK(file_steps::rename((work / "renamed" / "from").string(), (work / "renamed" / "to").string()) == 0);
+  CHECK(file_steps::rename((work / "renamed_synced" / "from").string(), (work / "renamed_synced" / "to").string()) == 0);
+  sync_folder_of((work / "renamed_synced" / "to").string());
+  CHECK_FALSE(make_folders((work / "made").string()));
+}
+
+TEST_CASE("file steps: a power loss takes the writes and renames not fsynced, and keeps those fsynced") {
+  const FileStep mkdir = steps_of_making_a_folder().first;  // after every step of the writes and renames
+  TempDir trial;
+  const fs::path work = trial.path / "work";
+  REQUIRE(run_power_loss_child(work, "POWER:" + std::to_string(mkdir.number)) == -SIGKILL);
+  CHECK_MESSAGE(read_file(work / "unsynced") == "before\n", "a write never fsynced survived the power loss");
+  CHECK_MESSAGE(read_file(work / "synced") == "before\nkept\n", "a write fsynced was lost");
+  CHECK_MESSAGE((fs::exists(work / "renamed" / "from") && !fs::exists(work / "renamed" / "to")),
+                "a rename whose folder was never fsynced survived the power loss");
+  CHECK_MESSAGE((!fs::exists(work / "renamed_synced" / "from") && fs::exists(work / "renamed_synced" / "to")),
+                "a rename whose folder was fsynced was undone");
+}
+
+TEST_CASE("file steps: a power loss takes a new folder until its parent is fsynced") {
+  const auto [mkdir, parent_synced] = steps_of_making_a_folder();
+  TempDir before_sync, after_sync;
+  REQUIRE(run_power_loss_child(before_sync.path / "work", "POWER:" + std::to_string(mkdir.number)) == -SIGKILL);
+  CHECK_MESSAGE(!fs::exists(before_sync.path / "work" / "made"),
+                "a folder whose parent was not fsynced since its mkdir survived the power loss");
+  REQUIRE(run_power_loss_child(after_sync.path / "work", "POWER:" + std::to_string(parent_synced.number)) ==
+          -SIGKILL);
+  CHECK_MESSAGE(fs::is_directory(after_sync.path / "work" / "made"), "a folder whose parent was fsynced was lost");
+}
+
+// A run's new folders reach the disk with their parent's fsync, before any
+// file is saved in them (the power loss after a run's last step, below,
+// shows they stay).
+TEST_CASE("checkpoints: a run makes each of its folders through file steps, followed by its parent's fsync") {
+  TempDir listing;
+  const std::vector<FileStep> steps = file_steps_of(
+      {"train", "--config", write_config(listing.path, tiny_runs().body), "--set", "num_epochs=1"}, listing.path / "log");
+  for (const char* folder : {"weights", "run"}) {
+    CAPTURE(folder);
+    const std::string path = (listing.path / folder).string();
+    auto mkdir = std::find_if(steps.begin(), steps.end(), [&](const FileStep& s) { return s.what == "mkdir" && s.path == path; });
+    REQUIRE(mkdir != steps.end());
+    REQUIRE(mkdir + 1 != steps.end());
+    CHECK((mkdir + 1)->what == "fsync");
+    CHECK((mkdir + 1)->path == listing.path.string());
   }
 }
 
