@@ -72,6 +72,15 @@ void append_metrics(const std::string& path, const ValidRecord& r) {
   append_line(path, record);
 }
 
+void sync_metrics(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // none (removed under the run): no line to keep, and the checkpoint still is
+  int result = file_steps::fsync(fd, path);
+  int error = errno;
+  ::close(fd);
+  if (result != 0) fail(path, ": cannot write (", std::strerror(error), ")");
+}
+
 void read_metrics(const std::string& path, std::vector<StepRecord>& steps, std::vector<ValidRecord>& valid) {
   // A number, or NaN when missing or not a number (JSON has no NaN: null).
   auto number = [](const json& r, const char* key) {

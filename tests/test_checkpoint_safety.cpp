@@ -17,6 +17,7 @@
 #include "cli_process.h"
 #include "nn/checkpoint.h"
 #include "optim/clip.h"
+#include "report/metrics_log.h"
 
 using namespace sf;
 using namespace sf::setup;
@@ -576,9 +577,8 @@ std::set<fs::path> files_under(const fs::path& folder) {
 }  // namespace
 
 // Once a run has made its last file-system step, a power loss takes nothing
-// it wrote but the lines of metrics.jsonl since the file was last rewritten
-// (as the run started): they are appended without an fsync (one a step would
-// cost more than the line).
+// it wrote: its folders were fsynced into their parents as they were made,
+// and metrics.jsonl's lines with its last checkpoint.
 TEST_CASE("checkpoints: a power loss right after a run's last file-system step keeps every file it wrote") {
   const TinyRuns& runs = tiny_runs();
   TempDir listing, trial;
@@ -595,6 +595,53 @@ TEST_CASE("checkpoints: a power loss right after a run's last file-system step k
       CHECK(read_file(trial.path / file) == read_file(finished / file));
   }
   CHECK(fs::file_size(trial.path / "run/report.html") > 0);  // its bytes hold timings
+}
+
+namespace {
+
+// The optimizer steps (step number and loss) and the validations (step
+// number) that metrics.jsonl in `run_folder` records up to `global_step`.
+struct MetricsUpTo {
+  std::vector<std::pair<int64_t, float>> steps;
+  std::vector<int64_t> validations;
+  MetricsUpTo(const fs::path& run_folder, int64_t global_step) {
+    std::vector<report::StepRecord> step_records;
+    std::vector<report::ValidRecord> valid_records;
+    report::read_metrics((run_folder / "run/metrics.jsonl").string(), step_records, valid_records);
+    for (const report::StepRecord& r : step_records)
+      if (r.step <= global_step) steps.emplace_back(r.step, r.loss);
+    for (const report::ValidRecord& r : valid_records)
+      if (r.step <= global_step) validations.push_back(r.step);
+  }
+};
+
+}  // namespace
+
+// metrics.jsonl's lines are appended without an fsync (one a step would cost
+// more than the line) and fsynced before each checkpoint: a power loss after
+// a checkpoint keeps the lines up to it; the resumed run writes the later
+// ones again.
+TEST_CASE("checkpoints: a power loss after a checkpoint keeps metrics.jsonl's lines up to it") {
+  const TinyRuns& runs = tiny_runs();
+  TempDir listing, trial;
+  std::vector<std::string> args = {"train", "--config", write_config(listing.path, runs.body)};
+  const std::vector<FileStep> steps = file_steps_of(args, listing.path / "log");
+  const int64_t saved = steps_of_save(steps, "00").back().number;
+  auto next_line = std::find_if(steps.begin(), steps.end(), [&](const FileStep& s) {
+    return s.number > saved && s.what == "write" && s.name() == "metrics.jsonl";
+  });
+  REQUIRE(next_line != steps.end());
+  args[2] = write_config(trial.path, runs.body);
+  REQUIRE(run(args, trial.path / "log", std::nullopt,
+              {file_steps_setting("POWER:" + std::to_string(next_line->number))}) == -SIGKILL);
+  REQUIRE(store_of(trial.path).latest_epoch() == 0);
+  const int64_t checkpoint_step = store_of(trial.path).load_state("00").global_step;
+  const MetricsUpTo found(trial.path, INT64_MAX), straight(runs.straight.path, checkpoint_step);
+  REQUIRE_FALSE(straight.steps.empty());
+  CHECK_MESSAGE(found.steps.size() == straight.steps.size(),
+                "metrics.jsonl lost step lines older than the checkpoint that survived");
+  CHECK(found.steps == straight.steps);
+  CHECK(found.validations == straight.validations);
 }
 
 // Validation can fail after an epoch's training (here: its metrics record
