@@ -501,8 +501,8 @@ std::pair<FileStep, FileStep> steps_of_making_a_folder() {
   REQUIRE(run_power_loss_child(listing.path / "work", "list") == 0);
   const std::vector<FileStep> steps = file_steps_in(listing.path / "log");
   auto mkdir = std::find_if(steps.begin(), steps.end(), [](const FileStep& s) { return s.what == "mkdir"; });
-  REQUIRE(mkdir != steps.end());
-  REQUIRE(mkdir + 1 != steps.end());
+  REQUIRE_MESSAGE(mkdir != steps.end(), "make_folders made no mkdir step");
+  REQUIRE_MESSAGE(mkdir + 1 != steps.end(), "no step follows the mkdir of ", mkdir->path, ": no fsync of its parent");
   CHECK(mkdir->name() == "made");
   CHECK(((mkdir + 1)->what == "fsync" && (mkdir + 1)->path == (listing.path / "work").string()));
   return {*mkdir, *(mkdir + 1)};
@@ -546,18 +546,21 @@ TEST_CASE("file steps: a power loss takes a new folder until its parent is fsync
   CHECK_MESSAGE(fs::is_directory(after_sync.path / "work" / "made"), "a folder whose parent was fsynced was lost");
 }
 
-// A run's new folders reach the disk with their parent's fsync, before any
-// file is saved in them (the power loss after a run's last step, below,
-// shows they stay).
+// A run's new folders (its model_folder, its experiment_name, its
+// tokenizers' folder) reach the disk with their parent's fsync, before any
+// file is saved in them: a power loss then keeps them (the self-test above).
 TEST_CASE("checkpoints: a run makes each of its folders through file steps, followed by its parent's fsync") {
   TempDir listing;
-  const std::vector<FileStep> steps = file_steps_of(
-      {"train", "--config", write_config(listing.path, tiny_runs().body), "--set", "num_epochs=1"}, listing.path / "log");
-  for (const char* folder : {"weights", "run"}) {
+  const std::vector<FileStep> steps =
+      file_steps_of({"train", "--config", write_config(listing.path, tiny_runs().body), "--set", "num_epochs=1",
+                     "--set", "tokenizer_file=" + (listing.path / "tokenizers/tokenizer_{0}.json").string()},
+                    listing.path / "log");
+  for (std::string folder : {"weights", "run", "tokenizers"}) {
     CAPTURE(folder);
     const std::string path = (listing.path / folder).string();
-    auto mkdir = std::find_if(steps.begin(), steps.end(), [&](const FileStep& s) { return s.what == "mkdir" && s.path == path; });
-    REQUIRE(mkdir != steps.end());
+    auto mkdir = std::find_if(steps.begin(), steps.end(),
+                              [&](const FileStep& s) { return s.what == "mkdir" && s.path == path; });
+    REQUIRE_MESSAGE(mkdir != steps.end(), "no mkdir step made ", path);
     REQUIRE(mkdir + 1 != steps.end());
     CHECK((mkdir + 1)->what == "fsync");
     CHECK((mkdir + 1)->path == listing.path.string());
