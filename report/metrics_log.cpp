@@ -73,8 +73,11 @@ void append_metrics(const std::string& path, const ValidRecord& r) {
 }
 
 void sync_metrics(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;  // none (removed under the run): no line to keep, and the checkpoint still is
+  // Opened as for appending, which refuses a folder in its place. A file the
+  // run cannot append to holds no line to keep (the next append says why),
+  // and the checkpoint that follows must still be saved.
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return;
   int result = file_steps::fsync(fd, path);
   int error = errno;
   ::close(fd);

@@ -577,6 +577,22 @@ std::set<fs::path> files_under(const fs::path& folder) {
   return files;
 }
 
+// The optimizer steps (step number and loss) and the validations (step
+// number) that metrics.jsonl in `run_folder` records up to `global_step`.
+struct MetricsUpTo {
+  std::vector<std::pair<int64_t, float>> steps;
+  std::vector<int64_t> validations;
+  MetricsUpTo(const fs::path& run_folder, int64_t global_step) {
+    std::vector<report::StepRecord> step_records;
+    std::vector<report::ValidRecord> valid_records;
+    report::read_metrics((run_folder / "run/metrics.jsonl").string(), step_records, valid_records);
+    for (const report::StepRecord& r : step_records)
+      if (r.step <= global_step) steps.emplace_back(r.step, r.loss);
+    for (const report::ValidRecord& r : valid_records)
+      if (r.step <= global_step) validations.push_back(r.step);
+  }
+};
+
 }  // namespace
 
 // Once a run has made its last file-system step, a power loss takes nothing
@@ -598,27 +614,8 @@ TEST_CASE("checkpoints: a power loss right after a run's last file-system step k
       CHECK(read_file(trial.path / file) == read_file(finished / file));
   }
   CHECK(fs::file_size(trial.path / "run/report.html") > 0);  // its bytes hold timings
+  CHECK(MetricsUpTo(trial.path, INT64_MAX).steps == MetricsUpTo(finished, INT64_MAX).steps);
 }
-
-namespace {
-
-// The optimizer steps (step number and loss) and the validations (step
-// number) that metrics.jsonl in `run_folder` records up to `global_step`.
-struct MetricsUpTo {
-  std::vector<std::pair<int64_t, float>> steps;
-  std::vector<int64_t> validations;
-  MetricsUpTo(const fs::path& run_folder, int64_t global_step) {
-    std::vector<report::StepRecord> step_records;
-    std::vector<report::ValidRecord> valid_records;
-    report::read_metrics((run_folder / "run/metrics.jsonl").string(), step_records, valid_records);
-    for (const report::StepRecord& r : step_records)
-      if (r.step <= global_step) steps.emplace_back(r.step, r.loss);
-    for (const report::ValidRecord& r : valid_records)
-      if (r.step <= global_step) validations.push_back(r.step);
-  }
-};
-
-}  // namespace
 
 // metrics.jsonl's lines are appended without an fsync (one a step would cost
 // more than the line) and fsynced before each checkpoint: a power loss after
@@ -661,7 +658,7 @@ TEST_CASE("checkpoints: a failure in validation saves the epoch's training first
   REQUIRE_FALSE(save.empty());
   const FileStep* record = nullptr;  // the last write before the save: epoch 00's validation record
   for (const FileStep& step : steps)
-    if (step.number < save.front().number && step.name() == "metrics.jsonl") record = &step;
+    if (step.number < save.front().number && step.what == "write" && step.name() == "metrics.jsonl") record = &step;
   REQUIRE(record != nullptr);
   std::string config = write_config(trial.path, runs.body);
   pid_t pid = spawn({"train", "--config", config}, trial.path / "log", std::nullopt,
