@@ -1,6 +1,7 @@
 // The file-system steps that save a file or a checkpoint (make a folder,
-// create a temporary file, write, fsync, link, rename, unlink), each made through one function
-// here so that a test can stop the program between any two of them.
+// create a temporary file, write, fsync, link, rename, unlink), each made
+// through one function here so that a test can stop the program between any
+// two of them.
 //
 // Why: a save is safe only if a kill between any two of its steps leaves a
 // loadable checkpoint, and the steps that decide it (a link, a rename) take
