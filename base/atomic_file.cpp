@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "error.h"
 #include "file_steps.h"
@@ -77,6 +78,23 @@ void sync_folder_of(const std::string& path) {
   if (fd < 0) return;
   file_steps::fsync(fd, folder.empty() ? "." : folder);
   ::close(fd);
+}
+
+std::error_code make_folders(const std::string& folder) {
+  std::filesystem::path path = std::filesystem::path(folder).lexically_normal();
+  if (!path.has_filename()) path = path.parent_path();  // "run/": the folder is "run"
+  std::vector<std::filesystem::path> missing;  // the deepest first
+  std::error_code ec;
+  for (; !path.empty() && !std::filesystem::exists(path, ec); path = path.parent_path()) missing.push_back(path);
+  for (auto made = missing.rbegin(); made != missing.rend(); ++made) {
+    if (file_steps::make_folder(made->string()) != 0 && errno != EEXIST) return {errno, std::generic_category()};
+    sync_folder_of(made->string());
+  }
+  return {};
+}
+
+void make_folders_or_fail(const std::string& folder) {
+  if (std::error_code ec = make_folders(folder)) fail(folder, ": cannot create the folder (", ec.message(), ")");
 }
 
 }  // namespace sf

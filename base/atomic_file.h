@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace sf {
 
@@ -40,5 +41,15 @@ void write_file_atomically(const std::string& path, std::string_view text);
 
 // Flushes a folder's entries (a rename into it) to the disk; best effort.
 void sync_folder_of(const std::string& path);
+
+// Makes `folder` and each missing folder above it, each followed by an fsync
+// of its parent: a new folder's name is an entry of its parent, so without it
+// a power cut could take the folder and every file saved in it. Returns the
+// error of the first that could not be made (a file in the way above it); a
+// file in place of `folder` itself is left to the caller, whose first write
+// there fails.
+std::error_code make_folders(const std::string& folder);
+// The same, raising sf::Error naming the folder and the reason.
+void make_folders_or_fail(const std::string& folder);
 
 }  // namespace sf

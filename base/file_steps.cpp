@@ -61,9 +61,9 @@ bool losing_power() { return plan().action == Action::power_loss; }
 // as ext4 gives it:
 //  - a file's data is on the disk only up to its last fsync: what was written
 //    since is lost (a file never fsynced loses all of it);
-//  - a change of a folder's names (a new file, a link, a rename, an unlink) is
-//    on the disk only once the folder itself is fsynced: until then the old
-//    names come back.
+//  - a change of a folder's names (a new file or folder, a link, a rename, an
+//    unlink) is on the disk only once the folder itself is fsynced: until then
+//    the old names come back, and a new folder goes with all that is in it.
 // A process killed by SIGKILL keeps both (they are in the page cache), so a
 // kill test cannot tell a missing fsync; this one can. What a process finds
 // on the disk when it starts counts as synced.
@@ -182,13 +182,14 @@ void note_sync(int fd) {
 
 // The power goes: what was not synced is undone, the last change first.
 void lose_unsynced() {
+  std::error_code ignored;  // the process is killed next: nothing to tell
   for (const UnsyncedData& d : unsynced_data())
     if (::ftruncate(d.fd, d.synced_size) != 0) std::perror("SCRATCHFORMER_FILE_STEPS=POWER: ftruncate");
   for (auto change = unsynced_names().rbegin(); change != unsynced_names().rend(); ++change) {
     if (!change->renamed_from.empty())
       ::rename(change->added.c_str(), change->renamed_from.c_str());
     else if (!change->added.empty())
-      ::unlink(change->added.c_str());
+      std::filesystem::remove_all(change->added, ignored);  // a file, or a folder and what it holds
     if (!change->kept.empty()) ::rename(change->kept.c_str(), change->replaced.c_str());
   }
 }
@@ -264,6 +265,13 @@ int unlink(const std::string& path) {
   int result = ::unlink(path.c_str());
   if (losing_power()) note_name_change(result == 0, path, name_removed(path, kept));
   after("unlink", path);
+  return result;
+}
+
+int make_folder(const std::string& path) {
+  int result = ::mkdir(path.c_str(), 0755);
+  if (losing_power()) note_name_change(result == 0, path, name_added(path));
+  after("mkdir", path);
   return result;
 }
 

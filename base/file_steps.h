@@ -1,6 +1,7 @@
-// The file-system steps that save a file or a checkpoint (create a temporary
-// file, write, fsync, link, rename, unlink), each made through one function
-// here so that a test can stop the program between any two of them.
+// The file-system steps that save a file or a checkpoint (make a folder,
+// create a temporary file, write, fsync, link, rename, unlink), each made
+// through one function here so that a test can stop the program between any
+// two of them.
 //
 // Why: a save is safe only if a kill between any two of its steps leaves a
 // loadable checkpoint, and the steps that decide it (a link, a rename) take
@@ -35,5 +36,6 @@ int fsync(int fd, const std::string& path);
 int link(const std::string& from, const std::string& to);
 int rename(const std::string& from, const std::string& to);
 int unlink(const std::string& path);
+int make_folder(const std::string& path);  // mkdir; a power loss takes it, and all in it, until its parent is fsynced
 
 }  // namespace sf::file_steps

@@ -227,7 +227,7 @@ nlohmann::ordered_json Tokenizer::to_json() const {
 
 std::string Tokenizer::save(const std::string& path) const {
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
+  if (!parent.empty()) make_folders_or_fail(parent.string());
   std::string text = file_text();
   write_file_atomically(path, text);
   return text;

@@ -72,6 +72,18 @@ void append_metrics(const std::string& path, const ValidRecord& r) {
   append_line(path, record);
 }
 
+void sync_metrics(const std::string& path) {
+  // Opened as for appending, which refuses a folder in its place. A file the
+  // run cannot append to holds no line to keep (the next append says why),
+  // and the checkpoint that follows must still be saved.
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return;
+  int result = file_steps::fsync(fd, path);
+  int error = errno;
+  ::close(fd);
+  if (result != 0) fail(path, ": cannot write (", std::strerror(error), ")");
+}
+
 void read_metrics(const std::string& path, std::vector<StepRecord>& steps, std::vector<ValidRecord>& valid) {
   // A number, or NaN when missing or not a number (JSON has no NaN: null).
   auto number = [](const json& r, const char* key) {

@@ -33,6 +33,11 @@ int64_t restart_metrics(const std::string& path, bool resumed, int64_t global_st
 // record). A write that fails (a full disk) leaves the file as it was.
 void append_metrics(const std::string& path, const StepRecord& record);
 void append_metrics(const std::string& path, const ValidRecord& record);
+// Flushes the lines appended so far to the disk: appending does not (an fsync
+// a step would cost more than the line), so the trainer calls it before each
+// checkpoint, and a power cut never takes lines older than the checkpoint that
+// survived it. A write the disk failed raises sf::Error.
+void sync_metrics(const std::string& path);
 void read_metrics(const std::string& path, std::vector<StepRecord>& steps, std::vector<ValidRecord>& valid);
 
 }  // namespace sf::report

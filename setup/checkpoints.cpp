@@ -163,7 +163,7 @@ static void remove_files(const CheckpointFiles& f) {
 
 void CheckpointStore::save(const std::string& tag, const nn::Transformer& model, const safetensors::Metadata& labels,
                            const optim::OptimizerState& optimizer, const TrainingState& state) const {
-  fs::create_directories(folder_);
+  make_folders_or_fail(folder_);
   const CheckpointFiles next = files(tag, ".new"), live = files(tag), prev = files(tag, ".prev");
   try {
     nn::save_checkpoint(model, next.weights, DType::F32, labels);

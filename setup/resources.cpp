@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "autograd/tensor.h"
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/platform.h"
 
@@ -47,8 +48,7 @@ void check_fits_in_memory(double bytes, const std::string& what, const std::stri
 }
 
 void check_writable_folder(const std::string& folder, const std::string& source, const std::string& key) {
-  std::error_code ec;
-  fs::create_directories(folder, ec);
+  std::error_code ec = make_folders(folder);
   // A file in its place is said in words: libstdc++ reports it as ENOTDIR,
   // libc++ as EEXIST.
   std::error_code unknown;  // then no file in its place either

@@ -40,11 +40,12 @@ inline std::vector<std::string> capture_lines(const std::string& command) {
   return lines;
 }
 
-// Starts the command with `args` in the background, stdout and stderr to
+// Starts `program` with `args` in the background, stdout and stderr to
 // `log`. With `file_size_limit` (bytes) no file it writes may grow past it,
 // as on a full disk. `env` holds NAME=VALUE settings added to its environment.
-inline pid_t spawn(const std::vector<std::string>& args, const fs::path& log,
-                   std::optional<rlim_t> file_size_limit = std::nullopt, const std::vector<std::string>& env = {}) {
+inline pid_t spawn_program(const std::string& program, const std::vector<std::string>& args, const fs::path& log,
+                           std::optional<rlim_t> file_size_limit = std::nullopt,
+                           const std::vector<std::string>& env = {}) {
   pid_t pid = fork();
   if (pid == 0) {
     for (const std::string& setting : env) putenv(const_cast<char*>(setting.c_str()));
@@ -56,14 +57,19 @@ inline pid_t spawn(const std::vector<std::string>& args, const fs::path& log,
       setrlimit(RLIMIT_FSIZE, &limit);
     }
     std::vector<char*> argv;
-    std::string bin = scratchformer_binary();
-    argv.push_back(bin.data());
+    argv.push_back(const_cast<char*>(program.c_str()));
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    execv(bin.c_str(), argv.data());
+    execv(program.c_str(), argv.data());
     _exit(127);
   }
   return pid;
+}
+
+// The same for the scratchformer command, as a user would run it.
+inline pid_t spawn(const std::vector<std::string>& args, const fs::path& log,
+                   std::optional<rlim_t> file_size_limit = std::nullopt, const std::vector<std::string>& env = {}) {
+  return spawn_program(scratchformer_binary(), args, log, file_size_limit, env);
 }
 
 // The exit code of a process that exited, or minus the signal that ended it

@@ -13,9 +13,11 @@
 #include <set>
 
 #include "base/atomic_file.h"
+#include "base/file_steps.h"
 #include "cli_process.h"
 #include "nn/checkpoint.h"
 #include "optim/clip.h"
+#include "report/metrics_log.h"
 
 using namespace sf;
 using namespace sf::setup;
@@ -292,9 +294,8 @@ struct FileStep {
   std::string file() const { return path.ends_with(".tmp") ? path.substr(0, path.size() - 4) : path; }
 };
 
-// The file-system steps of a run, as SCRATCHFORMER_FILE_STEPS=list prints them.
-std::vector<FileStep> file_steps_of(const std::vector<std::string>& args, const fs::path& log) {
-  REQUIRE(run(args, log, std::nullopt, {file_steps_setting("list")}) == 0);
+// The file-system steps a process printed to `log` under SCRATCHFORMER_FILE_STEPS=list.
+std::vector<FileStep> file_steps_in(const fs::path& log) {
   std::vector<FileStep> steps;
   std::ifstream in(log);
   const std::string prefix = "file step ";
@@ -306,6 +307,12 @@ std::vector<FileStep> file_steps_of(const std::vector<std::string>& args, const 
                      line.substr(colon + 2, space - colon - 2), line.substr(space + 1)});
   }
   return steps;
+}
+
+// The file-system steps of a run.
+std::vector<FileStep> file_steps_of(const std::vector<std::string>& args, const fs::path& log) {
+  REQUIRE(run(args, log, std::nullopt, {file_steps_setting("list")}) == 0);
+  return file_steps_in(log);
 }
 
 // The steps of the save of checkpoint `tag`: from the first on one of its
@@ -456,6 +463,110 @@ TEST_CASE("checkpoints: a SCRATCHFORMER_FILE_STEPS value without its step number
   }
 }
 
+// The simulator itself (POWER:N): what it takes must be what a power cut
+// takes, or the crash loops above prove nothing. Its plan is read at a
+// process's first file-system step, so the steps are made by a child
+// process: this test binary again, running the child test case alone, in a
+// folder the parent prepared (what a process finds there counts as synced).
+namespace {
+
+const char* const kPowerLossChild = "SF_POWER_LOSS_CHILD";  // the folder the child makes its steps in
+
+// Appends `text` to the file `path` through file_steps, fsyncing it when `sync`.
+void append_step(const fs::path& path, const std::string& text, bool sync) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  CHECK(file_steps::write(fd, text.data(), text.size(), path.string()) == std::ssize(text));
+  if (sync) CHECK(file_steps::fsync(fd, path.string()) == 0);
+  ::close(fd);
+}
+
+// Prepares `work` for the child, runs it there under
+// SCRATCHFORMER_FILE_STEPS=`plan` (its log: `work`/../log) and returns how it ended.
+int run_power_loss_child(const fs::path& work, const std::string& plan) {
+  fs::create_directory(work);
+  for (const char* file : {"unsynced", "synced"}) std::ofstream(work / file) << "before\n";
+  for (const char* folder : {"renamed", "renamed_synced"}) {
+    fs::create_directory(work / folder);
+    std::ofstream(work / folder / "from") << "moved\n";
+  }
+  return wait_exit(spawn_program(build_path("tests"), {"-tc=file steps: the child process of the power-loss self-tests"},
+                                 work.parent_path() / "log", std::nullopt,
+                                 {std::string(kPowerLossChild) + "=" + work.string(), file_steps_setting(plan)}));
+}
+
+// The child's steps: the mkdir of `made`, then the fsync of its parent.
+std::pair<FileStep, FileStep> steps_of_making_a_folder() {
+  TempDir listing;
+  REQUIRE(run_power_loss_child(listing.path / "work", "list") == 0);
+  const std::vector<FileStep> steps = file_steps_in(listing.path / "log");
+  auto mkdir = std::find_if(steps.begin(), steps.end(), [](const FileStep& s) { return s.what == "mkdir"; });
+  REQUIRE_MESSAGE(mkdir != steps.end(), "make_folders made no mkdir step");
+  REQUIRE_MESSAGE(mkdir + 1 != steps.end(), "no step follows the mkdir of ", mkdir->path, ": no fsync of its parent");
+  CHECK(mkdir->name() == "made");
+  CHECK(((mkdir + 1)->what == "fsync" && (mkdir + 1)->path == (listing.path / "work").string()));
+  return {*mkdir, *(mkdir + 1)};
+}
+
+}  // namespace
+
+TEST_CASE("file steps: the child process of the power-loss self-tests") {
+  const char* folder = std::getenv(kPowerLossChild);
+  if (!folder) return;  // run by the self-tests below, which name its folder
+  const fs::path work = folder;
+  append_step(work / "unsynced", "lost\n", /*sync=*/false);
+  append_step(work / "synced", "kept\n", /*sync=*/true);
+  CHECK(file_steps::rename((work / "renamed" / "from").string(), (work / "renamed" / "to").string()) == 0);
+  CHECK(file_steps::rename((work / "renamed_synced" / "from").string(), (work / "renamed_synced" / "to").string()) == 0);
+  sync_folder_of((work / "renamed_synced" / "to").string());
+  CHECK_FALSE(make_folders((work / "made").string()));
+}
+
+TEST_CASE("file steps: a power loss takes the writes and renames not fsynced, and keeps those fsynced") {
+  const FileStep mkdir = steps_of_making_a_folder().first;  // after every step of the writes and renames
+  TempDir trial;
+  const fs::path work = trial.path / "work";
+  REQUIRE(run_power_loss_child(work, "POWER:" + std::to_string(mkdir.number)) == -SIGKILL);
+  CHECK_MESSAGE(read_file(work / "unsynced") == "before\n", "a write never fsynced survived the power loss");
+  CHECK_MESSAGE(read_file(work / "synced") == "before\nkept\n", "a write fsynced was lost");
+  CHECK_MESSAGE((fs::exists(work / "renamed" / "from") && !fs::exists(work / "renamed" / "to")),
+                "a rename whose folder was never fsynced survived the power loss");
+  CHECK_MESSAGE((!fs::exists(work / "renamed_synced" / "from") && fs::exists(work / "renamed_synced" / "to")),
+                "a rename whose folder was fsynced was undone");
+}
+
+TEST_CASE("file steps: a power loss takes a new folder until its parent is fsynced") {
+  const auto [mkdir, parent_synced] = steps_of_making_a_folder();
+  TempDir before_sync, after_sync;
+  REQUIRE(run_power_loss_child(before_sync.path / "work", "POWER:" + std::to_string(mkdir.number)) == -SIGKILL);
+  CHECK_MESSAGE(!fs::exists(before_sync.path / "work" / "made"),
+                "a folder whose parent was not fsynced since its mkdir survived the power loss");
+  REQUIRE(run_power_loss_child(after_sync.path / "work", "POWER:" + std::to_string(parent_synced.number)) ==
+          -SIGKILL);
+  CHECK_MESSAGE(fs::is_directory(after_sync.path / "work" / "made"), "a folder whose parent was fsynced was lost");
+}
+
+// A run's new folders (its model_folder, its experiment_name, its
+// tokenizers' folder) reach the disk with their parent's fsync, before any
+// file is saved in them: a power loss then keeps them (the self-test above).
+TEST_CASE("checkpoints: a run makes each of its folders through file steps, followed by its parent's fsync") {
+  TempDir listing;
+  const std::vector<FileStep> steps =
+      file_steps_of({"train", "--config", write_config(listing.path, tiny_runs().body), "--set", "num_epochs=1",
+                     "--set", "tokenizer_file=" + (listing.path / "tokenizers/tokenizer_{0}.json").string()},
+                    listing.path / "log");
+  for (std::string folder : {"weights", "run", "tokenizers"}) {
+    CAPTURE(folder);
+    const std::string path = (listing.path / folder).string();
+    auto mkdir = std::find_if(steps.begin(), steps.end(),
+                              [&](const FileStep& s) { return s.what == "mkdir" && s.path == path; });
+    REQUIRE_MESSAGE(mkdir != steps.end(), "no mkdir step made ", path);
+    REQUIRE(mkdir + 1 != steps.end());
+    CHECK((mkdir + 1)->what == "fsync");
+    CHECK((mkdir + 1)->path == listing.path.string());
+  }
+}
+
 namespace {
 
 // The files in `folder` and below, as paths relative to it.
@@ -466,12 +577,27 @@ std::set<fs::path> files_under(const fs::path& folder) {
   return files;
 }
 
+// The optimizer steps (step number and loss) and the validations (step
+// number) that metrics.jsonl in `run_folder` records up to `global_step`.
+struct MetricsUpTo {
+  std::vector<std::pair<int64_t, float>> steps;
+  std::vector<int64_t> validations;
+  MetricsUpTo(const fs::path& run_folder, int64_t global_step) {
+    std::vector<report::StepRecord> step_records;
+    std::vector<report::ValidRecord> valid_records;
+    report::read_metrics((run_folder / "run/metrics.jsonl").string(), step_records, valid_records);
+    for (const report::StepRecord& r : step_records)
+      if (r.step <= global_step) steps.emplace_back(r.step, r.loss);
+    for (const report::ValidRecord& r : valid_records)
+      if (r.step <= global_step) validations.push_back(r.step);
+  }
+};
+
 }  // namespace
 
 // Once a run has made its last file-system step, a power loss takes nothing
-// it wrote but the lines of metrics.jsonl since the file was last rewritten
-// (as the run started): they are appended without an fsync (one a step would
-// cost more than the line).
+// it wrote: its folders were fsynced into their parents as they were made,
+// and metrics.jsonl's lines with its last checkpoint.
 TEST_CASE("checkpoints: a power loss right after a run's last file-system step keeps every file it wrote") {
   const TinyRuns& runs = tiny_runs();
   TempDir listing, trial;
@@ -488,6 +614,35 @@ TEST_CASE("checkpoints: a power loss right after a run's last file-system step k
       CHECK(read_file(trial.path / file) == read_file(finished / file));
   }
   CHECK(fs::file_size(trial.path / "run/report.html") > 0);  // its bytes hold timings
+  CHECK_MESSAGE(MetricsUpTo(trial.path, INT64_MAX).steps.size() == MetricsUpTo(finished, INT64_MAX).steps.size(),
+                "metrics.jsonl lost step lines although the run's last checkpoint survived");
+}
+
+// metrics.jsonl's lines are appended without an fsync (one a step would cost
+// more than the line) and fsynced before each checkpoint: a power loss after
+// a checkpoint keeps the lines up to it; the resumed run writes the later
+// ones again.
+TEST_CASE("checkpoints: a power loss after a checkpoint keeps metrics.jsonl's lines up to it") {
+  const TinyRuns& runs = tiny_runs();
+  TempDir listing, trial;
+  std::vector<std::string> args = {"train", "--config", write_config(listing.path, runs.body)};
+  const std::vector<FileStep> steps = file_steps_of(args, listing.path / "log");
+  const int64_t saved = steps_of_save(steps, "00").back().number;
+  auto next_line = std::find_if(steps.begin(), steps.end(), [&](const FileStep& s) {
+    return s.number > saved && s.what == "write" && s.name() == "metrics.jsonl";
+  });
+  REQUIRE(next_line != steps.end());
+  args[2] = write_config(trial.path, runs.body);
+  REQUIRE(run(args, trial.path / "log", std::nullopt,
+              {file_steps_setting("POWER:" + std::to_string(next_line->number))}) == -SIGKILL);
+  REQUIRE(store_of(trial.path).latest_epoch() == 0);
+  const int64_t checkpoint_step = store_of(trial.path).load_state("00").global_step;
+  const MetricsUpTo found(trial.path, INT64_MAX), straight(runs.straight.path, checkpoint_step);
+  REQUIRE_FALSE(straight.steps.empty());
+  CHECK_MESSAGE(found.steps.size() == straight.steps.size(),
+                "metrics.jsonl lost step lines older than the checkpoint that survived");
+  CHECK(found.steps == straight.steps);
+  CHECK(found.validations == straight.validations);
 }
 
 // Validation can fail after an epoch's training (here: its metrics record
@@ -504,7 +659,7 @@ TEST_CASE("checkpoints: a failure in validation saves the epoch's training first
   REQUIRE_FALSE(save.empty());
   const FileStep* record = nullptr;  // the last write before the save: epoch 00's validation record
   for (const FileStep& step : steps)
-    if (step.number < save.front().number && step.name() == "metrics.jsonl") record = &step;
+    if (step.number < save.front().number && step.what == "write" && step.name() == "metrics.jsonl") record = &step;
   REQUIRE(record != nullptr);
   std::string config = write_config(trial.path, runs.body);
   pid_t pid = spawn({"train", "--config", config}, trial.path / "log", std::nullopt,

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "nn/checkpoint.h"
 #include "dist/data_parallel.h"
+#include "report/metrics_log.h"
 
 namespace sf::train {
 
@@ -158,8 +159,9 @@ void save_checkpoint(const CheckpointParts& parts, const std::string& tag, setup
   position.rank_dropout_rngs.assign(streams.begin() + 1, streams.end());
   position.accum_pending = parts.accumulation.pending();
   optim::OptimizerState optimizer_state = parts.gradients.whole_state(parts.optimizer);
-  if (parts.comm.writes())
-    parts.store.save(tag, parts.model, parts.identity.tokenizer_labels(), optimizer_state, position);
+  if (!parts.comm.writes()) return;
+  if (!parts.metrics_path.empty()) report::sync_metrics(parts.metrics_path);
+  parts.store.save(tag, parts.model, parts.identity.tokenizer_labels(), optimizer_state, position);
 }
 
 bool periodic_checkpoint_due(const setup::Config& config, const setup::TrainingState& position, bool stepped) {

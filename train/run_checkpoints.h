@@ -22,6 +22,9 @@ struct CheckpointParts {
   const setup::Config& config;
   const setup::ModelIdentity& identity;  // what the run trains: checked on preload, written with every checkpoint
   const setup::CheckpointStore& store;
+  // The writer's metrics.jsonl ("" on the other ranks), fsynced before each
+  // save: a checkpoint that survives a power cut keeps the lines before it.
+  const std::string& metrics_path;
   nn::Transformer& model;
   optim::Optimizer& optimizer;
   dist::GradientSync& gradients;

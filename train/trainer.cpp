@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "autograd/kernels/thread_pool.h"
+#include "base/atomic_file.h"
 #include "base/digest.h"
 #include "base/error.h"
 #include "data/pipeline.h"
@@ -206,7 +207,7 @@ void Trainer::end_of_epoch(int64_t epoch, int64_t skipped_updates) {
 int Trainer::run() {
   if (comm_.writes()) {
     metrics_path_ = (fs::path(config_.experiment_name) / "metrics.jsonl").string();
-    fs::create_directories(config_.experiment_name);
+    make_folders_or_fail(config_.experiment_name);
     if (int64_t dropped = report::restart_metrics(metrics_path_, resumed_, position_.global_step))
       say(comm_, "%s: dropped %lld line%s that %s no complete record (a run killed while writing a line leaves it cut "
           "short)\n", metrics_path_.c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",

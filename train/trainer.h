@@ -54,7 +54,7 @@ class Trainer {
   void end_of_epoch(int64_t epoch, int64_t skipped_updates);
   void report_data_parallel(const TrainingStep::Status& trained);
   CheckpointParts checkpoint_parts() {
-    return {config_, identity_, store_, *model_, *optimizer_, *gradients_, accumulation_, comm_};
+    return {config_, identity_, store_, metrics_path_, *model_, *optimizer_, *gradients_, accumulation_, comm_};
   }
 
   std::unique_ptr<dist::Communicator> own_comm_;  // a single process's, when none is given
