@@ -275,11 +275,13 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
   }
   CHECK(rewritten > 0);
   eval::Scores s = eval::score_translations(hypotheses, refs);
-  // Every metric of the table, in its order, then sacreBLEU's signature, the
-  // sentences and the time.
+  // Every metric of the table, in its order, then the references' loss,
+  // sacreBLEU's signature, the sentences and the time.
   std::vector<std::string> keys;
   for (const auto& [key, value] : result.items()) keys.push_back(key);
-  REQUIRE(keys.size() == eval::metrics().size() + 3);
+  REQUIRE(keys.size() == eval::metrics().size() + 4);
+  CHECK(keys[eval::metrics().size()] == "loss");
+  CHECK(result["loss"].get<double>() > 0);
   for (size_t i = 0; i < eval::metrics().size(); ++i) {
     CAPTURE(keys[i]);
     CHECK(keys[i] == eval::metrics()[i].name);
