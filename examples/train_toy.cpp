@@ -5,8 +5,13 @@
 // command's `train` (train/trainer.cpp) runs the same steps, plus validation,
 // checkpoints and metrics.
 //
-//   build/examples/train_toy
+//   build/examples/train_toy                     # learns to reverse
+//   build/examples/train_toy --no-causal-mask    # learns to cheat
 //
+// Without the causal mask the decoder sees, at every position, the very
+// token it is asked to predict (the decoder input is the label shifted one
+// place), so the training loss falls to almost nothing; at inference the
+// future is not there to copy, and the held-out pairs come out wrong.
 // docs/00-start.md, the course's first chapter, runs it and explains it.
 #include <cstdio>
 #include <string>
@@ -24,7 +29,13 @@
 
 using namespace sf;
 
-int main() {
+int main(int argc, char** argv) {
+  const bool causal = !(argc > 1 && std::string_view(argv[1]) == "--no-causal-mask");
+  if (argc > 2 || (argc == 2 && causal)) {
+    std::fprintf(stderr, "usage: train_toy [--no-causal-mask]\n");
+    return 2;
+  }
+
   // 1. Data: pairs of the built-in "reverse" task (data/toy_tasks.h), the
   //    last few held out to translate at the end.
   std::vector<data::Pair> pairs = data::generate_toy_task("reverse", 2000, /*seed=*/1);
@@ -63,6 +74,7 @@ int main() {
     epoch_loss = 0.0;
     for (data::EpochBatches batches(dataset, epoch); !batches.done();) {
       data::Batch b = batches.next();
+      if (!causal) b.decoder_mask = data::encoder_keep_mask(b.decoder_input);  // [PAD] hidden, nothing else
       Tensor memory = model->encode(b.encoder_input, b.encoder_mask);
       Tensor features = model->decode(memory, b.encoder_mask, b.decoder_input, b.decoder_mask);
       Tensor loss = setup::translation_loss(*model, features, b.label, /*label_smoothing=*/0.0f);
