@@ -521,9 +521,10 @@ $(BUILD)/bench: $(wildcard bench/*.cpp bench/*.h) $(LIB) | deps bench-deps
 # DDP; bench/strong_scaling.py: the machine's cores split into ranks x
 # threads), whose records join build/bench.json. (docs-deps: python3, which
 # runs them.)
+# BENCH_PARTS (e.g. "gemm memory") runs only those parts of build/bench.
 bench: | torch-deps
 	@$(MAKE) SANITIZE= $(BUILD)/bench
-	@POCL_CACHE_DIR=$(abspath build/pocl-cache) $(BUILD)/bench build/bench.json
+	@POCL_CACHE_DIR=$(abspath build/pocl-cache) $(BUILD)/bench build/bench.json $(BENCH_PARTS)
 ifeq ($(MPI),1)
 	@$(MAKE) SANITIZE= MPI=1 docs-deps $(CLI) $(BUILD)/mpi/scratchformer $(BUILD)/mpi/allreduce-bench
 	@python3 bench/data_parallel.py $(BUILD) build/bench.json
