@@ -16,7 +16,7 @@ communication thread shares them), beside one process on all C cores. The
 figure is rank 0's target tokens/s, the median over the optimizer steps after
 each run's first WARMUP, pooled over TRIALS runs of each split taken in turn;
 and the communication each step left exposed after backward (section 2 of
-docs/12-data-parallel.md). On 2 cores this is 2 x 1 beside 1 x 2, as
+docs/data-parallel-engineering.md). On 2 cores this is 2 x 1 beside 1 x 2, as
 data_parallel.py measures unbound; the table says most where C is larger.
 The split into one rank per core runs twice, the second time with ZeRO-1
 (`zero: 1`): without it every rank runs the whole optimizer step, so C ranks
