@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <optional>
 
 #include "autograd/engine.h"
@@ -155,6 +154,14 @@ struct Beam {
   std::vector<int64_t> rows;  // the batch row of each step that fed it ([SOS], tokens...)
 };
 
+// Sentence `sentence[r]`'s source framed in `src`, for each batch row r.
+Tensor rows_of(const std::vector<int32_t>& src_ids, int64_t width, const std::vector<int32_t>& sentence) {
+  std::vector<int32_t> ids;
+  ids.reserve(sentence.size() * static_cast<size_t>(width));
+  for (int32_t b : sentence) ids.insert(ids.end(), src_ids.begin() + b * width, src_ids.begin() + (b + 1) * width);
+  return Tensor::from_ints(ids, {std::ssize(sentence), width});
+}
+
 }  // namespace
 
 std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, int64_t beam,
@@ -163,97 +170,92 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
   NoGradGuard no_grad;
   std::optional<AttentionRecorder> recorder;
   if (attention) recorder.emplace(model);
-  const int64_t batch = src.size(0), k = beam;
-  const double kNone = -std::numeric_limits<double>::infinity();
-  // Each sentence's source is repeated for its k beams: row b * k + i.
-  const int64_t width = src.size(1);
-  const std::vector<int32_t> ids = src.to_int_vector();
-  std::vector<int32_t> repeated;
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t i = 0; i < k; ++i)
-      repeated.insert(repeated.end(), ids.begin() + b * width, ids.begin() + (b + 1) * width);
-  Tensor src_k = Tensor::from_ints(repeated, {batch * k, width});
-  Tensor src_mask = data::encoder_keep_mask(src_k).to(model.device());  // once, as greedy_decode's
-  nn::DecoderCache cache = model.start_decoding(model.encode(src_k, src_mask));
+  const int64_t batch = src.size(0), k = beam, width = src.size(1);
+  const std::vector<int32_t> src_ids = src.to_int_vector();
+  // Each source is encoded once; its cross-attention keys and values are then
+  // selected for as many rows as it has live hypotheses.
+  nn::DecoderCache cache = model.start_decoding(model.encode(src, data::encoder_keep_mask(src)));
 
-  // Only beam 0 is live at the start, so the first step does not pick k copies.
-  std::vector<std::vector<Beam>> beams(batch);
-  for (auto& b : beams) {
-    b.assign(k, Beam{{}, kNone, {}});
-    b[0].log_prob = 0.0;
-  }
+  // The batch holds one row per live hypothesis, sentence by sentence; at the
+  // start each sentence has one, [SOS]. A hypothesis that ends, and a sentence
+  // whose search is over, leave the batch, so every row decoded is one that
+  // can still win.
+  std::vector<std::vector<Beam>> beams(batch, std::vector<Beam>{Beam{{}, 0.0, {}}});
+  std::vector<int32_t> sentence(batch);  // the sentence of each row
+  for (int64_t b = 0; b < batch; ++b) sentence[b] = static_cast<int32_t>(b);
+  std::vector<int32_t> last(batch, data::kSosId);
+  Tensor src_mask = data::encoder_keep_mask(src).to(model.device());
   std::vector<std::vector<Hypothesis>> finished(batch);
   std::vector<std::vector<std::vector<int64_t>>> finished_rows(batch);  // as Beam::rows
-  std::vector<bool> done(batch, false);
-  std::vector<int32_t> last(batch * k, data::kSosId);
 
-  for (int64_t length = 1; length < max_len; ++length) {
-    Tensor log_probs = model.project(
-        model.decode_next(cache, src_mask, Tensor::from_ints(last, {batch * k, 1})));
+  for (int64_t length = 1; length < max_len && !last.empty(); ++length) {
+    const auto rows = std::ssize(last);
+    Tensor log_probs = model.project(model.decode_next(cache, src_mask, Tensor::from_ints(last, {rows, 1})));
     const int64_t vocab = log_probs.size(-1);
     // A sentence's best k continuations are among the k best of each of its
     // beams, so only those cross to the host.
     const int64_t per_beam = std::min(k, vocab);
-    auto [top_values, top_indices] = topk(reshape(log_probs, {batch * k, vocab}), per_beam);
+    auto [top_values, top_indices] = topk(reshape(log_probs, {rows, vocab}), per_beam);
     const std::vector<float> best_lp = top_values.to_vector();
     const std::vector<int32_t> best_token = top_indices.to_int_vector();
-    std::vector<int32_t> parents(batch * k);
-    bool all_done = true;
-    for (int64_t b = 0; b < batch; ++b) {
-      std::vector<Beam> next;
-      if (done[b]) {  // keep feeding the finished sentence's rows; ignore them
-        for (int64_t i = 0; i < k; ++i) parents[b * k + i] = static_cast<int32_t>(b * k + i);
-        continue;
-      }
-      // The best continuations over all live beams, one per free slot; a
+    std::vector<int32_t> parents, next_sentence;
+    std::vector<int32_t> next_last;
+    for (int64_t first = 0; first < rows;) {  // the rows of one sentence: [first, first + live)
+      const int32_t b = sentence[first];
+      const auto live = std::ssize(beams[b]);
+      // The best continuations over its live beams, one per free slot; a
       // continuation ending in [EOS] finishes and takes its slot for good, so
       // the beam narrows as hypotheses finish (and width 1 is greedy).
       std::vector<std::pair<double, int64_t>> candidates;
-      for (int64_t i = 0; i < k; ++i) {
-        if (beams[b][i].log_prob == kNone) continue;
-        for (int64_t j = (b * k + i) * per_beam; j < (b * k + i + 1) * per_beam; ++j)
+      for (int64_t i = 0; i < live; ++i)
+        for (int64_t j = (first + i) * per_beam; j < (first + i + 1) * per_beam; ++j)
           candidates.push_back({beams[b][i].log_prob + best_lp[j], i * vocab + best_token[j]});
-      }
       size_t slots = std::min<size_t>(candidates.size(), k - finished[b].size());
       std::partial_sort(candidates.begin(), candidates.begin() + slots, candidates.end(),
                         [](const auto& x, const auto& y) {
                           return x.first > y.first || (x.first == y.first && x.second < y.second);
                         });
+      std::vector<Beam> next;
       for (size_t c = 0; c < slots; ++c) {
         auto [log_prob, index] = candidates[c];
         int64_t parent = index / vocab;
         auto token = static_cast<int32_t>(index % vocab);
         TokenIds tokens = beams[b][parent].tokens;
-        std::vector<int64_t> rows;  // kept only for an attention record
+        std::vector<int64_t> steps;  // kept only for an attention record
         if (attention) {
-          rows = beams[b][parent].rows;
-          rows.push_back(b * k + parent);
+          steps = beams[b][parent].rows;
+          steps.push_back(first + parent);
         }
         if (token == data::kEosId) {
           // Its length counts the [EOS], as its labels would.
           double score = normalized(log_prob, data::framed_target_width(tokens.size()), length_penalty);
           finished[b].push_back({tokens, log_prob, score});
-          finished_rows[b].push_back(std::move(rows));
+          finished_rows[b].push_back(std::move(steps));
           continue;
         }
         tokens.push_back(token);
-        parents[b * k + static_cast<int64_t>(next.size())] = static_cast<int32_t>(b * k + parent);
-        next.push_back({std::move(tokens), log_prob, std::move(rows)});
-      }
-      done[b] = next.empty();
-      while (static_cast<int64_t>(next.size()) < k) {  // pad with dead beams
-        parents[b * k + static_cast<int64_t>(next.size())] = static_cast<int32_t>(b * k);
-        next.push_back({{}, kNone, {}});
+        parents.push_back(static_cast<int32_t>(first + parent));
+        next_sentence.push_back(b);
+        next_last.push_back(token);
+        next.push_back({std::move(tokens), log_prob, std::move(steps)});
       }
       beams[b] = std::move(next);
-      for (int64_t i = 0; i < k; ++i)
-        last[b * k + i] = beams[b][i].tokens.empty() ? data::kEosId : beams[b][i].tokens.back();
-      all_done = all_done && done[b];
+      first += live;
     }
-    if (all_done) break;
-    Tensor rows = Tensor::from_ints(parents, {batch * k});
+    if (next_last.empty() || length + 1 >= max_len) break;
+    // The next batch: each live hypothesis's row of the cache, taken from its
+    // parent's; the source's keys, values and mask only where the rows'
+    // sentences changed.
+    Tensor from = Tensor::from_ints(parents, {std::ssize(parents)});
     for (nn::LayerCache& layer : cache.layers)
-      layer.self = {index_select(layer.self.keys, rows), index_select(layer.self.values, rows)};
+      layer.self = {index_select(layer.self.keys, from), index_select(layer.self.values, from)};
+    if (next_sentence != sentence) {
+      for (nn::LayerCache& layer : cache.layers)
+        layer.cross = {index_select(layer.cross.keys, from), index_select(layer.cross.values, from)};
+      src_mask = data::encoder_keep_mask(rows_of(src_ids, width, next_sentence)).to(model.device());
+    }
+    sentence = std::move(next_sentence);
+    last = std::move(next_last);
   }
 
   std::vector<Hypothesis> best(batch);
@@ -262,23 +264,21 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
   for (int64_t b = 0; b < batch; ++b) {
     // Out of length before `beam` hypotheses finished: the live ones count too,
     // without an [EOS].
-    if (!done[b])
-      for (const Beam& live : beams[b])
-        if (live.log_prob != kNone) {
-          finished[b].push_back({live.tokens, live.log_prob,
-                                 normalized(live.log_prob, std::ssize(live.tokens), length_penalty)});
-          finished_rows[b].push_back(live.rows);
-        }
+    for (const Beam& live : beams[b]) {
+      finished[b].push_back({live.tokens, live.log_prob,
+                             normalized(live.log_prob, std::ssize(live.tokens), length_penalty)});
+      finished_rows[b].push_back(live.rows);
+    }
     auto chosen = std::max_element(finished[b].begin(), finished[b].end(),
                                    [](const Hypothesis& x, const Hypothesis& y) { return x.score < y.score; });
     best[b] = *chosen;
-    rows[b] = {b * k, finished_rows[b][chosen - finished[b].begin()]};
+    rows[b] = {b, finished_rows[b][chosen - finished[b].begin()]};
     fed[b] = {data::kSosId};
     fed[b].insert(fed[b].end(), best[b].tokens.begin(), best[b].tokens.end());
     fed[b].resize(rows[b].steps.size());
   }
   if (attention) {
-    *attention = gather_attention(*recorder, src_k, fed, rows);
+    *attention = gather_attention(*recorder, src, fed, rows);
   }
   return best;
 }

@@ -57,7 +57,8 @@ struct Hypothesis {
   double score = 0.0;     // log_prob / length^length_penalty
 };
 
-// Beam search of width `beam` for each row of src [B, S], batched. A
+// Beam search of width `beam` for each row of src [B, S], batched: each source
+// encoded once, one decoder row per live hypothesis (finished ones leave). A
 // hypothesis finishes at [EOS] (or when the decoder input reaches max_len);
 // finished hypotheses are ranked by log_prob / length^length_penalty, length
 // counting the generated tokens with the [EOS]. A sentence stops when it has
