@@ -264,7 +264,7 @@ else ifeq ($(OPENCL),)
 	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS) $(AARCH64_RUN) \
 	  --opencl $(MIN_OPENCL_TESTS) "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 $(BUILD)/opencl/tests" $(BUILD)/opencl/tests \
 	  --mpi $(MIN_MPI_TESTS) "$(MAKE) MPI=1 mpi-deps" "$(MPI_TEST_BUILD)" $(TESTS) \
-	  $(DOCS_TESTS) $(REPORT_TESTS) $(FUZZ_TESTS) $(MAKE_AGAIN_TESTS)
+	  $(DOCS_TESTS) $(REPORT_TESTS) $(FUZZ_TESTS) $(MAKE_AGAIN_TESTS) $(TRACKED_TESTS)
 else
 	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS)
 endif
@@ -463,6 +463,12 @@ MAKE_AGAIN_TESTS := --command "make again: a make over a built tree, its .d file
   "mkdir -p $(FUZZ)/obj/fuzz && touch $(FUZZ)/obj/fuzz/main-probe.d && find build -name '*.d' -exec touch -d @0 {} + \
    && { $(MAKE) all 2>&1; echo \"exit status \$$?\"; } > build/make-again.log; rm -f $(FUZZ)/obj/fuzz/main-probe.d*; \
    cat build/make-again.log; ! grep -i error build/make-again.log && grep -qx 'exit status 0' build/make-again.log"
+
+# Nothing the build, a run or Python makes is tracked by git: build output,
+# weights, runs, bytecode (outside a git checkout, a skip).
+TRACKED_TESTS := --command "tracked files: no build output, weights, runs or bytecode" \
+  "git rev-parse --git-dir >/dev/null 2>&1 || exit 77; \
+   ! git ls-files | grep -E '(^|/)(build|weights|runs|__pycache__)/|\.(pyc|o|a|d)\$$'"
 
 # The README's main job: train the default toy task (dates: English dates ->
 # ISO) from scratch, then translate a few sentences with the trained model.

@@ -64,10 +64,6 @@ bool cpu_supports(Bf16Gemm level);
 // benchmarks run each). Setting one the CPU lacks returns false and changes
 // nothing.
 Bf16Gemm bf16_gemm();
-// The fastest this CPU supports: AMX, else AVX512-BF16 on AMD (on Intel its
-// VDPBF16PS does no more multiply-adds than float32's FMA), BFDOT on an ARM
-// CPU with BF16, else portable.
-Bf16Gemm fastest_bf16_gemm();
 bool set_bf16_gemm(Bf16Gemm level);
 // Why a CPU of this architecture may have only the portable level, in a few
 // words for the log ("no AMX; ...").

@@ -133,8 +133,6 @@ const char* why_no_faster_bf16_gemm() {
 
 Bf16Gemm bf16_gemm() { return current_level(); }
 
-Bf16Gemm fastest_bf16_gemm() { return fastest_supported(); }
-
 bool set_bf16_gemm(Bf16Gemm level) {
   if (!cpu_supports(level)) return false;
   current_level() = level;
