@@ -4,7 +4,9 @@
 // (onnxruntime-node, tools/onnx-run greedy) decodes a batch of sentences
 // greedily with the exported encoder and merged decoder, its key/value cache
 // fed back step by step: its logits equal ours at every step, and its
-// tokens are those `translate` writes. Two tiny models cover the graph's
+// tokens are those `translate` writes; transformers.js's translation
+// pipeline (tools/onnx-run translate) frames, decodes greedily and writes
+// each sentence as we do. Two tiny models cover the graph's
 // variants: a shared BPE vocabulary with tied embeddings, pre-norm, ReLU;
 // two word-level vocabularies, post-norm, GELU.
 // Then the bad inputs: one line, exit 2, no folder left.
@@ -87,6 +89,34 @@ std::string joined(const std::vector<int32_t>& ids) {
   return line;
 }
 
+// transformers.js's translation pipeline on the folder (tools/onnx-run
+// translate): its tokenizer frames each sentence as our encoder reads it,
+// and its greedy ids and text are ours.
+void check_with_transformers_js(const fs::path& dir, const infer::Session& session, const std::vector<std::string>& texts,
+                                const std::vector<infer::TokenIds>& ours, const std::vector<std::string>& translated) {
+  REQUIRE(succeeds(shell_word(repository() / "tools/onnx-run") + " translate " + shell_word(dir / "export") + " " +
+                   shell_word(dir / "sentences.txt") + " " + shell_word(dir / "transformers_js.txt")));
+  std::vector<std::string> lines = capture_lines("cat " + shell_word(dir / "transformers_js.txt"));
+  REQUIRE(lines.size() == texts.size());
+  size_t same = 0;
+  for (size_t s = 0; s < texts.size(); ++s) {
+    CAPTURE(texts[s]);
+    std::vector<int32_t> ids = session.src_tokenizer.encode(texts[s]);
+    std::string source = joined(data::frame_source(ids, data::framed_source_width(ids.size())));
+    std::vector<std::string> fields;
+    for (size_t begin = 0, end; begin <= lines[s].size(); begin = end + 1) {
+      end = std::min(lines[s].find('\t', begin), lines[s].size());
+      fields.push_back(lines[s].substr(begin, end - begin));
+    }
+    REQUIRE(fields.size() == 3);
+    CHECK(fields[0] == source);
+    CHECK(fields[1] == joined(ours[s]));
+    CHECK(fields[2] == translated[s]);
+    same += fields[0] == source && fields[1] == joined(ours[s]) && fields[2] == translated[s];
+  }
+  MESSAGE("transformers.js: ", same, " of ", texts.size(), " sentences framed and translated as ours");
+}
+
 // The exported folder `dir`/export against the model it came from.
 void check_with_runtimes(const fs::path& dir) {
   const fs::path out = dir / "export";
@@ -138,12 +168,13 @@ void check_with_runtimes(const fs::path& dir) {
           ort["uncached_difference"].get<double>(), " of it with");
   CHECK(largest < 1e-4);
   CHECK(ort["uncached_difference"].get<double>() < 1e-4);
+  if (session.config.shared_vocab) check_with_transformers_js(dir, session, texts, ours, translated);
 }
 
 }  // namespace
 
-TEST_CASE("onnx: the export passes onnx.checker's full check, and ONNX Runtime decodes with its cache as we do: "
-          "logits within 1e-4 at every step, translate's tokens") {
+TEST_CASE("onnx: the export passes onnx.checker's full check; ONNX Runtime decodes with its cache as we do "
+          "(logits within 1e-4 at every step, translate's tokens), and so does transformers.js's pipeline") {
   if (!onnx_checker_installed()) SF_SKIP("python3-onnx (the ONNX checker) could not be installed");
   if (!onnx_runtimes_installed())
     SF_SKIP("Node, onnxruntime-node or transformers.js could not be installed (tools/onnx-run --install)");
