@@ -11,6 +11,7 @@
 #include "base/file_steps.h"
 #include "hf_files.h"
 #include "transformer_graph.h"
+#include "translate_page.h"
 
 namespace sf::onnx {
 
@@ -45,6 +46,7 @@ std::vector<WrittenFile> write_files(const infer::Session& s, const fs::path& di
   write("generation_config.json", json(hf_generation_config(c)));
   if (c.shared_vocab) {
     write("tokenizer.json", json(hf_tokenizer(s.src_tokenizer)));
+    write("translate.html", translate_page(c));
   } else {
     write("source_tokenizer.json", json(hf_tokenizer(s.src_tokenizer)));
     write("target_tokenizer.json", json(hf_tokenizer(s.tgt_tokenizer)));

@@ -4,7 +4,8 @@
 //   DIR/onnx/encoder_model.onnx, DIR/onnx/decoder_model_merged.onnx
 //     (transformer_graph.h; opset 17, float32: bf16 weights widened)
 //   DIR/config.json, DIR/generation_config.json, DIR/tokenizer_config.json
-//   DIR/tokenizer.json (one shared vocabulary), or with two vocabularies
+//   DIR/tokenizer.json and DIR/translate.html (one shared vocabulary:
+//     translate_page.h), or with two vocabularies
 //     DIR/source_tokenizer.json and DIR/target_tokenizer.json, which runtimes
 //     expecting one tokenizer.json do not read.
 // All of it is written into a temporary folder beside DIR, renamed to DIR at
