@@ -93,16 +93,17 @@ class ModelGraph {
     return linear(b, hidden, module + ".linear_2");
   }
 
-  // Pre-norm x + sublayer(norm(x)), or post-norm norm(x + sublayer(x)).
-  Value residual(GraphBuilder& b, const Value& x, const std::string& norm,
+  // The residual connection `module`: pre-norm x + sublayer(norm(x)), or
+  // post-norm norm(x + sublayer(x)).
+  Value residual(GraphBuilder& b, const Value& x, const std::string& module,
                  const std::function<Value(const Value&)>& sublayer) const {
     if (c_.post_norm) {
-      Value sum = sublayer(x);
-      b.set_scope(norm);
-      return layer_norm(b, b.op("Add", {x, sum}), norm);
+      Value out = sublayer(x);
+      b.set_scope(module);
+      return layer_norm(b, b.op("Add", {x, out}), module + ".norm");
     }
-    Value out = sublayer(layer_norm(b, x, norm));
-    b.set_scope(norm);
+    Value out = sublayer(layer_norm(b, x, module + ".norm"));
+    b.set_scope(module);
     return b.op("Add", {x, out});
   }
 
@@ -163,11 +164,11 @@ Graph encoder_graph(const nn::Transformer& model) {
   Value x = m.embed(b, "input_ids", "src_embed", "src_pos", b.ints({0}), ModelGraph::dim(b, "input_ids", 1));
   for (size_t i = 0; i < static_cast<size_t>(c.N); ++i) {
     std::string l = layer("encoder", i);
-    x = m.residual(b, x, l + ".residual_connections.0.norm", [&](const Value& z) {
+    x = m.residual(b, x, l + ".residual_connections.0", [&](const Value& z) {
       auto [keys, values] = m.keys_values(b, z, l + ".self_attention_block");
       return m.attend(b, z, keys, values, keep, l + ".self_attention_block");
     });
-    x = m.residual(b, x, l + ".residual_connections.1.norm",
+    x = m.residual(b, x, l + ".residual_connections.1",
                    [&](const Value& z) { return m.feed_forward(b, z, l + ".feed_forward_block"); });
   }
   x = m.final_norm(b, x, "encoder");
@@ -251,7 +252,7 @@ Graph decoder_graph(const nn::Transformer& model) {
   Value x = m.embed(b, "input_ids", "tgt_embed", "tgt_pos", past, n);
   for (size_t i = 0; i < layers; ++i) {
     std::string l = layer("decoder", i);
-    x = m.residual(b, x, l + ".residual_connections.0.norm", [&](const Value& z) {
+    x = m.residual(b, x, l + ".residual_connections.0", [&](const Value& z) {
       std::string self = l + ".self_attention_block";
       auto [keys, values] = m.keys_values(b, z, self);
       b.set_scope(self);
@@ -261,11 +262,11 @@ Graph decoder_graph(const nn::Transformer& model) {
                 {Attribute::of_int("axis", 2)});
       return m.attend(b, z, all_keys, all_values, self_keep, self);
     });
-    x = m.residual(b, x, l + ".residual_connections.1.norm", [&](const Value& z) {
+    x = m.residual(b, x, l + ".residual_connections.1", [&](const Value& z) {
       return m.attend(b, z, cache_name("present", i, "encoder", "key"), cache_name("present", i, "encoder", "value"),
                       cross_keep, l + ".cross_attention_block");
     });
-    x = m.residual(b, x, l + ".residual_connections.2.norm",
+    x = m.residual(b, x, l + ".residual_connections.2",
                    [&](const Value& z) { return m.feed_forward(b, z, l + ".feed_forward_block"); });
   }
   x = m.final_norm(b, x, "decoder");
