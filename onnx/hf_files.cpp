@@ -1,10 +1,27 @@
 #include "hf_files.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "data/framing.h"
 
 namespace sf::onnx {
 
 using nlohmann::ordered_json;
+
+namespace {
+
+// A float as the double of its shortest decimal form (0.6f as 0.6, not
+// 0.6000000238418579): the number the config holds, as JSON writes doubles.
+double shortest(float value) {
+  for (int digits = 1;; ++digits) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.*g", digits, value);
+    if (std::strtof(text, nullptr) == value || digits == 9) return std::strtod(text, nullptr);
+  }
+}
+
+}  // namespace
 
 ordered_json hf_config(const setup::Config& c, int64_t src_vocab_size, int64_t tgt_vocab_size) {
   ordered_json j;
@@ -51,7 +68,7 @@ ordered_json hf_generation_config(const setup::Config& c) {
   // The sequence with its start token: [SOS] and at most seq_len - 1 tokens, as translate.
   j["max_length"] = c.seq_len;
   j["num_beams"] = c.beam;
-  j["length_penalty"] = c.length_penalty;
+  j["length_penalty"] = shortest(c.length_penalty);
   return j;
 }
 
