@@ -131,7 +131,7 @@ void check_with_runtimes(const fs::path& dir) {
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> sources;
   nlohmann::json input = {{"max_len", session.config.seq_len}, {"pad", data::kPadId}, {"sos", data::kSosId},
-                          {"eos", data::kEosId}, {"sources", nlohmann::json::array()}};
+                          {"eos", data::kEosId}, {"check_uncached", true}, {"sources", nlohmann::json::array()}};
   for (const data::Pair& p : data::generate_toy_task("dates", 24, 7)) {
     texts.push_back(p.src);
     sources.push_back(session.src_tokenizer.encode(p.src));
