@@ -52,9 +52,14 @@ try {
     const lines = document.getElementById('source').value.split('\n').filter((line) => line.trim() !== '');
     button.disabled = true;
     status.textContent = 'Translating\u2026';
-    // Greedy decoding, as `scratchformer translate --beam 1`.
-    const out = lines.length ? await translator(lines, { num_beams: 1, do_sample: false }) : [];
-    document.getElementById('target').textContent = out.map((o) => o.translation_text).join('\n');
+    // Greedy decoding, as `scratchformer translate --beam 1`, over at most the
+    // positions the model has (the pipeline's default would run past them);
+    // one line at a time, since in a batch transformers.js keeps writing
+    // after a sentence's [EOS] until every sentence has ended.
+    const options = { num_beams: 1, do_sample: false, max_new_tokens: translator.model.generation_config.max_length - 1 };
+    const out = [];
+    for (const line of lines) out.push((await translator(line, options))[0].translation_text);
+    document.getElementById('target').textContent = out.join('\n');
     status.textContent = 'Done.';
     button.disabled = false;
   });
