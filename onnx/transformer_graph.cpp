@@ -144,8 +144,64 @@ class ModelGraph {
 
 std::string layer(const std::string& stack, size_t i) { return stack + ".layers." + std::to_string(i); }
 
-std::string cache_name(const std::string& prefix, size_t i, const char* side, const char* kind) {
-  return prefix + "." + std::to_string(i) + "." + side + "." + kind;
+// One tensor of the decoder's cache: layer i's self-attention ("decoder") or
+// cross-attention ("encoder") keys or values, named as Hugging Face names
+// them: past_key_values.i.decoder.key in, present.i.decoder.key out.
+struct CacheSlot {
+  size_t layer;
+  std::string side, kind;
+  bool self() const { return side == "decoder"; }
+  std::string name(const std::string& prefix) const {
+    return prefix + "." + std::to_string(layer) + "." + side + "." + kind;
+  }
+};
+
+std::vector<CacheSlot> cache_slots(size_t layers) {
+  std::vector<CacheSlot> slots;
+  for (size_t i = 0; i < layers; ++i)
+    for (const char* side : {"decoder", "encoder"})
+      for (const char* kind : {"key", "value"}) slots.push_back({i, side, kind});
+  return slots;
+}
+
+// The If node's results for a slot: the self-attention cache before this
+// step ("past.i.decoder.*"), or the cross-attention keys and values, which
+// are already the outputs present.i.encoder.*.
+std::string chosen_name(const CacheSlot& slot) { return slot.name(slot.self() ? "past" : "present"); }
+
+// A branch of the If node on use_cache_branch. With the cache: the past
+// inputs as they are. Without: no earlier positions (the past cut to length
+// 0), and the cross-attention keys and values of the encoder's output.
+std::shared_ptr<const Graph> cache_branch(const ModelGraph& m, GraphBuilder& outer, bool cached,
+                                          const std::vector<Dim>& self_dims, const std::vector<Dim>& cross_dims) {
+  auto sub = std::make_shared<Graph>();
+  sub->name = cached ? "with_cache" : "without_cache";
+  GraphBuilder s(*sub, outer);
+  std::vector<std::pair<Value, Value>> computed;  // per layer, without the cache
+  if (!cached)
+    for (size_t i = 0; i < static_cast<size_t>(m.config().N); ++i)
+      computed.push_back(m.keys_values(s, "encoder_hidden_states", layer("decoder", i) + ".cross_attention_block"));
+  s.set_scope(sub->name);
+  for (const CacheSlot& slot : cache_slots(static_cast<size_t>(m.config().N))) {
+    Value past = slot.name("past_key_values"), out;
+    if (cached) out = past;
+    else if (slot.self()) out = s.op("Slice", {past, s.ints({0}), s.ints({0}), s.ints({2})});
+    else out = slot.kind == "key" ? computed[slot.layer].first : computed[slot.layer].second;
+    std::string name = sub->name + "/" + chosen_name(slot);
+    s.op_into("Identity", {out}, {name});
+    s.output({name, ElementType::Float, slot.self() ? self_dims : cross_dims});
+  }
+  return sub;
+}
+
+// keep [n, past + n] (bool) for new positions past, ..., past + n - 1: query p
+// sees keys 0..p.
+Value causal_keep(GraphBuilder& b, const Value& past, const Value& n) {
+  b.set_scope("masks");
+  Value total = b.op("Squeeze", {b.op("Add", {past, n})}), one = b.index(1);
+  Value queries = b.op("Unsqueeze", {b.op("Range", {b.op("Squeeze", {past}), total, one}), b.ints({1})});
+  Value keys = b.op("Range", {b.index(0), total, one});
+  return b.op("LessOrEqual", {keys, queries});
 }
 
 }  // namespace
@@ -181,90 +237,52 @@ Graph encoder_graph(const nn::Transformer& model) {
 Graph decoder_graph(const nn::Transformer& model) {
   ModelGraph m(model);
   const nn::TransformerConfig& c = m.config();
-  const size_t layers = static_cast<size_t>(c.N);
+  const std::vector<CacheSlot> slots = cache_slots(static_cast<size_t>(c.N));
   Graph graph;
   graph.name = "scratchformer decoder (merged: with and without a cache)";
   GraphBuilder b(graph);
-  const std::vector<Dim> self_cache = {named("batch_size"), sized(c.h), named("past_decoder_sequence_length"),
-                                       sized(m.d_k())},
-                         cross_cache = {named("batch_size"), sized(c.h), named("encoder_sequence_length_out"),
-                                        sized(m.d_k())};
+  auto cache_dims = [&](const char* length) {
+    return std::vector<Dim>{named("batch_size"), sized(c.h), named(length), sized(m.d_k())};
+  };
+  const std::vector<Dim> self_dims = cache_dims("past_decoder_sequence_length"),
+                         cross_dims = cache_dims("encoder_sequence_length_out");
   b.input({"encoder_attention_mask", ElementType::Int64, {named("batch_size"), named("encoder_sequence_length")}});
   b.input({"input_ids", ElementType::Int64, {named("batch_size"), named("decoder_sequence_length")}});
   b.input({"encoder_hidden_states", ElementType::Float,
            {named("batch_size"), named("encoder_sequence_length"), sized(c.d_model)}});
-  for (size_t i = 0; i < layers; ++i)
-    for (const char* side : {"decoder", "encoder"})
-      for (const char* kind : {"key", "value"})
-        b.input({cache_name("past_key_values", i, side, kind), ElementType::Float,
-                 side == std::string("decoder") ? self_cache : cross_cache});
+  for (const CacheSlot& slot : slots)
+    b.input({slot.name("past_key_values"), ElementType::Float, slot.self() ? self_dims : cross_dims});
   b.input({"use_cache_branch", ElementType::Bool, {sized(1)}});
 
-  // The If node's results: per layer, the self-attention cache before this
-  // step ("past.i.decoder.*") and the cross-attention keys and values, which
-  // are already the outputs present.i.encoder.*.
   std::vector<std::string> chosen;
-  for (size_t i = 0; i < layers; ++i)
-    for (const char* side : {"decoder", "encoder"})
-      for (const char* kind : {"key", "value"})
-        chosen.push_back(cache_name(side == std::string("decoder") ? "past" : "present", i, side, kind));
-  auto branch = [&](bool cached) {
-    auto sub = std::make_shared<Graph>();
-    sub->name = cached ? "with_cache" : "without_cache";
-    GraphBuilder s(*sub, b);
-    for (size_t i = 0; i < layers; ++i) {
-      std::string cross = layer("decoder", i) + ".cross_attention_block";
-      std::pair<Value, Value> computed;
-      if (!cached) computed = m.keys_values(s, "encoder_hidden_states", cross);
-      s.set_scope(sub->name);
-      for (const char* side : {"decoder", "encoder"})
-        for (const char* kind : {"key", "value"}) {
-          Value past = cache_name("past_key_values", i, side, kind), out;
-          bool self = side == std::string("decoder");
-          if (cached) out = past;
-          // Without a cache: no earlier positions (the past cut to length 0),
-          // and the cross-attention keys and values of the encoder's output.
-          else if (self) out = s.op("Slice", {past, s.ints({0}), s.ints({0}), s.ints({2})});
-          else out = kind == std::string("key") ? computed.first : computed.second;
-          std::string name = sub->name + "/" + cache_name(self ? "past" : "present", i, side, kind);
-          s.op_into("Identity", {out}, {name});
-          s.output({name, ElementType::Float, self ? self_cache : cross_cache});
-        }
-    }
-    return sub;
-  };
+  for (const CacheSlot& slot : slots) chosen.push_back(chosen_name(slot));
+  std::shared_ptr<const Graph> with_cache = cache_branch(m, b, true, self_dims, cross_dims),
+                               without_cache = cache_branch(m, b, false, self_dims, cross_dims);
   b.set_scope("cache");
   b.op_into("If", {"use_cache_branch"}, chosen,
-            {Attribute::of_graph("then_branch", branch(true)), Attribute::of_graph("else_branch", branch(false))});
+            {Attribute::of_graph("then_branch", with_cache), Attribute::of_graph("else_branch", without_cache)});
 
-  // The new positions are past, past + 1, ..., past + n - 1; query p sees
-  // keys 0..p (causal), every [PAD]-free source key.
-  b.set_scope("masks");
+  // The new positions are past, past + 1, ..., past + n - 1.
   Value past = ModelGraph::dim(b, "past.0.decoder.key", 2), n = ModelGraph::dim(b, "input_ids", 1);
-  Value total = b.op("Add", {past, n});
-  Value zero = b.index(0), one = b.index(1);
-  Value query_positions = b.op("Unsqueeze", {b.op("Range", {b.op("Squeeze", {past}), b.op("Squeeze", {total}), one}),
-                                             b.ints({1})});
-  Value key_positions = b.op("Range", {zero, b.op("Squeeze", {total}), one});
-  Value self_keep = b.op("LessOrEqual", {key_positions, query_positions});  // [n, past + n]
-  Value cross_keep = ModelGraph::keep_mask(b, "encoder_attention_mask");
-
+  Value self_keep = causal_keep(b, past, n), cross_keep = ModelGraph::keep_mask(b, "encoder_attention_mask");
   Value x = m.embed(b, "input_ids", "tgt_embed", "tgt_pos", past, n);
-  for (size_t i = 0; i < layers; ++i) {
-    std::string l = layer("decoder", i);
+  for (size_t i = 0; i < slots.size(); i += 4) {  // one layer's four slots: self key, value; cross key, value
+    const CacheSlot &self_key = slots[i], &self_value = slots[i + 1], &cross_key = slots[i + 2],
+                    &cross_value = slots[i + 3];
+    std::string l = layer("decoder", self_key.layer);
     x = m.residual(b, x, l + ".residual_connections.0", [&](const Value& z) {
       std::string self = l + ".self_attention_block";
       auto [keys, values] = m.keys_values(b, z, self);
       b.set_scope(self);
-      Value all_keys = cache_name("present", i, "decoder", "key"), all_values = cache_name("present", i, "decoder", "value");
-      b.op_into("Concat", {cache_name("past", i, "decoder", "key"), keys}, {all_keys}, {Attribute::of_int("axis", 2)});
-      b.op_into("Concat", {cache_name("past", i, "decoder", "value"), values}, {all_values},
+      // The past with the new positions appended: the outputs present.i.decoder.*.
+      b.op_into("Concat", {chosen_name(self_key), keys}, {self_key.name("present")}, {Attribute::of_int("axis", 2)});
+      b.op_into("Concat", {chosen_name(self_value), values}, {self_value.name("present")},
                 {Attribute::of_int("axis", 2)});
-      return m.attend(b, z, all_keys, all_values, self_keep, self);
+      return m.attend(b, z, self_key.name("present"), self_value.name("present"), self_keep, self);
     });
     x = m.residual(b, x, l + ".residual_connections.1", [&](const Value& z) {
-      return m.attend(b, z, cache_name("present", i, "encoder", "key"), cache_name("present", i, "encoder", "value"),
-                      cross_keep, l + ".cross_attention_block");
+      return m.attend(b, z, cross_key.name("present"), cross_value.name("present"), cross_keep,
+                      l + ".cross_attention_block");
     });
     x = m.residual(b, x, l + ".residual_connections.2",
                    [&](const Value& z) { return m.feed_forward(b, z, l + ".feed_forward_block"); });
@@ -276,13 +294,9 @@ Graph decoder_graph(const nn::Transformer& model) {
 
   b.output({"logits", ElementType::Float,
             {named("batch_size"), named("decoder_sequence_length"), sized(c.tgt_vocab_size)}});
-  const std::vector<Dim> present_self = {named("batch_size"), sized(c.h), named("present_decoder_sequence_length"),
-                                         sized(m.d_k())};
-  for (size_t i = 0; i < layers; ++i)
-    for (const char* side : {"decoder", "encoder"})
-      for (const char* kind : {"key", "value"})
-        b.output({cache_name("present", i, side, kind), ElementType::Float,
-                  side == std::string("decoder") ? present_self : cross_cache});
+  for (const CacheSlot& slot : slots)
+    b.output({slot.name("present"), ElementType::Float,
+              slot.self() ? cache_dims("present_decoder_sequence_length") : cross_dims});
   return graph;
 }
 
