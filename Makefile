@@ -80,7 +80,7 @@ ifdef STDLIB_FLAGS
 endif
 # The rooms above nn/, optim/ and data/ (README.md's layout): all but cli/,
 # the command's main(), are library.
-ROOMS := setup dist infer eval report train
+ROOMS := setup dist infer onnx eval report train
 LIB_SRC := $(wildcard base/*.cpp autograd/*.cpp autograd/kernels/*.cpp nn/*.cpp optim/*.cpp data/*.cpp) \
            $(foreach room,$(ROOMS),$(wildcard $(room)/*.cpp))
 # The OpenCL backend (autograd/opencl/): its own build folder, the ICD loader,
@@ -142,7 +142,7 @@ EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.
 
 obj = $(foreach f,$(1),$(if $(filter $(f),$(VARIANT_SRC)),$(BUILD),$(PLAIN_BUILD))/obj/$(f:.cpp=.o))
 
-.PHONY: all test docs-check docs-deps bench demo report-check deps bench-deps clean fuzz fuzz-deps mpi-deps torch-deps \
+.PHONY: all test docs-check docs-deps bench demo report-check onnx-page-check deps bench-deps clean fuzz fuzz-deps mpi-deps torch-deps \
         aarch64-deps
 .SECONDARY:
 CLI := $(BUILD)/scratchformer
@@ -247,7 +247,7 @@ torch-deps: | deps
 # How many test cases each part has: a part that reports fewer (a -tc filter
 # that matches nothing, a test file left out of the build) fails the run, as
 # does a skip whose reason does not hold on this machine (tools/run-tests).
-MIN_TESTS := 271
+MIN_TESTS := 273
 MIN_TSAN_TESTS := 80
 MIN_KERNEL_LEVEL_TESTS := 8
 MIN_OPENCL_TESTS := 31
@@ -264,7 +264,7 @@ else ifeq ($(OPENCL),)
 	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS) $(AARCH64_RUN) \
 	  --opencl $(MIN_OPENCL_TESTS) "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 $(BUILD)/opencl/tests" $(BUILD)/opencl/tests \
 	  --mpi $(MIN_MPI_TESTS) "$(MAKE) MPI=1 mpi-deps" "$(MPI_TEST_BUILD)" $(TESTS) \
-	  $(DOCS_TESTS) $(REPORT_TESTS) $(FUZZ_TESTS) $(MAKE_AGAIN_TESTS) $(TRACKED_TESTS)
+	  $(DOCS_TESTS) $(REPORT_TESTS) $(ONNX_PAGE_TESTS) $(FUZZ_TESTS) $(MAKE_AGAIN_TESTS) $(TRACKED_TESTS)
 else
 	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS)
 endif
@@ -508,6 +508,28 @@ report-check:
 	  --set 'tokenizer_file=$(REPORT)/tokenizer_{0}.json' --attention $(REPORT)/translate.html \
 	  "july 14 , 1989" "3 mar 21"
 	tools/check-report $(REPORT)/translate.html $(REPORT)/translate.png --no-charts
+
+# The page an ONNX export writes (DIR/translate.html: transformers.js on ONNX
+# Runtime Web's WebAssembly build), in the same headless Chromium: a model of
+# the dates task on one shared BPE vocabulary is trained and exported,
+# tools/check-translate-page copies the runtime's files beside the page,
+# serves the folder from 127.0.0.1, types a sentence and expects what
+# `translate --tokens` prints. Screenshot: build/onnx-page-check/translate.png.
+# Exit 77 (a skip) only when Chromium, Node or the npm packages cannot be installed.
+ONNX_PAGE := build/onnx-page-check
+ONNX_PAGE_SET := --set model_folder=$(ONNX_PAGE)/weights --set experiment_name=$(ONNX_PAGE)/run \
+  --set 'tokenizer_file=$(ONNX_PAGE)/tokenizer_{0}.json' --set tokenizer=bpe --set vocab_size=300 --set shared_vocab=true
+ONNX_PAGE_TESTS := --command "onnx-page-check: an ONNX export's translate.html translates in Chromium" \
+  "tools/check-translate-page --install || exit 77; $(MAKE) onnx-page-check"
+onnx-page-check:
+	@$(MAKE) SANITIZE= $(RELEASE_CLI)
+	@tools/check-translate-page --install
+	@rm -rf $(ONNX_PAGE)
+	$(RELEASE_CLI) train --config configs/dates.json --set data.size=6000 $(ONNX_PAGE_SET) 2>/dev/null
+	$(RELEASE_CLI) export --config configs/dates.json $(ONNX_PAGE_SET) --format onnx --out $(ONNX_PAGE)/export
+	tools/check-translate-page $(ONNX_PAGE)/export "july 14 , 1989" \
+	  "$$($(RELEASE_CLI) translate --tokens --config configs/dates.json $(ONNX_PAGE_SET) 'july 14 , 1989')" \
+	  $(ONNX_PAGE)/translate.png
 
 # Benchmarks: always optimised; OpenBLAS is the reference (the library never links it).
 # (Debian's reference BLAS also installs a cblas.h: look for OpenBLAS's own.)

@@ -163,7 +163,7 @@ const char* openblas_core_to_set() {
 
 // Usage: bench [OUT.json [PART...]]: every part by default, else the parts
 // named (gemm, gemm_bf16, memory, train, train_bf16, train_bf16_portable, profile, gemm_steps,
-// opencl_gemm). `bench --openblas-coretype` prints the OpenBLAS core the
+// onnx_decode, opencl_gemm). `bench --openblas-coretype` prints the OpenBLAS core the
 // bench would name, if any (bench/data_parallel.py sets it for PyTorch).
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--openblas-coretype") {
@@ -209,6 +209,7 @@ int main(int argc, char** argv) {
   if (wanted("train_bf16_portable")) bench_portable_bf16_steps();
   if (wanted("profile")) bench_step_profile();
   if (wanted("gemm_steps")) bench_gemm_steps();
+  if (wanted("onnx_decode")) bench_onnx_decode();
 #ifdef SF_OPENCL
   if (wanted("opencl_gemm")) bench_opencl_gemm();
 #endif

@@ -135,5 +135,6 @@ int measure(int argc, char** argv);  // train_step.cpp: `bench --measure ...`
 void bench_step_profile();  // step_profile.cpp
 void bench_gemm_steps();  // gemm_steps.cpp: the steps of docs/03-kernels.md
 void bench_opencl_gemm();  // opencl_gemm.cpp (OPENCL=1 builds)
+void bench_onnx_decode();  // onnx_decode.cpp: greedy decoding beside ONNX Runtime
 
 }  // namespace sf::bench

@@ -26,6 +26,7 @@
 #include "setup/model_identity.h"
 #include "dist/communicator.h"
 #include "infer/inference.h"
+#include "onnx/export_folder.h"
 #include "eval/metrics.h"
 #include "setup/resources.h"
 #include "eval/sacrebleu.h"
@@ -48,7 +49,7 @@ subcommands:
   translate  translate sentences with a trained model
   eval       translate a TSV file's sources and score them against its targets
   score      teacher-forced negative log-likelihood of source/target pairs
-  export     write a checkpoint's weights in bf16 (half the file) for inference
+  export     write a checkpoint's weights in bf16 for inference, or the model as ONNX
   average    write the mean of several checkpoints' weights
 
 Run "scratchformer SUBCOMMAND --help" for a subcommand's options.
@@ -113,7 +114,7 @@ in eval.
 )";
 
 const char* kExportHelp = R"(usage: scratchformer export --config FILE [--set key=value ...] [--checkpoint PATH]
-                            --out PATH [--dtype bf16|fp32]
+                            [--format safetensors|onnx] --out PATH [--dtype bf16|fp32]
 
 Writes the weights of the latest checkpoint in model_folder (or of --checkpoint)
 to PATH, a safetensors file with the same tensor names, order and metadata
@@ -122,6 +123,14 @@ to PATH, a safetensors file with the same tensor names, order and metadata
 translate, eval, score and preload load it as they load any weights file.
 PATH may be neither the checkpoint read nor a name in model_folder that
 starts with model_basename (the run's own files).
+
+--format onnx writes the model instead as a new folder PATH in the layout of
+Hugging Face's exported encoder-decoder models, which ONNX Runtime and
+transformers.js load: onnx/encoder_model.onnx, onnx/decoder_model_merged.onnx
+(opset 17, float32, its key/value cache in and out), config.json,
+generation_config.json, tokenizer.json and tokenizer_config.json (with two
+vocabularies: source_tokenizer.json and target_tokenizer.json, which runtimes
+expecting one tokenizer.json do not read). PATH must not exist or be empty.
 )";
 
 const char* kAverageHelp = R"(usage: scratchformer average --config FILE [--set key=value ...]
@@ -145,9 +154,10 @@ class UsageError : public Error {
 struct Arguments {
   std::string config;
   std::vector<std::string> sets, texts;
-  std::optional<std::string> checkpoint, data, attention, out;
+  std::optional<std::string> checkpoint, data, attention, out, format;
   std::optional<int64_t> beam, last;  // --beam; average --last
   DType dtype = DType::BF16;  // export --dtype
+  bool dtype_given = false;
   bool tokens = false;     // translate --tokens: the spaced tokens, not detokenized text
   bool keep_unknown = false;  // --keep-unk: [UNK] printed, not replaced by a source word
   bool help = false;
@@ -180,10 +190,16 @@ Arguments parse(const std::string& command, int argc, char** argv, const std::ve
       else if (arg == "--data") a.data = value;
       else if (arg == "--attention") a.attention = value;
       else if (arg == "--out") a.out = value;
+      else if (arg == "--format") {
+        if (value != "safetensors" && value != "onnx")
+          throw UsageError(command + ": --format needs safetensors or onnx, got '" + value + "'");
+        a.format = value;
+      }
       else if (arg == "--dtype") {
         std::optional<DType> dtype = precision_named(value);
         if (!dtype) throw UsageError(command + ": --dtype needs bf16 or fp32, got '" + value + "'");
         a.dtype = *dtype;
+        a.dtype_given = true;
       }
       else if (arg == "--last") {
         std::optional<int64_t> last = parse_int64(value);
@@ -341,10 +357,29 @@ void check_output(const std::string& command, const std::string& out, const std:
                      c.model_basename + "', as the run's checkpoint files do; write it elsewhere");
 }
 
+// The model as a folder of ONNX graphs and Hugging Face's JSON files (onnx/export_folder.h).
+int export_onnx(const Arguments& a) {
+  infer::Session session = open_session(a);
+  std::vector<onnx::WrittenFile> files = onnx::export_folder(session, *a.out);
+  std::printf("export: wrote %s (onnx, opset 17, float32) from %s:", a.out->c_str(), session.checkpoint.c_str());
+  for (size_t i = 0; i < files.size(); ++i)
+    std::printf("%s %s (%llu bytes)", i == 0 ? "" : ",", files[i].name.c_str(),
+                static_cast<unsigned long long>(files[i].bytes));
+  std::printf("\n");
+  if (!session.config.shared_vocab)
+    std::printf("export: the model has two vocabularies (shared_vocab false): source_tokenizer.json and "
+                "target_tokenizer.json, which runtimes that read one tokenizer.json (transformers.js) will not load\n");
+  return 0;
+}
+
 int export_command(int argc, char** argv) {
-  Arguments a = parse("export", argc, argv, {"--config", "--set", "--checkpoint", "--out", "--dtype"}, false);
+  Arguments a = parse("export", argc, argv, {"--config", "--set", "--checkpoint", "--out", "--dtype", "--format"}, false);
   if (a.help) return std::fputs(kExportHelp, stdout), 0;
   if (!a.out) throw UsageError("export: --out PATH is required");
+  if (a.format == "onnx") {
+    if (a.dtype_given) throw UsageError("export: --dtype is for safetensors; --format onnx writes float32");
+    return export_onnx(a);
+  }
   infer::Session session = open_session(a);
   check_output("export", *a.out, {session.checkpoint}, session.config);
   nn::save_checkpoint(*session.model, *a.out, a.dtype, session.identity.tokenizer_labels());
