@@ -160,6 +160,20 @@ int64_t training_pairs(const std::string& log) {
   return std::stoll(log.substr(at + 6));
 }
 
+// Every rank ran every gradient sum in shared memory (`shared`), or every
+// one by messages. Either way the sums are right: only these counts tell.
+void check_sum_paths(const std::string& log, int ranks, bool shared) {
+  const std::vector<int64_t> in_shared_memory = per_rank(log, "gradient sums in shared memory"),
+                             by_messages = per_rank(log, "by messages");
+  REQUIRE(in_shared_memory.size() == size_t(ranks));
+  REQUIRE(by_messages.size() == size_t(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    CAPTURE(r);
+    CHECK((shared ? in_shared_memory : by_messages)[r] > 0);
+    CHECK((shared ? by_messages : in_shared_memory)[r] == 0);
+  }
+}
+
 // The step records of a run's metrics.jsonl.
 std::vector<nlohmann::json> step_records(const fs::path& dir) {
   std::vector<nlohmann::json> records;
@@ -172,7 +186,9 @@ std::vector<nlohmann::json> step_records(const fs::path& dir) {
 // One process and `ranks` ranks train the same config; returns how far apart
 // their final weights are, after checking both took the same number of steps.
 // Each rank trained on a share of every batch: the shares' pairs sum to the
-// epoch's, and no rank had them all.
+// epoch's, and no rank had them all. Each rank summed the gradients in
+// shared memory, unless `mpirun_options` take it away (TCP only, or no room
+// in it): then by messages.
 double distance_from_one_process(int ranks, const std::vector<std::string>& sets, const fs::path& reference_dir,
                                  const fs::path& parallel_dir, const std::string& variant = "",
                                  const std::vector<std::string>& mpirun_options = {}) {
@@ -191,6 +207,7 @@ double distance_from_one_process(int ranks, const std::vector<std::string>& sets
     CHECK(tokens[r] > 0);
   }
   CHECK(all_pairs == training_pairs(log));
+  check_sum_paths(log, ranks, mpirun_options.empty());
   // Every step's loss and gradient norm (before clipping) agree too.
   std::vector<nlohmann::json> steps = step_records(reference_dir), parallel = step_records(parallel_dir);
   CHECK(steps.size() >= 10);
