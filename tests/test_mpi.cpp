@@ -160,6 +160,27 @@ int64_t training_pairs(const std::string& log) {
   return std::stoll(log.substr(at + 6));
 }
 
+// The model's parameters, from a run's "model: N parameters" line.
+int64_t model_parameters(const std::string& log) {
+  size_t at = log.find("model: ");
+  REQUIRE(at != std::string::npos);
+  return std::stoll(log.substr(at + 7));
+}
+
+// For the gradient norm of the run's last step, each rank took the squares
+// of its own runs of the gradients alone: together every parameter, once.
+void check_each_rank_squared_its_runs(const std::string& log, int ranks) {
+  const std::vector<int64_t> squared = per_rank(log, "gradient elements squared in the last step");
+  REQUIRE(squared.size() == size_t(ranks));
+  int64_t all = 0;
+  for (int r = 0; r < ranks; ++r) {
+    CAPTURE(r);
+    CHECK(squared[r] < model_parameters(log));
+    all += squared[r];
+  }
+  CHECK(all == model_parameters(log));
+}
+
 // Every rank ran every gradient sum in shared memory (`shared`), or every
 // one by messages. Either way the sums are right: only these counts tell.
 void check_sum_paths(const std::string& log, int ranks, bool shared) {
@@ -186,9 +207,9 @@ std::vector<nlohmann::json> step_records(const fs::path& dir) {
 // One process and `ranks` ranks train the same config; returns how far apart
 // their final weights are, after checking both took the same number of steps.
 // Each rank trained on a share of every batch: the shares' pairs sum to the
-// epoch's, and no rank had them all. Each rank summed the gradients in
-// shared memory, unless `mpirun_options` take it away (TCP only, or no room
-// in it): then by messages.
+// epoch's, and no rank had them all. Each rank squared its own runs of the
+// gradients, and summed them in shared memory, unless `mpirun_options` take
+// it away (TCP only, or no room in it): then by messages.
 double distance_from_one_process(int ranks, const std::vector<std::string>& sets, const fs::path& reference_dir,
                                  const fs::path& parallel_dir, const std::string& variant = "",
                                  const std::vector<std::string>& mpirun_options = {}) {
@@ -207,6 +228,7 @@ double distance_from_one_process(int ranks, const std::vector<std::string>& sets
     CHECK(tokens[r] > 0);
   }
   CHECK(all_pairs == training_pairs(log));
+  check_each_rank_squared_its_runs(log, ranks);
   check_sum_paths(log, ranks, mpirun_options.empty());
   // Every step's loss and gradient norm (before clipping) agree too.
   std::vector<nlohmann::json> steps = step_records(reference_dir), parallel = step_records(parallel_dir);
@@ -614,6 +636,26 @@ TEST_SUITE("mpi" * doctest::skip()) {
     CHECK(distance_from_one_process(3, {"batch_size=7", "data.size=150"}, one.path, three.path) <= 1e-5);
     CHECK(training_pairs(read_file(three.path / "log")) == 134);
     CHECK(per_rank(read_file(three.path / "log"), "empty shares") == std::vector<int64_t>{0, 1, 1});
+  }
+
+  // One batch of mixed lengths: four pairs of one word and one of ten (the
+  // batch sorted by length). A share is padded to its longest source and
+  // target, framed: 3 + 2 wide for one word, 12 + 11 for ten. Equal counts,
+  // 3 and 2 pairs, would cost 15 and 46; the four short pairs cost 20, the
+  // long one alone 23. Two epochs of that one batch: two steps, the second
+  // with the runs each rank squares fixed by the first.
+  TEST_CASE("mpi: on a batch of mixed lengths the ranks share the pairs by padded cost, and each squares its own "
+            "runs") {
+    TempDir dir;
+    std::ofstream(dir.path / "train.tsv") << "a\tb\nc\td\ne\tf\ng\th\n"
+                                          << "i j k l m n o p q r\ts t u v w x y z ab ac\n";
+    std::string config = write_config(dir.path, R"("data": {"train": ")" + (dir.path / "train.tsv").string() +
+                                                    R"("}, "lang_src": "en", "lang_tgt": "de", "num_epochs": 2, )" +
+                                                    R"("val_fraction": 0.0, )" + kTiny);
+    REQUIRE(run_ranks(2, train_args(config, {}), dir.path / "log") == 0);
+    const std::string log = read_file(dir.path / "log");
+    CHECK(per_rank(log, "pairs") == std::vector<int64_t>{8, 2});
+    check_each_rank_squared_its_runs(log, 2);
   }
 
   TEST_CASE("mpi: device opencl: 2 ranks on the machine's OpenCL devices match one process on OpenCL") {
