@@ -684,7 +684,11 @@ TEST_SUITE("mpi" * doctest::skip()) {
     CHECK(setup::CheckpointStore(resumed.path / "weights", "tmodel_", 5).latest_epoch() == 5);
   }
 
-  TEST_CASE("mpi: SIGINT to one rank stops every rank at the same step; rank 0 saves; resuming matches") {
+  // A user who signals a rank twice (Ctrl-C, then kill): a process alone
+  // ends at once on the second signal, but a rank goes on to the save the
+  // first began (train/training_step.h: StopSignals).
+  TEST_CASE("mpi: SIGINT then SIGTERM to one rank stop every rank at the same step; rank 0 saves the position "
+            "reached; resuming matches") {
     TempDir straight, cut;
     std::string config = resume_config(cut.path);
     REQUIRE(run_ranks(2, train_args(resume_config(straight.path), {}), straight.path / "log") == 0);
@@ -693,8 +697,14 @@ TEST_SUITE("mpi" * doctest::skip()) {
     REQUIRE(ranks.size() == 2);
     wait_for_lines(cut.path / "run/metrics.jsonl", 9, job);  // into epoch 1 (6 steps an epoch, 1 valid)
     kill(ranks[1], SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // delivered, so not merged with the second
+    kill(ranks[1], SIGTERM);
     CHECK(wait_exit(job) == 130);
     CHECK(read_file(cut.path / "log1").find("stopped: saved epoch") != std::string::npos);
+    setup::CheckpointStore store(cut.path / "weights", "tmodel_", 5);
+    REQUIRE(store.latest_epoch().has_value());
+    setup::TrainingState state = store.load_state(setup::CheckpointStore::epoch_tag(*store.latest_epoch()));
+    CHECK(state.global_step == int64_t(logged_steps(cut.path / "run/metrics.jsonl")));
     REQUIRE(run_ranks(2, train_args(config, {"preload=latest"}), cut.path / "log2") == 0);
     check_same_files(straight.path, cut.path, "03");
   }
