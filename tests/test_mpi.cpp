@@ -558,6 +558,12 @@ TEST_CASE("data parallel: finish() hands over each bucket once its sums are in: 
 }
 
 TEST_SUITE("mpi" * doctest::skip()) {
+  // And in shared memory, each sum where it should run. Where /dev/shm (Open
+  // MPI's shared memory) has no room for every rank's buckets (77 MiB on 4
+  // ranks; a container's default is 64 MB), as the communicator's statvfs
+  // of it finds, the check leaves the largest out of that part and says how
+  // much they need: a part skipped, which tools/run-tests holds against the
+  // room there.
   TEST_CASE("mpi: the ring sums buckets of one element to several segments per chunk exactly, on 2, 3 and 4 ranks") {
     const std::string program = build_path("mpi/allreduce-bench");
     for (int ranks : {2, 3, 4}) {
@@ -567,7 +573,16 @@ TEST_SUITE("mpi" * doctest::skip()) {
       argv.insert(argv.end(), {"-np", std::to_string(ranks), program, "check"});
       const fs::path log = dir.path / "log";
       int status = wait_exit(spawn_program(argv, log, {}));
-      CHECK_MESSAGE(status == 0, read_file(log));
+      const std::string output = read_file(log);
+      CHECK_MESSAGE(status == 0, output);
+      // "shared memory has no room for the buckets of ... all of them need N MiB"
+      const std::string need = "all of them need ";
+      if (const size_t at = output.find(need); at != std::string::npos) {
+        const long long mib = std::stoll(output.substr(at + need.size()));
+        skip_part(("/dev/shm has less than " + std::to_string(mib) + " MiB free: the shared sums' check on " +
+                   std::to_string(ranks) + " ranks left its largest buckets out")
+                      .c_str());
+      }
     }
   }
 
