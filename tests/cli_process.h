@@ -98,7 +98,8 @@ inline std::string lines_missing(const fs::path& path, size_t lines, pid_t pid, 
     // Whether it had ended before the file is read: then the file holds all
     // it will ever write.
     siginfo_t end{};
-    const bool ended = waitid(P_PID, static_cast<id_t>(pid), &end, WEXITED | WNOHANG | WNOWAIT) == 0 && end.si_pid == pid;
+    const bool ended =
+        waitid(P_PID, static_cast<id_t>(pid), &end, WEXITED | WNOHANG | WNOWAIT) == 0 && end.si_pid == pid;
     const std::string text = read_file(path);
     const size_t seen = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
     if (seen >= lines) return "";

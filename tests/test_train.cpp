@@ -252,7 +252,8 @@ TEST_CASE("train: waiting for a run's lines names those that never came, when th
   wait_exit(sleeps);
   CHECK(ran_out == has_one + "the wait ran out after 0.1 s");
   pid_t ends = spawn_program("/bin/sh", {"-c", "exit 3"}, dir.path / "log");
-  CHECK(lines_missing(file, 2, ends, std::chrono::minutes(1)) == has_one + "the process ended first, with exit status 3");
+  CHECK(lines_missing(file, 2, ends, std::chrono::minutes(1)) ==
+        has_one + "the process ended first, with exit status 3");
   CHECK(wait_exit(ends) == 3);  // left for the caller to reap
 }
 
