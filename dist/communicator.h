@@ -97,6 +97,17 @@ class Communicator {
   // them, which any algorithm must send (MPI's may relay more).
   virtual int64_t bytes_sent() const = 0;
 
+  // How many of the sums above (start_all_reduce_sum, start_reduce_scatter_sum)
+  // this rank has run in shared memory and how many by messages: where the
+  // ranks share a machine, the gradient buckets lie in shared memory, and a
+  // sum of them that went by messages would still be right, only slower, so
+  // the count is how a run shows which path its sums took.
+  struct SumPaths {
+    int64_t in_shared_memory = 0, by_messages = 0;
+  };
+  // A communicator that moves nothing (a process alone) runs no sum at all.
+  virtual SumPaths sum_paths() const { return {}; }
+
   // Ends every rank of the job at once with exit status `code`, after this
   // rank has printed why. In a single process it returns (the caller exits).
   virtual void abort(int code) = 0;

@@ -21,13 +21,13 @@ class RankGradients final : public GradientSync {
     if (zero_ && !optimizer.sharded()) {
       reducer_.finish();
       optimizer.shard(reducer_.owned(comm_.rank()));
-      return {optim::grad_squares(optimizer.params(), optimizer.owned()), false};
+      return squares_of_owned(optimizer, false);
     }
     const bool runs = !reducer_.shard_runs().empty();
     const std::vector<optim::Slice> slices = runs ? reducer_.owned(comm_.rank()) : optimizer.owned();
     optim::GradSquares squares(optimizer.params(), slices);
     reducer_.finish([&squares](std::span<const size_t> params) { squares.add(params); });
-    return {squares.total(), !runs};
+    return {squares.total(), squares.elements(), !runs};
   }
   void after_update(optim::Optimizer& optimizer) override {
     if (optimizer.sharded()) all_gather_parameters(optimizer, reducer_.shard_runs(), comm_);
@@ -46,6 +46,12 @@ class RankGradients final : public GradientSync {
 };
 
 }  // namespace
+
+StepSquares squares_of_owned(const optim::Optimizer& optimizer, bool whole) {
+  optim::GradSquares squares(optimizer.params(), optimizer.owned());
+  squares.add_all();
+  return {squares.total(), squares.elements(), whole};
+}
 
 std::unique_ptr<GradientSync> make_gradient_sync(const NamedTensors& params, Communicator& comm, size_t bucket_bytes,
                                                  bool overlap, bool zero) {

@@ -8,6 +8,7 @@
 // way, with no test of how many ranks there are.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "autograd/engine.h"
@@ -20,11 +21,16 @@ namespace sf::dist {
 
 // The sum of the squares of the gradient elements that finish() took: of
 // every element the optimizer updates (`whole`), or of this rank's runs
-// alone, which the ranks then add up.
+// alone, which the ranks then add up. `elements`: how many it took.
 struct StepSquares {
   double sum = 0.0;
+  int64_t elements = 0;
   bool whole = true;
 };
+
+// The squares of the gradient elements the optimizer updates (its owned()),
+// all taken at once.
+StepSquares squares_of_owned(const optim::Optimizer& optimizer, bool whole);
 
 class GradientSync {
  public:
@@ -36,9 +42,7 @@ class GradientSync {
   // Returns the squares for the gradient norm (optim::grad_squares): a
   // process alone takes them all; ranks each take their own runs (once the
   // first step has fixed them), so that no rank reads every gradient again.
-  virtual StepSquares finish(optim::Optimizer& optimizer) {
-    return {optim::grad_squares(optimizer.params(), optimizer.owned())};
-  }
+  virtual StepSquares finish(optim::Optimizer& optimizer) { return squares_of_owned(optimizer, true); }
   // After the optimizer's update: every rank's updated parameters everywhere.
   virtual void after_update(optim::Optimizer&) {}
   // After the step: the gradients zeroed for the next.

@@ -19,10 +19,8 @@ std::vector<Slice> whole(const NamedTensors& params) {
 }  // namespace
 
 double grad_squares(const NamedTensors& params, const std::vector<Slice>& slices) {
-  std::vector<size_t> all(params.size());
-  std::iota(all.begin(), all.end(), size_t{0});
   GradSquares squares(params, slices);
-  squares.add(all);
+  squares.add_all();
   return squares.total();
 }
 
@@ -33,8 +31,15 @@ void GradSquares::add(std::span<const size_t> which) {
     if (Tensor g = params_[i].second.grad(); g.defined() && slices_[i].size() > 0) {
       listed.push_back(i);
       runs.push_back(g.view(slices_[i].begin, {slices_[i].size()}));
+      elements_ += slices_[i].size();
     }
   if (!runs.empty()) parts_.emplace_back(std::move(listed), sums_of_squares(runs));
+}
+
+void GradSquares::add_all() {
+  std::vector<size_t> all(params_.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  add(all);
 }
 
 // Each part's squares are one array on the device; reading them here is the

@@ -35,13 +35,19 @@ class GradSquares {
   GradSquares(const NamedTensors& params, const std::vector<Slice>& slices) : params_(params), slices_(slices) {}
   // Starts the squares of these parameters' gradients (on their device).
   void add(std::span<const size_t> which);
+  // The same for every parameter.
+  void add_all();
   // The sum of the squares of every parameter added, in parameter order.
   double total() const;
+  // How many gradient elements have been squared: a data-parallel rank's
+  // report shows by it that each rank took its own runs alone.
+  int64_t elements() const { return elements_; }
 
  private:
   const NamedTensors& params_;
   const std::vector<Slice>& slices_;
   std::vector<std::pair<std::vector<size_t>, Tensor>> parts_;  // parameters, and their squares
+  int64_t elements_ = 0;
 };
 
 }  // namespace sf::optim

@@ -87,14 +87,46 @@ inline int run(const std::vector<std::string>& args, const fs::path& log,
   return wait_exit(spawn(args, log, file_size_limit, env));
 }
 
-// Waits until `path` has at least `lines` lines (or the process ended).
-inline void wait_for_lines(const fs::path& path, size_t lines, pid_t pid) {
-  for (int i = 0; i < 6000; ++i) {
-    std::string text = read_file(path);
-    if (static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) >= lines) return;
-    if (waitpid(pid, nullptr, WNOHANG) != 0) return;
+// Waits until `path` has at least `lines` lines, written by the process
+// `pid`; returns "" then. If the process ends first, or `patience` passes,
+// returns which lines never came: the file, how many it has of those
+// awaited, and why the wait ended. The process is not reaped (WNOWAIT): its
+// exit status stays for the caller's wait.
+inline std::string lines_missing(const fs::path& path, size_t lines, pid_t pid, std::chrono::milliseconds patience) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    // Whether it had ended before the file is read: then the file holds all
+    // it will ever write.
+    siginfo_t end{};
+    const bool ended =
+        waitid(P_PID, static_cast<id_t>(pid), &end, WEXITED | WNOHANG | WNOWAIT) == 0 && end.si_pid == pid;
+    const std::string text = read_file(path);
+    const size_t seen = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+    if (seen >= lines) return "";
+    if (ended || std::chrono::steady_clock::now() - start >= patience) {
+      std::ostringstream why;
+      why << path.string() << " has " << seen << " of the " << lines << " lines awaited: ";
+      if (!ended)
+        why << "the wait ran out after " << std::chrono::duration<double>(patience).count() << " s";
+      else if (end.si_code == CLD_EXITED)
+        why << "the process ended first, with exit status " << end.si_status;
+      else
+        why << "the process ended first, by signal " << end.si_status;
+      return why.str();
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+// lines_missing with a minute's patience, for a test that goes on to signal
+// the process at that point: if the lines never come, the test fails there,
+// naming them, after it has ended the process, which would train on alone.
+inline void wait_for_lines(const fs::path& path, size_t lines, pid_t pid) {
+  const std::string missing = lines_missing(path, lines, pid, std::chrono::minutes(1));
+  if (missing.empty()) return;
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  FAIL(missing);
 }
 
 }  // namespace sf::testing

@@ -160,6 +160,41 @@ int64_t training_pairs(const std::string& log) {
   return std::stoll(log.substr(at + 6));
 }
 
+// The model's parameters, from a run's "model: N parameters" line.
+int64_t model_parameters(const std::string& log) {
+  size_t at = log.find("model: ");
+  REQUIRE(at != std::string::npos);
+  return std::stoll(log.substr(at + 7));
+}
+
+// For the gradient norm of the run's last step, each rank took the squares
+// of its own runs of the gradients alone: together every parameter, once.
+void check_each_rank_squared_its_runs(const std::string& log, int ranks) {
+  const std::vector<int64_t> squared = per_rank(log, "gradient elements squared in the last step");
+  REQUIRE(squared.size() == size_t(ranks));
+  int64_t all = 0;
+  for (int r = 0; r < ranks; ++r) {
+    CAPTURE(r);
+    CHECK(squared[r] < model_parameters(log));
+    all += squared[r];
+  }
+  CHECK(all == model_parameters(log));
+}
+
+// Every rank ran every gradient sum in shared memory (`shared`), or every
+// one by messages. Either way the sums are right: only these counts tell.
+void check_sum_paths(const std::string& log, int ranks, bool shared) {
+  const std::vector<int64_t> in_shared_memory = per_rank(log, "gradient sums in shared memory"),
+                             by_messages = per_rank(log, "by messages");
+  REQUIRE(in_shared_memory.size() == size_t(ranks));
+  REQUIRE(by_messages.size() == size_t(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    CAPTURE(r);
+    CHECK((shared ? in_shared_memory : by_messages)[r] > 0);
+    CHECK((shared ? by_messages : in_shared_memory)[r] == 0);
+  }
+}
+
 // The step records of a run's metrics.jsonl.
 std::vector<nlohmann::json> step_records(const fs::path& dir) {
   std::vector<nlohmann::json> records;
@@ -172,7 +207,9 @@ std::vector<nlohmann::json> step_records(const fs::path& dir) {
 // One process and `ranks` ranks train the same config; returns how far apart
 // their final weights are, after checking both took the same number of steps.
 // Each rank trained on a share of every batch: the shares' pairs sum to the
-// epoch's, and no rank had them all.
+// epoch's, and no rank had them all. Each rank squared its own runs of the
+// gradients, and summed them in shared memory, unless `mpirun_options` take
+// it away (TCP only, or no room in it): then by messages.
 double distance_from_one_process(int ranks, const std::vector<std::string>& sets, const fs::path& reference_dir,
                                  const fs::path& parallel_dir, const std::string& variant = "",
                                  const std::vector<std::string>& mpirun_options = {}) {
@@ -191,6 +228,8 @@ double distance_from_one_process(int ranks, const std::vector<std::string>& sets
     CHECK(tokens[r] > 0);
   }
   CHECK(all_pairs == training_pairs(log));
+  check_each_rank_squared_its_runs(log, ranks);
+  check_sum_paths(log, ranks, mpirun_options.empty());
   // Every step's loss and gradient norm (before clipping) agree too.
   std::vector<nlohmann::json> steps = step_records(reference_dir), parallel = step_records(parallel_dir);
   CHECK(steps.size() >= 10);
@@ -519,6 +558,12 @@ TEST_CASE("data parallel: finish() hands over each bucket once its sums are in: 
 }
 
 TEST_SUITE("mpi" * doctest::skip()) {
+  // And in shared memory, each sum where it should run. Where /dev/shm (Open
+  // MPI's shared memory) has no room for every rank's buckets (77 MiB on 4
+  // ranks; a container's default is 64 MB), as the communicator's statvfs
+  // of it finds, the check leaves the largest out of that part and says how
+  // much they need: a part skipped, which tools/run-tests holds against the
+  // room there.
   TEST_CASE("mpi: the ring sums buckets of one element to several segments per chunk exactly, on 2, 3 and 4 ranks") {
     const std::string program = build_path("mpi/allreduce-bench");
     for (int ranks : {2, 3, 4}) {
@@ -528,7 +573,16 @@ TEST_SUITE("mpi" * doctest::skip()) {
       argv.insert(argv.end(), {"-np", std::to_string(ranks), program, "check"});
       const fs::path log = dir.path / "log";
       int status = wait_exit(spawn_program(argv, log, {}));
-      CHECK_MESSAGE(status == 0, read_file(log));
+      const std::string output = read_file(log);
+      CHECK_MESSAGE(status == 0, output);
+      // "shared memory has no room for the buckets of ... all of them need N MiB"
+      const std::string need = "all of them need ";
+      if (const size_t at = output.find(need); at != std::string::npos) {
+        const long long mib = std::stoll(output.substr(at + need.size()));
+        skip_part(("/dev/shm has less than " + std::to_string(mib) + " MiB free: the shared sums' check on " +
+                   std::to_string(ranks) + " ranks left its largest buckets out")
+                      .c_str());
+      }
     }
   }
 
@@ -599,6 +653,29 @@ TEST_SUITE("mpi" * doctest::skip()) {
     CHECK(per_rank(read_file(three.path / "log"), "empty shares") == std::vector<int64_t>{0, 1, 1});
   }
 
+  // One batch of mixed lengths: four pairs of one word and one of ten (the
+  // batch sorted by length). A share is padded to its longest source and
+  // target, framed: 3 + 2 wide for one word, 12 + 11 for ten. Equal counts,
+  // 3 and 2 pairs, would cost 15 and 46; the four short pairs cost 20, the
+  // long one alone 23. Two epochs of that one batch: two steps, the second
+  // with the runs each rank squares fixed by the first.
+  TEST_CASE("mpi: on a batch of mixed lengths the ranks share the pairs by padded cost, and each squares its own "
+            "runs") {
+    TempDir dir;
+    std::ofstream(dir.path / "train.tsv") << "a\tb\nc\td\ne\tf\ng\th\n"
+                                          << "i j k l m n o p q r\ts t u v w x y z ab ac\n";
+    std::string config = write_config(dir.path, R"("data": {"train": ")" + (dir.path / "train.tsv").string() +
+                                                    R"("}, "lang_src": "en", "lang_tgt": "de", "num_epochs": 2, )" +
+                                                    R"("val_fraction": 0.0, )" + kTiny);
+    REQUIRE(run_ranks(2, train_args(config, {}), dir.path / "log") == 0);
+    const std::string log = read_file(dir.path / "log");
+    const std::vector<int64_t> pairs = per_rank(log, "pairs");  // equal counts: 6 and 4
+    REQUIRE(pairs.size() == 2);
+    CHECK(pairs[0] == 8);
+    CHECK(pairs[1] == 2);
+    check_each_rank_squared_its_runs(log, 2);
+  }
+
   TEST_CASE("mpi: device opencl: 2 ranks on the machine's OpenCL devices match one process on OpenCL") {
     if (!fs::exists(mpi_binary("opencl/"))) SF_SKIP("no OpenCL build here (make OPENCL=1: its packages could not be installed)");
     TempDir one, two;
@@ -625,7 +702,11 @@ TEST_SUITE("mpi" * doctest::skip()) {
     CHECK(setup::CheckpointStore(resumed.path / "weights", "tmodel_", 5).latest_epoch() == 5);
   }
 
-  TEST_CASE("mpi: SIGINT to one rank stops every rank at the same step; rank 0 saves; resuming matches") {
+  // A user who signals a rank twice (Ctrl-C, then kill): a process alone
+  // ends at once on the second signal, but a rank goes on to the save the
+  // first began (train/training_step.h: StopSignals).
+  TEST_CASE("mpi: SIGINT then SIGTERM to one rank stop every rank at the same step; rank 0 saves the position "
+            "reached; resuming matches") {
     TempDir straight, cut;
     std::string config = resume_config(cut.path);
     REQUIRE(run_ranks(2, train_args(resume_config(straight.path), {}), straight.path / "log") == 0);
@@ -634,8 +715,14 @@ TEST_SUITE("mpi" * doctest::skip()) {
     REQUIRE(ranks.size() == 2);
     wait_for_lines(cut.path / "run/metrics.jsonl", 9, job);  // into epoch 1 (6 steps an epoch, 1 valid)
     kill(ranks[1], SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // delivered, so not merged with the second
+    kill(ranks[1], SIGTERM);
     CHECK(wait_exit(job) == 130);
     CHECK(read_file(cut.path / "log1").find("stopped: saved epoch") != std::string::npos);
+    setup::CheckpointStore store(cut.path / "weights", "tmodel_", 5);
+    REQUIRE(store.latest_epoch().has_value());
+    setup::TrainingState state = store.load_state(setup::CheckpointStore::epoch_tag(*store.latest_epoch()));
+    CHECK(state.global_step == int64_t(logged_steps(cut.path / "run/metrics.jsonl")));
     REQUIRE(run_ranks(2, train_args(config, {"preload=latest"}), cut.path / "log2") == 0);
     check_same_files(straight.path, cut.path, "03");
   }

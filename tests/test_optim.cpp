@@ -275,6 +275,7 @@ TEST_CASE("optim: the squared norm in parts equals it taken whole, to the bit, w
   squares.add(std::span(rest).first(150));
   squares.add(std::span(rest).subspan(150));
   CHECK(squares.total() == expected);
+  CHECK(squares.elements() == 202);  // the parameter without a gradient has none to square
 }
 
 TEST_CASE("optim: clipping in slices: the slices' squares add up to the squared norm; the coefficient clips") {

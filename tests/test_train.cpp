@@ -237,6 +237,26 @@ struct InterruptedRun {
 
 }  // namespace
 
+// The tests that signal a run at a chosen line wait for it with
+// wait_for_lines, which fails the test naming the lines that never came:
+// once it gave up in silence, and the test went on as if they had.
+TEST_CASE("train: waiting for a run's lines names those that never came, when the process ends or the wait runs out") {
+  testing::TempDir dir;
+  const fs::path file = dir.path / "metrics.jsonl";
+  std::ofstream(file) << "one\n";
+  const std::string has_one = file.string() + " has 1 of the 2 lines awaited: ";
+  pid_t sleeps = spawn_program("/bin/sh", {"-c", "exec sleep 10"}, dir.path / "log");
+  CHECK(lines_missing(file, 1, sleeps, std::chrono::milliseconds(0)) == "");
+  const std::string ran_out = lines_missing(file, 2, sleeps, std::chrono::milliseconds(100));
+  kill(sleeps, SIGKILL);
+  wait_exit(sleeps);
+  CHECK(ran_out == has_one + "the wait ran out after 0.1 s");
+  pid_t ends = spawn_program("/bin/sh", {"-c", "exit 3"}, dir.path / "log");
+  CHECK(lines_missing(file, 2, ends, std::chrono::minutes(1)) ==
+        has_one + "the process ended first, with exit status 3");
+  CHECK(wait_exit(ends) == 3);  // left for the caller to reap
+}
+
 TEST_CASE("train: SIGINT or SIGTERM saves the position mid-epoch and exits 130; resuming matches the straight run") {
   for (int signal : {SIGINT, SIGTERM}) {
     CAPTURE(signal);

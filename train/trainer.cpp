@@ -271,13 +271,18 @@ int Trainer::run() {
 
 // What data parallelism cost this run: the communication backward did not
 // hide, and each rank's memory (ZeRO-1 shrinks the optimizer state's share);
-// and what each rank trained on, whose sums are the whole batches'.
+// what each rank trained on, whose sums are the whole batches'; and where
+// each rank saved work: the gradient elements it squared (its own runs, which
+// add up to the model's parameters) and where its sums ran (in shared memory
+// where the ranks share a machine).
 void Trainer::report_data_parallel(const TrainingStep::Status& trained) {
   const dist::GradientReducer& reducer = *gradients_->reducer();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  const std::vector<int64_t> mine{trained.pairs,           trained.label_tokens,     trained.empty_shares,
-                                  usage.ru_maxrss * 1024,  optimizer_->state_bytes(), trained.step_bytes_sent};
+  const dist::Communicator::SumPaths sums = comm_.sum_paths();
+  const std::vector<int64_t> mine{trained.pairs,           trained.label_tokens,      trained.empty_shares,
+                                  usage.ru_maxrss * 1024,  optimizer_->state_bytes(), trained.step_bytes_sent,
+                                  trained.step_elements_squared, sums.in_shared_memory, sums.by_messages};
   std::vector<int64_t> all(mine.size() * static_cast<size_t>(comm_.size()));
   comm_.all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(all)));
   // Figure k of every rank, comma-separated.
@@ -318,12 +323,13 @@ void Trainer::report_data_parallel(const TrainingStep::Status& trained) {
   say(comm_, "data parallel: %.2f ms per step waiting for gradient all-reduces after backward (overlap %s), "
       "%.2f ms of it exposed communication (each step's least wait over the ranks%s); "
       "per rank: pairs %s, label tokens %s, empty shares %s, peak RSS %s MiB, optimizer state %s MiB, "
-      "sent in the last step %s bytes\n",
+      "sent in the last step %s bytes, gradient elements squared in the last step %s, "
+      "gradient sums in shared memory %s, by messages %s\n",
       std::accumulate(waits.begin() + setup, waits.end(), 0.0) * per_step_ms,
       reducer.overlapping() ? "on" : "off", std::accumulate(least.begin() + setup, least.end(), 0.0) * per_step_ms,
       setup_steps, per_rank(0, false).c_str(), per_rank(1, false).c_str(), per_rank(2, false).c_str(),
-      per_rank(3, true).c_str(), per_rank(4, true).c_str(),
-      per_rank(5, false).c_str());
+      per_rank(3, true).c_str(), per_rank(4, true).c_str(), per_rank(5, false).c_str(), per_rank(6, false).c_str(),
+      per_rank(7, false).c_str(), per_rank(8, false).c_str());
 }
 
 }  // namespace sf::train

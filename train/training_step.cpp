@@ -121,6 +121,7 @@ void TrainingStep::optimizer_step(const setup::TrainingState& position) {
     skip_nonfinite_step(mean_loss, norm, step);
   }
   parts_.gradients.zero_grad(optimizer);
+  status_.step_elements_squared = squares.elements;
   status_.step_bytes_sent = parts_.comm.bytes_sent() - bytes_sent_before_;
   bytes_sent_before_ = parts_.comm.bytes_sent();
   last_step_ = std::chrono::steady_clock::now();

@@ -59,8 +59,9 @@ class TrainingStep {
     // What this rank trained on in this process: pairs and label tokens of its
     // shares, and the batches in which its share was empty.
     int64_t pairs = 0, label_tokens = 0, empty_shares = 0;
-    // The bytes the communicator sent for the last optimizer step.
-    int64_t step_bytes_sent = 0;
+    // The bytes the communicator sent for the last optimizer step, and the
+    // gradient elements whose squares this rank took for its norm.
+    int64_t step_bytes_sent = 0, step_elements_squared = 0;
   };
   const Status& status() const { return status_; }
   void start_epoch() { status_.epoch_loss_sum = 0; }

@@ -17,7 +17,11 @@
 // buckets from one element to several of the ring's segments per chunk, in
 // the rank's own memory (the ring) and in shared memory (which it requires
 // where the ranks share a machine, unless SCRATCHFORMER_MPI_SHARED_SUMS=0),
-// and exits 1 at the first wrong element (tests/test_mpi.cpp runs it).
+// and exits 1 at the first wrong element, or if a sum ran elsewhere than
+// there (tests/test_mpi.cpp runs it). Shared memory holds every rank's
+// buckets at once, 20 MB a rank: where it has no room for them all (a
+// container's /dev/shm holds 64 MB), the largest are left out of that part,
+// and rank 0 says so.
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
@@ -110,22 +114,44 @@ int check_sums(sf::dist::Communicator& comm, const std::vector<size_t>& sizes,
   return 0;
 }
 
-// The sums in the rank's own memory, then in shared memory.
+// 0 when this rank has run `in_shared_memory` of its sums there and
+// `by_messages` by messages.
+int check_paths(const sf::dist::Communicator& comm, size_t in_shared_memory, size_t by_messages) {
+  const sf::dist::Communicator::SumPaths paths = comm.sum_paths();
+  if (paths.in_shared_memory == int64_t(in_shared_memory) && paths.by_messages == int64_t(by_messages)) return 0;
+  std::fprintf(stderr, "rank %d: %lld sums ran in shared memory and %lld by messages, not %zu and %zu\n", comm.rank(),
+               static_cast<long long>(paths.in_shared_memory), static_cast<long long>(paths.by_messages),
+               in_shared_memory, by_messages);
+  return 1;
+}
+
+// The sums in the rank's own memory, then in shared memory: two sums (the
+// all-reduce and the reduce-scatter) of each bucket.
 int check(sf::dist::Communicator& comm) {
   const std::vector<size_t> sizes = {1, 1000, 262144 * 3 + 17, (1 << 22) + 5};
   std::vector<std::vector<float>> own;
   std::vector<std::span<float>> buffers;
   for (size_t n : sizes) buffers.push_back(own.emplace_back(n));
-  if (check_sums(comm, sizes, buffers) != 0) return 1;
+  if (check_sums(comm, sizes, buffers) != 0 || check_paths(comm, 0, 2 * sizes.size()) != 0) return 1;
   const char* shared_sums = std::getenv("SCRATCHFORMER_MPI_SHARED_SUMS");
-  buffers = comm.shared_buffers(sizes);
-  if (buffers.empty()) {
-    if (comm.local_size() < comm.size() || (shared_sums && std::string(shared_sums) == "0")) return 0;
+  if (comm.local_size() < comm.size() || (shared_sums && std::string(shared_sums) == "0")) return 0;
+  // As many buckets, smallest first, as shared memory has room for, as the
+  // communicator finds it (statvfs, agreed by every rank).
+  std::vector<size_t> fitting = sizes;
+  while (!fitting.empty() && (buffers = comm.shared_buffers(fitting)).empty()) fitting.pop_back();
+  if (fitting.empty()) {
     std::fprintf(stderr, "rank %d: the %d ranks share this machine, and the communicator gave no shared memory\n",
                  comm.rank(), comm.size());
     return 1;
   }
-  return check_sums(comm, sizes, buffers);
+  if (fitting.size() < sizes.size() && comm.rank() == 0) {
+    size_t floats = 0;
+    for (size_t n : sizes) floats += n;
+    std::printf("shared memory has no room for the buckets of %zu floats and up on %d ranks: all of them need %zu "
+                "MiB\n", sizes[fitting.size()], comm.size(), (floats * sizeof(float) * size_t(comm.size()) >> 20) + 1);
+  }
+  if (check_sums(comm, fitting, buffers) != 0) return 1;
+  return check_paths(comm, 2 * fitting.size(), 2 * sizes.size());
 }
 
 }  // namespace

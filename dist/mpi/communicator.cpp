@@ -323,6 +323,7 @@ class MpiWorld final : public Communicator {
   }
 
   int64_t bytes_sent() const override { return bytes_sent_; }
+  SumPaths sum_paths() const override { return {sums_in_shared_memory_, sums_by_messages_}; }
 
   // One window holds every buffer, each starting on a cache line of its own.
   std::vector<std::span<float>> shared_buffers(const std::vector<size_t>& elements) override {
@@ -650,6 +651,7 @@ class MpiWorld final : public Communicator {
     // The others' memory this rank read, and wrote: a ring's messages.
     bytes_sent_ += int64_t((end - begin) * sizeof(float)) * (size_ - 1) * (all_gather ? 2 : 1);
     window_barrier();
+    ++sums_in_shared_memory_;
   }
 
   bool in_window(std::span<float> values) const {
@@ -681,6 +683,7 @@ class MpiWorld final : public Communicator {
       wait_loop(step.sends, kAllReduce);
       bytes_sent_ += step.bytes;
     }
+    ++sums_by_messages_;
   }
 
   // Runs one collective over `count` elements on the communication thread,
@@ -836,6 +839,7 @@ class MpiWorld final : public Communicator {
   bool stopping_ = false;
   std::atomic<int> abort_code_{-1};
   std::atomic<int64_t> bytes_sent_{0};
+  std::atomic<int64_t> sums_in_shared_memory_{0}, sums_by_messages_{0};  // sum_paths()
 };
 
 }  // namespace
