@@ -43,7 +43,7 @@ std::string GraphBuilder::add_initializer(Initializer tensor) {
 
 std::string GraphBuilder::ints(const std::vector<int64_t>& values) {
   std::string key = "int64";
-  for (int64_t v : values) key += "_" + std::to_string(v);
+  for (int64_t v : values) key.append(1, '_').append(std::to_string(v));
   auto [at, added] = root_->constants_.try_emplace(key, key);
   if (added) add_initializer({key, ElementType::Int64, {static_cast<int64_t>(values.size())}, raw_bytes(values)});
   return at->second;
