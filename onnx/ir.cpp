@@ -5,35 +5,16 @@
 namespace sf::onnx {
 
 Attribute Attribute::of_int(std::string name, int64_t value) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = Kind::Int;
-  a.i = value;
-  return a;
+  return {.name = std::move(name), .kind = Kind::Int, .i = value};
 }
-
 Attribute Attribute::of_float(std::string name, float value) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = Kind::Float;
-  a.f = value;
-  return a;
+  return {.name = std::move(name), .kind = Kind::Float, .f = value};
 }
-
 Attribute Attribute::of_ints(std::string name, std::vector<int64_t> values) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = Kind::Ints;
-  a.ints = std::move(values);
-  return a;
+  return {.name = std::move(name), .kind = Kind::Ints, .ints = std::move(values)};
 }
-
 Attribute Attribute::of_graph(std::string name, std::shared_ptr<const Graph> graph) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = Kind::Graph;
-  a.graph = std::move(graph);
-  return a;
+  return {.name = std::move(name), .kind = Kind::Graph, .graph = std::move(graph)};
 }
 
 namespace {

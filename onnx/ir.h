@@ -52,8 +52,8 @@ struct Attribute {
   Kind kind = Kind::Int;
   int64_t i = 0;
   float f = 0;
-  std::vector<int64_t> ints;
-  std::shared_ptr<const Graph> graph;
+  std::vector<int64_t> ints{};
+  std::shared_ptr<const Graph> graph{};
 
   static Attribute of_int(std::string name, int64_t value);
   static Attribute of_float(std::string name, float value);

@@ -16,6 +16,7 @@ import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { launchChromium, recordPageErrors } from './chromium.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const prefix = process.env.SF_BROWSER_PREFIX ?? path.resolve(here, '../../build/browser');
@@ -90,23 +91,9 @@ function strongSet(row) {
 // ---- Browser ----
 
 const errors = [];
-try {
-  browser = await puppeteer.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-quic', '--no-first-run',
-           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    defaultViewport: { width: 1400, height: 1000 },
-    timeout: 30_000,
-    protocolTimeout: 30_000,
-  });
-} catch (error) {
-  fail(`could not start /usr/bin/chromium: ${error.message}`);
-}
+browser = await launchChromium(puppeteer, { width: 1400, height: 1000 }, 30_000, fail);
 const page = await browser.newPage();
-page.on('console', (m) => { if (m.type() === 'error') errors.push(`console error: ${m.text()}`); });
-page.on('pageerror', (e) => errors.push(`page error: ${e.message ?? e}`));
-page.on('requestfailed', (r) => errors.push(`failed to load ${r.url()}: ${r.failure()?.errorText}`));
+recordPageErrors(page, errors);
 async function saveScreenshot() {
   try {
     fs.mkdirSync(path.dirname(path.resolve(pngPath)), { recursive: true });

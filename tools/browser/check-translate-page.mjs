@@ -14,6 +14,7 @@ import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
+import { launchChromium, recordPageErrors } from './chromium.mjs';
 
 const [dir, sentence, expected, pngPath] = process.argv.slice(2);
 if (!pngPath) {
@@ -53,23 +54,9 @@ const url = `${origin}/${encodeURIComponent(path.basename(path.resolve(dir)))}/t
 // ---- Browser ----
 
 const errors = [];
-try {
-  browser = await puppeteer.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-quic', '--no-first-run',
-           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    defaultViewport: { width: 900, height: 600 },
-    timeout: 30_000,
-    protocolTimeout: 60_000,
-  });
-} catch (error) {
-  fail(`could not start /usr/bin/chromium: ${error.message}`);
-}
+browser = await launchChromium(puppeteer, { width: 900, height: 600 }, 60_000, fail);
 const page = await browser.newPage();
-page.on('console', (m) => { if (m.type() === 'error') errors.push(`console error: ${m.text()}`); });
-page.on('pageerror', (e) => errors.push(`page error: ${e.message ?? e}`));
-page.on('requestfailed', (r) => errors.push(`failed to load ${r.url()}: ${r.failure()?.errorText}`));
+recordPageErrors(page, errors);
 page.on('request', (r) => {
   if (!r.url().startsWith(origin + '/') && !r.url().startsWith('blob:') && !r.url().startsWith('data:'))
     errors.push(`a request to another origin: ${r.url()}`);
