@@ -174,7 +174,8 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
   const std::vector<int32_t> src_ids = src.to_int_vector();
   // Each source is encoded once; its cross-attention keys and values are then
   // selected for as many rows as it has live hypotheses.
-  nn::DecoderCache cache = model.start_decoding(model.encode(src, data::encoder_keep_mask(src)));
+  Tensor src_mask = data::encoder_keep_mask(src).to(model.device());
+  nn::DecoderCache cache = model.start_decoding(model.encode(src, src_mask));
 
   // The batch holds one row per live hypothesis, sentence by sentence; at the
   // start each sentence has one, [SOS]. A hypothesis that ends, and a sentence
@@ -184,7 +185,6 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
   std::vector<int32_t> sentence(batch);  // the sentence of each row
   for (int64_t b = 0; b < batch; ++b) sentence[b] = static_cast<int32_t>(b);
   std::vector<int32_t> last(batch, data::kSosId);
-  Tensor src_mask = data::encoder_keep_mask(src).to(model.device());
   std::vector<std::vector<Hypothesis>> finished(batch);
   std::vector<std::vector<std::vector<int64_t>>> finished_rows(batch);  // as Beam::rows
 
