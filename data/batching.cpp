@@ -1,6 +1,7 @@
 #include "batching.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "base/error.h"
 #include "shuffle.h"
@@ -24,6 +25,28 @@ std::vector<std::vector<size_t>> chunk(const std::vector<size_t>& order, size_t 
   std::vector<std::vector<size_t>> batches;
   for (size_t begin = 0; begin < order.size(); begin += batch_size)
     batches.emplace_back(order.begin() + begin, order.begin() + std::min(order.size(), begin + batch_size));
+  return batches;
+}
+
+// Batches of consecutive pairs of `order`, each as many as fit: rows x the
+// widest side within max_tokens and rows within batch_size. A batch's cost
+// is what the padded tensors hold, so batches of short pairs get more rows.
+std::vector<std::vector<size_t>> chunk_by_tokens(const std::vector<size_t>& order, const BatchedDataset& dataset) {
+  const BatchOptions& o = dataset.options();
+  std::vector<std::vector<size_t>> batches;
+  int64_t widest = 0;
+  for (size_t i : order) {
+    const auto [source, target] = dataset.padded_widths(i);
+    const int64_t width = std::max({widest, source, target});
+    if (batches.empty() || static_cast<int64_t>(batches.back().size()) + 1 > o.batch_size ||
+        (static_cast<int64_t>(batches.back().size()) + 1) * width > o.max_tokens) {
+      batches.emplace_back();
+      widest = std::max(source, target);
+    } else {
+      widest = width;
+    }
+    batches.back().push_back(i);
+  }
   return batches;
 }
 
@@ -54,10 +77,13 @@ void check_example_fits(const Example& e, int64_t seq_len) {
 BatchedDataset::BatchedDataset(std::vector<Example> examples, BatchOptions options)
     : examples_(std::move(examples)), options_(options) {
   if (options_.batch_size <= 0) internal_fail("batch_size must be positive, got ", options_.batch_size);
+  if (options_.max_tokens != 0 && options_.max_tokens < options_.seq_len)
+    internal_fail("max_tokens must be 0 or at least seq_len, got ", options_.max_tokens);
   for (const Example& e : examples_) check_example_fits(e, options_.seq_len);
 }
 
-int64_t BatchedDataset::batches_per_epoch() const {
+int64_t BatchedDataset::batches_in_epoch(int64_t epoch) const {
+  if (options_.max_tokens > 0) return static_cast<int64_t>(epoch_plan(epoch).size());
   int64_t n = static_cast<int64_t>(examples_.size());
   return (n + options_.batch_size - 1) / options_.batch_size;
 }
@@ -68,19 +94,37 @@ std::vector<std::vector<size_t>> BatchedDataset::epoch_plan(int64_t epoch) const
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (options_.shuffle) shuffle(order, rng);
   size_t batch_size = static_cast<size_t>(options_.batch_size);
-  if (!options_.bucket) return chunk(order, batch_size);
+  if (!options_.bucket) return options_.max_tokens > 0 ? chunk_by_tokens(order, *this) : chunk(order, batch_size);
 
+  // By source, then target length; by tokens, by the wider side first, the
+  // width a batch's cost counts.
   auto shorter = [&](size_t a, size_t b) {
     const Example &x = examples_[a], &y = examples_[b];
-    return std::pair(x.src.size(), x.tgt.size()) < std::pair(y.src.size(), y.tgt.size());
+    const auto [x_src, x_tgt] = padded_widths(a);
+    const auto [y_src, y_tgt] = padded_widths(b);
+    const int64_t x_width = options_.max_tokens > 0 ? std::max(x_src, x_tgt) : 0;
+    const int64_t y_width = options_.max_tokens > 0 ? std::max(y_src, y_tgt) : 0;
+    return std::tuple(x_width, x.src.size(), x.tgt.size()) < std::tuple(y_width, y.src.size(), y.tgt.size());
   };
   // Without shuffling the pool is everything: plain length order.
-  size_t pool = options_.shuffle ? kBucketPoolBatches * batch_size : std::max<size_t>(order.size(), 1);
+  size_t pool = options_.shuffle ? kBucketPoolBatches * rows_per_batch() : std::max<size_t>(order.size(), 1);
   for (size_t begin = 0; begin < order.size(); begin += pool)
     std::stable_sort(order.begin() + begin, order.begin() + std::min(order.size(), begin + pool), shorter);
-  std::vector<std::vector<size_t>> batches = chunk(order, batch_size);
+  std::vector<std::vector<size_t>> batches =
+      options_.max_tokens > 0 ? chunk_by_tokens(order, *this) : chunk(order, batch_size);
   if (options_.shuffle) shuffle(batches, rng);
   return batches;
+}
+
+size_t BatchedDataset::rows_per_batch() const {
+  if (options_.max_tokens == 0 || examples_.empty()) return static_cast<size_t>(options_.batch_size);
+  int64_t width_sum = 0;
+  for (size_t i = 0; i < examples_.size(); ++i) {
+    const auto [source, target] = padded_widths(i);
+    width_sum += std::max(source, target);
+  }
+  const int64_t mean_width = std::max<int64_t>(1, width_sum / static_cast<int64_t>(examples_.size()));
+  return static_cast<size_t>(std::clamp<int64_t>(options_.max_tokens / mean_width, 1, options_.batch_size));
 }
 
 std::pair<int64_t, int64_t> BatchedDataset::padded_widths(size_t i) const {

@@ -38,11 +38,15 @@ int64_t drop_long_examples(std::vector<Example>& examples, int64_t seq_len);
 void check_example_fits(const Example& e, int64_t seq_len);
 
 struct BatchOptions {
-  int64_t batch_size = 8;
+  int64_t batch_size = 8;  // pairs per batch; with max_tokens, the most
   int64_t seq_len = 350;
   bool bucket = false;   // pad each batch to its own longest sentence
   bool shuffle = true;   // a new order every epoch (false: validation, in input order)
   uint64_t seed = 42;
+  // > 0: a batch takes pairs in batch order while its padded size, rows x
+  // its widest side (framed source or target), stays within max_tokens, as
+  // fairseq's --max-tokens. Must be at least seq_len, so every pair fits.
+  int64_t max_tokens = 0;
 };
 
 struct Batch {
@@ -61,7 +65,10 @@ class BatchedDataset {
 
   const std::vector<Example>& examples() const { return examples_; }
   const BatchOptions& options() const { return options_; }
-  int64_t batches_per_epoch() const;
+  // How many batches epoch `epoch` has: the same for every epoch unless
+  // batches are made by tokens (max_tokens), where it varies a little with
+  // which pairs meet.
+  int64_t batches_in_epoch(int64_t epoch) const;
 
   // The example indices of every batch of `epoch`, in training order. Each
   // example appears exactly once; the last batch may be smaller (as
@@ -74,6 +81,10 @@ class BatchedDataset {
   std::pair<int64_t, int64_t> padded_widths(size_t i) const;
 
  private:
+  // About how many pairs a batch holds: batch_size, or with max_tokens as
+  // many as fit at the mean width (the size of the pools bucketing sorts).
+  size_t rows_per_batch() const;
+
   std::vector<Example> examples_;
   BatchOptions options_;
 };

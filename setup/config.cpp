@@ -183,6 +183,10 @@ Config from_json(const json& root, const std::string& source) {
   r.number("val_fraction", c.val_fraction, probability);
   r.boolean("max_len_filter", c.max_len_filter);
   r.boolean("bucket", c.bucket);
+  r.integer("max_tokens", c.max_tokens, 0, kMaxBatchSize * kMaxSeqLen);
+  if (c.max_tokens > 0 && c.max_tokens < c.seq_len)
+    r.error("max_tokens", "must be 0 (off) or at least seq_len (" + std::to_string(c.seq_len) +
+                              "), so that the longest pair fits a batch, got " + std::to_string(c.max_tokens));
   r.integer("min_frequency", c.min_frequency, 1, INT32_MAX);
   r.string("tokenizer", c.tokenizer, {"word", "bpe"});
   for (const char* key : {"vocab_size", "shared_vocab"})

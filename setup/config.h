@@ -3,6 +3,7 @@
 // validated as a whole before anything runs. Every problem is an sf::Error whose message
 // starts with the file (and line, for malformed JSON) and names the key.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -46,6 +47,10 @@ struct Config {
   DataConfig data;
   float val_fraction = 0.1f;
   bool max_len_filter = true, bucket = false;
+  // > 0: training batches by tokens, as fairseq's --max-tokens: pairs in
+  // batch order while rows x the batch's widest side stays within it (and
+  // the rows within batch_size), so every step does about the same work.
+  int64_t max_tokens = 0;
   int64_t min_frequency = 2;  // tokenizer "word" only
   // "word": one id per word (data/tokenizer.h); "bpe": subword units
   // (data/bpe.h), vocab_size tokens with the specials, learnt from both sides
@@ -95,6 +100,12 @@ struct Config {
   // "auto": bf16 where the device multiplies bf16 faster than float32
   // (Device::multiplies_bf16_faster), else fp32.
   DType precision_dtype() const;
+  // Rows of seq_len positions that hold as many as the largest training
+  // batch: batch_size, or with max_tokens max_tokens / seq_len when fewer
+  // (what memory estimates count).
+  int64_t full_length_rows() const {
+    return max_tokens > 0 ? std::min(batch_size, (max_tokens + seq_len - 1) / seq_len) : batch_size;
+  }
   // What the precision brings on this machine, for the log ("" for fp32).
   std::string precision_note() const;
 };

@@ -137,6 +137,8 @@ TEST_CASE("config: wrong types") {
   CHECK(error_for(R"({"batch_size": "8"})") == ": key 'batch_size': expected an integer, got string \"8\"");
   CHECK(error_for(R"({"lr": "fast"})") == ": key 'lr': expected a number, got string \"fast\"");
   CHECK(error_for(R"({"bucket": 1})") == ": key 'bucket': expected true or false, got number 1");
+  CHECK(error_for(R"({"seq_len": 64, "max_tokens": 63})") ==
+        ": key 'max_tokens': must be 0 (off) or at least seq_len (64), so that the longest pair fits a batch, got 63");
   CHECK(error_for(R"({"lang_src": 3})") == ": key 'lang_src': expected a string, got number 3");
   CHECK(error_for(R"({"checkpoint_every": 0.5})") == ": key 'checkpoint_every': expected an integer, got number 0.5");
   CHECK(error_for(R"({"optimizer": {"betas": [0.9]}})").find("'optimizer.betas': expected an array of two") != std::string::npos);

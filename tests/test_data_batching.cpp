@@ -136,7 +136,7 @@ TEST_CASE("data: max_len_filter drops long pairs and counts them; too long is an
 TEST_CASE("data: bucketing covers every pair exactly once per epoch, with similar lengths") {
   const int n = 1000;
   BatchedDataset dataset(examples_of_many_lengths(n), {.batch_size = 16, .seq_len = 40, .bucket = true, .seed = 7});
-  CHECK(dataset.batches_per_epoch() == 63);
+  CHECK(dataset.batches_in_epoch(0) == 63);
   int64_t bucket_padding = 0;
   for (int64_t epoch = 0; epoch < 3; ++epoch) {
     std::vector<int> seen(n, 0);
@@ -159,6 +159,41 @@ TEST_CASE("data: bucketing covers every pair exactly once per epoch, with simila
   for (int64_t epoch = 0; epoch < 3; ++epoch)
     for (const auto& indices : fixed.epoch_plan(epoch)) random_padding += padding(fixed, indices);
   CHECK(bucket_padding * 2 < random_padding);
+}
+
+TEST_CASE("data: max_tokens batches hold about max_tokens padded positions each, short pairs in more rows") {
+  const int n = 1000;
+  const int64_t max_tokens = 400;
+  BatchedDataset dataset(examples_of_many_lengths(n),
+                         {.batch_size = 1000, .seq_len = 40, .bucket = true, .seed = 7, .max_tokens = max_tokens});
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    std::vector<std::vector<size_t>> plan = dataset.epoch_plan(epoch);
+    CHECK(dataset.batches_in_epoch(epoch) == static_cast<int64_t>(plan.size()));
+    std::vector<int> seen(n, 0);
+    int64_t padded = 0, fewest_rows = n, most_rows = 0;
+    for (const std::vector<size_t>& indices : plan) {
+      Batch batch = dataset.make_batch(indices);
+      const int64_t size = batch.encoder_input.size(0) * std::max(batch.encoder_input.size(1), batch.decoder_input.size(1));
+      CHECK(size <= max_tokens);
+      padded += size;
+      fewest_rows = std::min(fewest_rows, batch.encoder_input.size(0));
+      most_rows = std::max(most_rows, batch.encoder_input.size(0));
+      for (size_t i : indices) ++seen[i];
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+    // Filled: on average over 85% of max_tokens (batches of a fixed count of
+    // pairs would hold from 3 to 32 positions a row).
+    CHECK(padded > 0.85 * max_tokens * static_cast<double>(plan.size()));
+    CHECK(most_rows >= 3 * fewest_rows);
+  }
+  // batch_size still caps the rows; without bucketing every row is seq_len wide.
+  BatchedDataset capped(examples_of_many_lengths(n),
+                        {.batch_size = 8, .seq_len = 40, .bucket = true, .seed = 7, .max_tokens = max_tokens});
+  for (const std::vector<size_t>& indices : capped.epoch_plan(0)) CHECK(indices.size() <= 8);
+  BatchedDataset fixed(examples_of_many_lengths(n),
+                       {.batch_size = 1000, .seq_len = 40, .bucket = false, .seed = 7, .max_tokens = max_tokens});
+  CHECK(fixed.batches_in_epoch(0) == 100);  // 10 rows of 40 each
+  CHECK_THROWS_AS(BatchedDataset(examples_of_many_lengths(3), {.seq_len = 40, .max_tokens = 39}), InternalError);
 }
 
 TEST_CASE("data: epoch order is a function of (seed, epoch); resuming at batch k continues it") {

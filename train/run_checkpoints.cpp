@@ -77,7 +77,7 @@ void claim_model_folder(const setup::Config& config, const setup::CheckpointStor
 // On the writer: loads into this process; returns the position and the optimizer state it
 // read, if it resumes.
 static std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> restore_on_writer(
-    const CheckpointParts& parts, int64_t batches_per_epoch) {
+    const CheckpointParts& parts, const data::BatchedDataset& train_set) {
   const setup::Config& config = parts.config;
   if (!config.preload) return std::nullopt;
   setup::CheckpointFiles files;
@@ -115,9 +115,10 @@ static std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> res
     fail(files.state, ": ", position.accum_pending, " batches pending, but grad_accum is ", config.grad_accum);
   // Each file is sound on its own; now check that all three are from one save.
   if (std::string problem = files.problem(); !problem.empty()) fail(problem);
-  if (position.batch < position.batches_in_epoch && position.batches_in_epoch != batches_per_epoch)
+  if (int64_t batches = train_set.batches_in_epoch(position.epoch);
+      position.batch < position.batches_in_epoch && position.batches_in_epoch != batches)
     fail(files.state, ": an epoch of ", position.batches_in_epoch, " batches, but this data and batch_size make ",
-         batches_per_epoch, " (resume with the config the run was started with)");
+         batches, " (resume with the config the run was started with)");
   parts.model.dropout_rng().set_state(position.dropout_rng);
   parts.accumulation.set_pending(position.accum_pending);
   say(parts.comm, "preload: resumed from %s (epoch %02lld, batch %lld of %lld, step %lld)\n", files.weights.c_str(),
@@ -126,10 +127,11 @@ static std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> res
   return std::pair{std::move(position), std::move(optimizer_state)};
 }
 
-std::optional<setup::TrainingState> restore_checkpoint(const CheckpointParts& parts, int64_t batches_per_epoch) {
+std::optional<setup::TrainingState> restore_checkpoint(const CheckpointParts& parts,
+                                                       const data::BatchedDataset& train_set) {
   dist::Communicator& comm = parts.comm;
   std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> loaded;
-  if (comm.writes()) loaded = restore_on_writer(parts, batches_per_epoch);
+  if (comm.writes()) loaded = restore_on_writer(parts, train_set);
   // Rank 0's weights, position and optimizer state to the others (alone: nothing to send).
   dist::broadcast_tensors(parts.optimizer.params(), comm);
   json header = {{"resumed", loaded.has_value()}, {"state", loaded ? loaded->first.to_json() : json()}};

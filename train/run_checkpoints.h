@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "data/batching.h"
 #include "dist/communicator.h"
 #include "dist/gradient_sync.h"
 #include "nn/transformer.h"
@@ -49,8 +50,9 @@ std::optional<setup::ModelIdentity> preloaded_identity(const setup::Config& conf
 // starting fresh, so that every replica starts equal), the optimizer state
 // and the position, which it returns when the run resumes from one. Weights
 // of another model than the run's (architecture or tokenizers) are refused.
-// `batches_per_epoch`: this run's, which a half-done epoch must have had.
-std::optional<setup::TrainingState> restore_checkpoint(const CheckpointParts& parts, int64_t batches_per_epoch);
+// `train_set`: this run's, whose batches a half-done epoch must have had.
+std::optional<setup::TrainingState> restore_checkpoint(const CheckpointParts& parts,
+                                                       const data::BatchedDataset& train_set);
 // Collective: every rank hands the writer (Communicator::writes) what only it
 // holds (its dropout stream, its share of a sharded optimizer state); the
 // writer writes the files, with

@@ -40,7 +40,7 @@ Trainer::Trainer(setup::Config c, dist::Communicator* given)
   prepare_data();
   build_model_and_optimizer();
   if (std::optional<setup::TrainingState> resumed =
-          restore_checkpoint(checkpoint_parts(), train_set_->batches_per_epoch())) {
+          restore_checkpoint(checkpoint_parts(), *train_set_)) {
     position_ = std::move(*resumed);
     resumed_ = true;
   }
@@ -50,7 +50,7 @@ Trainer::Trainer(setup::Config c, dist::Communicator* given)
 // the model, and every folder it writes to (the writer's: no other rank writes).
 void Trainer::check_outputs() {
   // The vocabularies are not known yet: without them, a lower bound.
-  setup::check_fits_in_memory(setup::training_bytes(setup::model_config(config_, 0, 0), config_.batch_size),
+  setup::check_fits_in_memory(setup::training_bytes(setup::model_config(config_, 0, 0), config_.full_length_rows()),
                               "training this model", config_.source);
   if (!comm_.writes()) return;
   if (config_.preload && *config_.preload != "latest" && !fs::is_regular_file(*config_.preload))
@@ -138,7 +138,7 @@ void Trainer::prepare_data() {
   dist::check_same_on_every_rank(data_digest(train, valid, *src_tokenizer_, *tgt_tokenizer_),
                                  "data (pairs or tokenizers)", config_.source, comm_);
   data::BatchOptions batching{config_.batch_size, config_.seq_len, config_.bucket, true,
-                              static_cast<uint64_t>(config_.seed)};
+                              static_cast<uint64_t>(config_.seed), config_.max_tokens};
   train_set_ = std::make_unique<data::BatchedDataset>(std::move(train), batching);
   batching.shuffle = false;
   valid_set_ = std::make_unique<data::BatchedDataset>(std::move(valid), batching);
@@ -149,7 +149,7 @@ void Trainer::build_model_and_optimizer() {
   if (mc.tie_embeddings && mc.src_vocab_size != mc.tgt_vocab_size)
     fail(config_.source, ": key 'tie_embeddings': the source and target vocabularies differ (", mc.src_vocab_size,
          " and ", mc.tgt_vocab_size, " tokens); one matrix needs one vocabulary for both languages");
-  setup::check_fits_in_memory(setup::training_bytes(mc, config_.batch_size), "training this model", config_.source);
+  setup::check_fits_in_memory(setup::training_bytes(mc, config_.full_length_rows()), "training this model", config_.source);
   Rng init(static_cast<uint64_t>(config_.seed));
   model_ = nn::build_transformer(mc, init);
   Device& device = device_named(config_.device);

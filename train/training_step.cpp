@@ -40,9 +40,11 @@ void install_stop_handlers(StopSignals mode) {
 TrainingStep::TrainingStep(const Parts& parts, std::string metrics_path)
     : parts_(parts), metrics_path_(std::move(metrics_path)) {
   const setup::Config& config = parts.config;
-  int64_t steps_per_epoch = (parts.train_set.batches_per_epoch() + config.grad_accum - 1) / config.grad_accum;
+  int64_t total_steps = 0;
+  for (int64_t epoch = 0; epoch < config.num_epochs; ++epoch)
+    total_steps += (parts.train_set.batches_in_epoch(epoch) + config.grad_accum - 1) / config.grad_accum;
   schedule_ = {optim::parse_schedule(config.schedule), config.lr, config.warmup_steps,
-               std::max<int64_t>(1, steps_per_epoch * config.num_epochs), config.d_model};
+               std::max<int64_t>(1, total_steps), config.d_model};
 }
 
 int64_t TrainingStep::train_batch(const std::vector<size_t>& batch, int64_t batches_left,
