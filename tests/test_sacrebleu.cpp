@@ -117,6 +117,15 @@ TEST_CASE("sacrebleu: statistics are summed over the corpus before the score, an
 
 TEST_CASE("sacrebleu: the signature names sacreBLEU's defaults and version") {
   CHECK(sacrebleu_signature() == "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
+  CHECK(sacrebleu_signature(Case::lowercase) == "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.6.0");
+}
+
+TEST_CASE("sacrebleu: lowercased, case differences match, both sides lowercased before 13a") {
+  CHECK(corpus_sacrebleu({"DER Hund läuft schnell weg."}, {"der hund LÄUFT schnell weg."}, Case::lowercase) ==
+        Approx(100.0));
+  CHECK(corpus_sacrebleu({"DER Hund läuft schnell weg."}, {"der hund LÄUFT schnell weg."}) < 50.0);
+  // "&QUOT;" lowercased is the entity 13a unescapes: lowercasing comes first.
+  CHECK(corpus_sacrebleu({"a &QUOT;b c d e"}, {"a \"b c d e"}, Case::lowercase) == Approx(100.0));
 }
 
 // sacreBLEU itself on 400 perturbed Multi30k sentence pairs: tokens, three
@@ -150,5 +159,31 @@ TEST_CASE("sacrebleu: matches sacreBLEU's tokens and scores on 400 sentence pair
     std::vector<std::string> ref(references.begin() + first, references.begin() + end);
     INFO(corpus.at("name").get<std::string>());
     CHECK(corpus_sacrebleu(hyp, ref) == Approx(corpus.at("bleu").get<double>()).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("sacrebleu: matches sacreBLEU's lowercased BLEU (BLEU(lowercase=True)) on 400 sentence pairs") {
+  std::ifstream in(kFixture);
+  REQUIRE(in);
+  const nlohmann::json fixture = nlohmann::json::parse(in);
+  const nlohmann::json& lowercase = fixture.at("lowercase");
+  CHECK(lowercase.at("signature").get<std::string>() == sacrebleu_signature(Case::lowercase));
+  const auto hypotheses = fixture.at("hypotheses").get<std::vector<std::string>>();
+  const auto references = fixture.at("references").get<std::vector<std::string>>();
+  const auto sentences = lowercase.at("sentences").get<std::vector<double>>();
+  REQUIRE(sentences.size() == 400);
+  int differ = 0;
+  for (size_t i = 0; i < hypotheses.size(); ++i) {
+    double score = corpus_sacrebleu({hypotheses[i]}, {references[i]}, Case::lowercase);
+    if (score != Approx(sentences[i]).epsilon(1e-9) && ++differ <= 3)
+      CHECK_MESSAGE(false, "pair ", i, ": ", score, " vs sacreBLEU ", sentences[i]);
+  }
+  CHECK(differ == 0);
+  for (const nlohmann::json& corpus : lowercase.at("corpora")) {
+    size_t first = corpus.at("first"), end = corpus.at("end");
+    std::vector<std::string> hyp(hypotheses.begin() + first, hypotheses.begin() + end);
+    std::vector<std::string> ref(references.begin() + first, references.begin() + end);
+    INFO(corpus.at("name").get<std::string>());
+    CHECK(corpus_sacrebleu(hyp, ref, Case::lowercase) == Approx(corpus.at("bleu").get<double>()).epsilon(1e-9));
   }
 }
