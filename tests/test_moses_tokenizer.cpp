@@ -99,6 +99,8 @@ TEST_CASE("moses: a final period is split off except after an abbreviation or be
   // German ordinals up to 99 keep their period, at the end of a sentence too.
   CHECK(tokens("Nummer 10. Am 3. Mai 2016.", "de") == "nummer 10. am 3. mai 2016 .");
   CHECK(tokens("Platz 100. Platz 99. Platz 0.", "de") == "platz 100. platz 99. platz 0 .");
+  // At the end of a sentence only the prefix keeps it (Multi30k's test2016 has this line).
+  CHECK(tokens("Der Spieler mit der Nummer 10.", "de") == "der spieler mit der nummer 10.");
   CHECK(tokens("Mr. Smith. pp. 12 No. 5", "en") == "mr. smith. pp. 12 no . 5");
   CHECK(tokens("Pp. 12 and pp. 12 and pp. x", "en") == "pp. 12 and pp. 12 and pp. x");
   CHECK(tokens("Tom tiene doc. El km. 5 s. XX.", "es") == "tom tiene doc. el km. 5 s. xx .");
