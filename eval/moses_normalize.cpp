@@ -7,6 +7,9 @@
 // space; they are written \u00A0 here.
 #include "moses_tokenizer.h"
 
+#include <initializer_list>
+#include <utility>
+
 #include "data/unicode.h"
 #include "eval/text_rules.h"
 
@@ -23,6 +26,11 @@ bool is_ascii_letter(char32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' &&
 bool is_ascii_space(char32_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 void replace(Text& text, View from, View to) { replace_all(text, from, to); }  // the script's s/from/to/g
+
+// Several literal rules in a row, in order: a later one sees what the earlier wrote.
+void replace_each(Text& text, std::initializer_list<std::pair<View, View>> rules) {
+  for (auto [from, to] : rules) replace(text, from, to);
+}
 
 // s/ +/ /g: the script squeezes spaces after each rule that may double them.
 void squeeze_spaces(Text& text) {
@@ -109,43 +117,24 @@ std::string moses_normalize_punctuation(std::string_view line, std::string_view 
   replace(text, U" :", U":");
   replace(text, U" ;", U";");
   // Typographic quotes, dashes, apostrophes and the ellipsis made ASCII.
-  replace(text, U"`", U"'");
-  replace(text, U"''", U" \" ");
-  replace(text, U"„", U"\"");
-  replace(text, U"“", U"\"");
-  replace(text, U"”", U"\"");
-  replace(text, U"–", U"-");
-  replace(text, U"—", U" - ");
+  replace_each(text, {{U"`", U"'"}, {U"''", U" \" "}, {U"„", U"\""}, {U"“", U"\""}, {U"”", U"\""}, {U"–", U"-"},
+                      {U"—", U" - "}});
   squeeze_spaces(text);
   replace(text, U"´", U"'");
   // A single quotation mark between two letters is an apostrophe ("don’t"),
   // elsewhere a quotation mark.
   text = rewrite_middle(text, is_ascii_letter, U'‘', is_ascii_letter, U"'");
   text = rewrite_middle(text, is_ascii_letter, U'’', is_ascii_letter, U"'");
-  replace(text, U"‘", U"\"");
-  replace(text, U"‚", U"\"");
-  replace(text, U"’", U"\"");
-  replace(text, U"''", U"\"");
-  // (The script's next rule, "´´" to a quote, cannot match: "´" is gone.)
-  replace(text, U"…", U"...");
+  // (The script's rule "´´" to a quote, after "''", cannot match: "´" is gone.)
+  replace_each(text, {{U"‘", U"\""}, {U"‚", U"\""}, {U"’", U"\""}, {U"''", U"\""}, {U"…", U"..."}});
   // French guillemets, with the no-break spaces French puts inside them.
-  replace(text, U"\u00A0«\u00A0", U" \"");
-  replace(text, U"«\u00A0", U"\"");
-  replace(text, U"«", U"\"");
-  replace(text, U"\u00A0»\u00A0", U"\" ");
-  replace(text, U"\u00A0»", U"\"");
-  replace(text, U"»", U"\"");
+  replace_each(text, {{U"\u00A0«\u00A0", U" \""}, {U"«\u00A0", U"\""}, {U"«", U"\""}, {U"\u00A0»\u00A0", U"\" "},
+                      {U"\u00A0»", U"\""}, {U"»", U"\""}});
   // No-break spaces: dropped before % : ? ! ; and made spaces before units
   // and after "nº" and a comma.
-  replace(text, U"\u00A0%", U"%");
-  replace(text, U"nº\u00A0", U"nº ");
-  replace(text, U"\u00A0:", U":");
-  replace(text, U"\u00A0ºC", U" ºC");
-  replace(text, U"\u00A0cm", U" cm");
-  replace(text, U"\u00A0?", U"?");
-  replace(text, U"\u00A0!", U"!");
-  replace(text, U"\u00A0;", U";");
-  replace(text, U",\u00A0", U", ");
+  replace_each(text, {{U"\u00A0%", U"%"}, {U"nº\u00A0", U"nº "}, {U"\u00A0:", U":"}, {U"\u00A0ºC", U" ºC"},
+                      {U"\u00A0cm", U" cm"}, {U"\u00A0?", U"?"}, {U"\u00A0!", U"!"}, {U"\u00A0;", U";"},
+                      {U",\u00A0", U", "}});
   squeeze_spaces(text);
   if (language == "en") {
     // English puts commas and periods inside the quotes: `"word,` becomes `word,"`.

@@ -19,6 +19,7 @@
 #include "eval/moses_bleu.h"
 #include "eval/moses_tokenizer.h"
 #include "eval/sacrebleu.h"
+#include "tests/bleu_fixture.h"
 #include "tests/real_corpora.h"
 #include "tests/skip.h"
 
@@ -117,13 +118,8 @@ TEST_CASE("moses: BLEU without smoothing on the lowercased tokens, and its signa
   CHECK(moses_bleu_signature() == "nrefs:1|case:lc|eff:no|tok:none|smooth:none|version:2.6.0");
 }
 
-static const std::filesystem::path kFixture =
-    std::filesystem::path(__FILE__).parent_path() / "sacrebleu_fixture.json";
-
 TEST_CASE("moses: the scripts' tokens and sacreBLEU's BLEU on 400 perturbed pairs (a committed fixture)") {
-  std::ifstream in(kFixture);
-  REQUIRE(in);
-  const nlohmann::json fixture = nlohmann::json::parse(in);
+  const nlohmann::json fixture = sf::testing::bleu_fixture();
   const nlohmann::json& moses = fixture.at("moses");
   CHECK(moses.at("signature").get<std::string>() == moses_bleu_signature());
   const auto hypotheses = fixture.at("hypotheses").get<std::vector<std::string>>();
@@ -140,22 +136,16 @@ TEST_CASE("moses: the scripts' tokens and sacreBLEU's BLEU on 400 perturbed pair
         CHECK_MESSAGE(false, "pair ", i, ": ", *line, " -> ", tokens(*line, language));
   }
   CHECK(differ == 0);
-  for (const nlohmann::json& corpus : moses.at("corpora")) {
-    size_t first = corpus.at("first"), end = corpus.at("end");
-    std::vector<std::string> hyp(hypotheses.begin() + first, hypotheses.begin() + end);
-    std::vector<std::string> ref(references.begin() + first, references.begin() + end);
-    INFO(corpus.at("name").get<std::string>());
-    CHECK(corpus_moses_bleu(hyp, ref, corpus.at("language").get<std::string>()) ==
-          Approx(corpus.at("bleu").get<double>()).epsilon(1e-9));
-  }
+  sf::testing::check_corpus_scores(moses.at("corpora"), hypotheses, references,
+                                   [](const auto& hyp, const auto& ref, const nlohmann::json& corpus) {
+                                     return corpus_moses_bleu(hyp, ref, corpus.at("language").get<std::string>());
+                                   });
 }
 
 TEST_CASE("moses: the scripts' tokens of every validation reference of Multi30k (German) and Tatoeba (Spanish)") {
   std::filesystem::path root = sf::testing::shared_data();
   if (!std::filesystem::is_directory(root)) SF_SKIP(("no real corpora at " + root.string()).c_str());
-  std::ifstream in(kFixture);
-  REQUIRE(in);
-  const nlohmann::json fixture = nlohmann::json::parse(in);
+  const nlohmann::json fixture = sf::testing::bleu_fixture();
   for (const nlohmann::json& corpus : fixture.at("moses").at("real")) {
     const std::string path = corpus.at("path"), language = corpus.at("language");
     INFO(path);
