@@ -19,8 +19,11 @@ constexpr std::array<std::u32string_view, 15> kSpanish = {U"av",  U"cm", U"dcha"
                                                            U"etc", U"izq", U"kg",  U"km",  U"mg",
                                                            U"mm",  U"núm", U"pág", U"págs", U"vol"};
 constexpr std::array<std::u32string_view, 3> kEnglish = {U"rev", U"v", U"vs"};
-constexpr std::array<std::u32string_view, 11> kFrench = {U"art", U"av", U"ca",  U"cf",  U"chap", U"env",
-                                                          U"etc", U"ex", U"fig", U"vol", U"vs"};
+// "sec" (seconde, section) stays whole even where it is the adjective "dry"
+// ending a sentence ("un grand ravin sec."), as Moses keeps it: a line of
+// Multi30k's French training data.
+constexpr std::array<std::u32string_view, 12> kFrench = {U"art", U"av",  U"ca",  U"cf",  U"chap", U"env",
+                                                          U"etc", U"ex", U"fig", U"sec", U"vol", U"vs"};
 
 template <size_t N>
 bool listed(const std::array<std::u32string_view, N>& list, std::u32string_view word) {

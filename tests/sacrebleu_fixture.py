@@ -42,6 +42,10 @@ sentences themselves, so that part of the test needs no corpus:
                checks that tokenizer.perl's escaping (&apos; &quot; ...) leaves
                the BLEU unchanged, and records the lines whose tokens Moses'
                own nonbreaking-prefix lists change (where our lists matter).
+multi-bleu.perl (scripts/generic of github.com/moses-smt/mosesdecoder, commit
+34452895f350bf097b21ee514a529a1dc542243c) on the scripts' tokens of the German
+and English pairs prints 72.04 and 68.96, the "german" and "english" BLEU here
+to its two decimals.
 """
 import json
 import os

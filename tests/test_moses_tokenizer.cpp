@@ -105,6 +105,7 @@ TEST_CASE("moses: a final period is split off except after an abbreviation or be
   CHECK(tokens("Mr. Smith. pp. 12 No. 5", "en") == "mr. smith. pp. 12 no . 5");
   CHECK(tokens("Pp. 12 and pp. 12 and pp. x", "en") == "pp. 12 and pp. 12 and pp. x");
   CHECK(tokens("Tom tiene doc. El km. 5 s. XX.", "es") == "tom tiene doc. el km. 5 s. xx .");
+  CHECK(tokens("Un grand ravin sec.", "fr") == "un grand ravin sec.");  // "sec" is a prefix in French
 }
 
 TEST_CASE("moses: BLEU without smoothing on the lowercased tokens, and its signature") {
