@@ -29,6 +29,7 @@
 #include "onnx/export_folder.h"
 #include "eval/metrics.h"
 #include "setup/resources.h"
+#include "eval/moses_bleu.h"
 #include "eval/sacrebleu.h"
 #include "eval/validation.h"
 #include "train/trainer.h"
@@ -92,14 +93,25 @@ const char* kEvalHelp = R"(usage: scratchformer eval --config FILE [--set key=va
                           --data FILE.tsv [--beam N]
 
 Translates the sources of FILE.tsv (source<TAB>target lines) as translate does
-and prints one JSON object: a key per metric ("bleu", "sacrebleu", "chrf",
-"cer", "wer", ..., as validation logs them), then "loss" (the references'
-mean loss per token, teacher-forced, as validation's "loss"), "signature"
-(sacreBLEU's, of the "sacrebleu" score), "sentences" and "seconds". The metrics score the
-tokens as the model wrote them, what translate --tokens prints ([UNK] kept, not
-replaced). "bleu" is BLEU on those word tokens; "sacrebleu" is BLEU as
-sacreBLEU computes it on them detokenized, the figure comparable with
-published ones. A pair too long for seq_len (source over seq_len - 2 tokens,
+and prints one JSON object: a key per metric ("bleu", "sacrebleu",
+"sacrebleu_lc", "bleu_lc_tok", "chrf", "cer", "wer", ..., as validation logs
+them), then "loss" (the references' mean loss per token, teacher-forced, as
+validation's "loss"), the sacreBLEU signatures "signature", "signature_lc" and
+"signature_lc_tok" (of the three BLEUs below), "sentences" and "seconds". The
+metrics score the tokens as the model wrote them, what translate --tokens
+prints ([UNK] kept, not replaced). "bleu" is BLEU on those word tokens. The
+other three are the BLEUs papers publish, computed on them detokenized against
+the raw references:
+  "sacrebleu"    sacreBLEU's default BLEU (cased, 13a tokenizer), for papers
+                 that report sacreBLEU;
+  "sacrebleu_lc" the same lowercased (sacrebleu -lc);
+  "bleu_lc_tok"  the Multi30k papers' BLEU: both sides lowercased, then
+                 normalized and tokenized with Moses' rules for the config's
+                 lang_tgt (lowercase.perl | normalize-punctuation.perl |
+                 tokenizer.perl, as Multi30k's lc.norm.tok files), scored by
+                 multi-bleu.perl's formula: sacreBLEU's none tokenizer and no
+                 smoothing on the text our Moses-rules tokenizer writes.
+A pair too long for seq_len (source over seq_len - 2 tokens,
 target over seq_len - 1) is an error naming its line, as in score.
 )";
 
@@ -309,12 +321,15 @@ int eval_command(int argc, char** argv) {
   std::vector<std::string> hypotheses;
   for (infer::Translation& t : infer::translate_lines(session, sources, options))
     hypotheses.push_back(std::move(t.tokens));
-  eval::Scores scores = eval::score_translations(hypotheses, references);
+  eval::Scores scores = eval::score_translations(hypotheses, references, session.config.lang_tgt);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::ordered_json out;
   eval::add_scores(out, scores);
   out["loss"] = loss;
-  out["signature"] = eval::sacrebleu_signature();  // of "sacrebleu", as sacreBLEU prints it beside the score
+  // The signatures of the field's BLEUs, as sacreBLEU prints them beside a score.
+  out["signature"] = eval::sacrebleu_signature();  // of "sacrebleu"
+  out["signature_lc"] = eval::sacrebleu_signature(eval::Case::lowercase);
+  out["signature_lc_tok"] = eval::moses_bleu_signature();  // sacreBLEU's none tokenizer on our Moses tokens
   out["sentences"] = sources.size();
   out["seconds"] = seconds;
   std::printf("%s\n", out.dump().c_str());

@@ -35,15 +35,14 @@ bool try_decode(std::string_view text, size_t& pos, char32_t& cp) {
   return true;
 }
 
-bool in_table(char32_t cp, const detail::CodePointRange* table, size_t size) {
-  const detail::CodePointRange* end = table + size;
+}  // namespace
+
+bool detail::in_ranges(char32_t cp, const CodePointRange* table, size_t size) {
+  const CodePointRange* end = table + size;
   // The first range whose last code point is >= cp is the only candidate.
-  auto it = std::lower_bound(table, end, cp,
-                             [](const detail::CodePointRange& r, char32_t c) { return r.last < c; });
+  auto it = std::lower_bound(table, end, cp, [](const CodePointRange& r, char32_t c) { return r.last < c; });
   return it != end && it->first <= cp;
 }
-
-}  // namespace
 
 char32_t next_code_point(std::string_view text, size_t& pos) {
   char32_t cp;
@@ -70,19 +69,31 @@ bool is_word_char(char32_t cp) {
   if (cp < 0x80)
     return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9') ||
            cp == '_';
-  return in_table(cp, detail::kWordRanges, detail::kWordRanges_size);
+  return detail::in_ranges(cp, detail::kWordRanges, detail::kWordRanges_size);
 }
 
 bool is_space_char(char32_t cp) {
   // ASCII \s in Python: \t \n \v \f \r (9..13), the separators 28..31, space.
   if (cp < 0x80) return (cp >= 9 && cp <= 13) || (cp >= 28 && cp <= 32);
-  return in_table(cp, detail::kSpaceRanges, detail::kSpaceRanges_size);
+  return detail::in_ranges(cp, detail::kSpaceRanges, detail::kSpaceRanges_size);
 }
 
 bool is_blank(std::string_view text) {
   for (size_t pos = 0; pos < text.size();)
     if (!is_space_char(next_code_point(text, pos))) return false;
   return true;
+}
+
+void append_utf8(std::string& out, char32_t cp) {
+  // The lead byte says how many continuation bytes (10xxxxxx) follow.
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+    return;
+  }
+  int extra = cp < 0x800 ? 1 : cp < 0x10000 ? 2 : 3;
+  static constexpr unsigned char kLead[] = {0, 0xC0, 0xE0, 0xF0};
+  out += static_cast<char>(kLead[extra] | (cp >> (6 * extra)));
+  for (int i = extra - 1; i >= 0; --i) out += static_cast<char>(0x80 | ((cp >> (6 * i)) & 0x3F));
 }
 
 }  // namespace sf::data

@@ -25,6 +25,9 @@ bool is_space_char(char32_t cp);  // Python re \s: str.isspace()
 // True when the text has nothing but \s characters (or nothing at all).
 bool is_blank(std::string_view text);
 
+// Appends the UTF-8 encoding of `cp` (a Unicode scalar value) to `out`.
+void append_utf8(std::string& out, char32_t cp);
+
 namespace detail {
 struct CodePointRange {
   char32_t first, last;  // inclusive
@@ -33,6 +36,9 @@ extern const CodePointRange kWordRanges[];
 extern const size_t kWordRanges_size;
 extern const CodePointRange kSpaceRanges[];
 extern const size_t kSpaceRanges_size;
+
+// Whether `cp` lies in one of the `size` sorted, disjoint ranges of `table`.
+bool in_ranges(char32_t cp, const CodePointRange* table, size_t size);
 }  // namespace detail
 
 }  // namespace sf::data

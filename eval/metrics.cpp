@@ -12,6 +12,7 @@
 #include "data/detokenizer.h"
 #include "data/pretokenizer.h"
 #include "data/unicode.h"
+#include "eval/moses_bleu.h"
 #include "eval/sacrebleu.h"
 
 namespace sf::eval {
@@ -192,6 +193,10 @@ static const std::vector<Metric> kMetrics = {
      [](const PreTokenizedPairs& p) { return corpus_bleu(p.hyp_words, p.ref_words); }},
     {"sacrebleu", "sacreBLEU", Better::higher, "BLEU and chrF", "%.2f",
      [](const PreTokenizedPairs& p) { return corpus_sacrebleu(p.hyp_text, p.ref_text); }},
+    {"sacrebleu_lc", "sacreBLEU lowercased", Better::higher, "BLEU and chrF", "%.2f",
+     [](const PreTokenizedPairs& p) { return corpus_sacrebleu(p.hyp_text, p.ref_text, Case::lowercase); }},
+    {"bleu_lc_tok", "BLEU on lowercased Moses tokens (Multi30k papers)", Better::higher, "BLEU and chrF", "%.2f",
+     [](const PreTokenizedPairs& p) { return corpus_moses_bleu(p.hyp_text, p.ref_text, p.language); }},
     {"chrf", "chrF", Better::higher, "BLEU and chrF", "%.2f",
      [](const PreTokenizedPairs& p) { return corpus_chrf(p.hyp_chars, p.ref_chars); }},
     {"cer", "CER", Better::lower, "error and exact-match rates", "%.4f",
@@ -211,9 +216,11 @@ double Scores::at(std::string_view name) const {
   throw std::out_of_range("no metric named '" + std::string(name) + "'");  // a caller's bug, as std::map::at
 }
 
-Scores score_translations(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references) {
+Scores score_translations(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references,
+                          std::string_view language) {
   require_same_size(hypotheses.size(), references.size(), "score_translations");
   PreTokenizedPairs pairs;
+  pairs.language = language;
   auto add = [](const std::string& line, std::vector<Words>& words, std::vector<std::u32string>& chars) {
     std::string text = data::pre_tokenized_text(line);
     Words& w = words.emplace_back();

@@ -3,11 +3,13 @@
 // the report all read. Adding a metric: its function and its row of kMetrics
 // in metrics.cpp, and its test in tests/test_metrics.cpp.
 //
-// Every metric but sacreBLEU compares each hypothesis with its raw reference
-// after the tokenizer's pre-tokenisation: as words, or for the character
-// metrics those words joined by single spaces, as code points. sacreBLEU
-// (sacrebleu.h) scores the detokenized hypothesis against the raw reference,
-// as the field reports BLEU.
+// Every metric but the BLEUs of the field compares each hypothesis with its
+// raw reference after the tokenizer's pre-tokenisation: as words, or for the
+// character metrics those words joined by single spaces, as code points.
+// sacreBLEU (sacrebleu.h), cased and lowercased, and the Multi30k papers' BLEU
+// on lowercased Moses tokens (moses_bleu.h) score the detokenized hypothesis
+// against the raw reference, each with its own tokenizer, as published
+// scores are computed.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -51,11 +53,13 @@ int64_t edit_distance(const Sequence& a, const Sequence& b);
 
 // Hypotheses and their references, pre-tokenised in both forms metrics use,
 // and as text: the hypothesis detokenized, the reference raw (what sacreBLEU
-// scores, with its own tokenizer).
+// scores, with its own tokenizer), with the language they are in (the
+// config's lang_tgt, "de"), whose rules the Moses tokenizer follows.
 struct PreTokenizedPairs {
   std::vector<Words> hyp_words, ref_words;
   std::vector<std::u32string> hyp_chars, ref_chars;  // the words joined by single spaces
   std::vector<std::string> hyp_text, ref_text;
+  std::string language;
 };
 
 // Which way a metric improves: up, down, or towards an ideal value (a ratio
@@ -81,8 +85,9 @@ struct Scores {
 };
 
 // Every metric of the hypotheses (lines as `translate --tokens` prints them)
-// against their raw references.
-Scores score_translations(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references);
+// against their raw references, in the target language `language`.
+Scores score_translations(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references,
+                          std::string_view language);
 
 // Adds "name": value for every metric to `record` (eval's output, a validation
 // record of metrics.jsonl).

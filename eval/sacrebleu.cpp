@@ -2,7 +2,9 @@
 
 #include <cmath>
 
+#include "data/lowercase.h"
 #include "data/unicode.h"
+#include "eval/text_rules.h"
 
 namespace sf::eval {
 
@@ -13,11 +15,6 @@ namespace {
 // probably agree (the 13a rules are older than 2.0), but the signature names
 // only the release actually checked against.
 constexpr const char* kSacrebleuVersion = "2.6.0";
-
-void replace_all(std::string& text, std::string_view from, std::string_view to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-}
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_period_or_comma(char c) { return c == '.' || c == ','; }
@@ -132,15 +129,22 @@ double sacrebleu_from_statistics(const BleuStatistics& stats) {
   return brevity_penalty * std::exp(log_precision_sum / BleuStatistics::kOrder);
 }
 
-double corpus_sacrebleu(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references) {
-  std::vector<Words> hyp_words, ref_words;
-  for (const std::string& line : hypotheses) hyp_words.push_back(tokenize_13a(line));
-  for (const std::string& line : references) ref_words.push_back(tokenize_13a(line));
-  return sacrebleu_from_statistics(bleu_statistics(hyp_words, ref_words));
+double corpus_sacrebleu(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references,
+                        Case text_case) {
+  auto words = [&](const std::vector<std::string>& lines) {
+    std::vector<Words> out;
+    for (const std::string& line : lines)
+      out.push_back(tokenize_13a(text_case == Case::lowercase ? data::lowercase(line, data::FinalSigma::python) : line));
+    return out;
+  };
+  return sacrebleu_from_statistics(bleu_statistics(words(hypotheses), words(references)));
 }
 
-std::string sacrebleu_signature() {
-  return std::string("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:") + kSacrebleuVersion;
+std::string sacrebleu_signature(Case text_case) { return sacrebleu_signature(text_case, "13a", "exp"); }
+
+std::string sacrebleu_signature(Case text_case, std::string_view tokenizer, std::string_view smoothing) {
+  return std::string("nrefs:1|case:") + (text_case == Case::lowercase ? "lc" : "mixed") + "|eff:no|tok:" +
+         std::string(tokenizer) + "|smooth:" + std::string(smoothing) + "|version:" + kSacrebleuVersion;
 }
 
 }  // namespace sf::eval

@@ -25,10 +25,17 @@ namespace sf::eval {
 // str.split()). `line` must be valid UTF-8.
 Words tokenize_13a(std::string_view line);
 
+// Whether BLEU compares the text as written or lowercased, as sacreBLEU's
+// `--lowercase` (BLEU(lowercase=True)) does with Python's str.lower() on both
+// sides before tokenizing: "Der" then matches "der".
+enum class Case { mixed, lowercase };
+
 // Corpus BLEU x 100 as sacreBLEU's default BLEU() computes it: one reference
-// per hypothesis, case kept, 13a tokenization, BLEU-4 with "exp" smoothing and
-// no effective order. See sacrebleu_from_statistics for the formula.
-double corpus_sacrebleu(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references);
+// per hypothesis, case kept (or lowercased), 13a tokenization, BLEU-4 with
+// "exp" smoothing and no effective order. See sacrebleu_from_statistics for
+// the formula.
+double corpus_sacrebleu(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references,
+                        Case text_case = Case::mixed);
 
 // The score from statistics already summed over a corpus, sacreBLEU's
 // compute_bleu with smooth_method "exp": precision p_n = matched_n / total_n,
@@ -39,7 +46,12 @@ double corpus_sacrebleu(const std::vector<std::string>& hypotheses, const std::v
 double sacrebleu_from_statistics(const BleuStatistics& stats);
 
 // sacreBLEU's signature of the score corpus_sacrebleu computes, e.g.
-// "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0".
-std::string sacrebleu_signature();
+// "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0" ("case:lc"
+// lowercased).
+std::string sacrebleu_signature(Case text_case = Case::mixed);
+
+// The same signature with another tokenizer and smoothing: sacreBLEU's
+// "nrefs:1|case:CASE|eff:no|tok:TOKENIZER|smooth:SMOOTHING|version:2.6.0".
+std::string sacrebleu_signature(Case text_case, std::string_view tokenizer, std::string_view smoothing);
 
 }  // namespace sf::eval

@@ -61,7 +61,7 @@ ValidationResult validate(nn::Transformer& model, const data::BatchedDataset& va
       result.sources.push_back(e.text.src);
       result.references.push_back(e.text.tgt);
     }
-    result.scores = score_translations(result.predictions, result.references);
+    result.scores = score_translations(result.predictions, result.references, config.lang_tgt);
   }
   model.train();
   return result;

@@ -8,6 +8,7 @@
 #include "base/atomic_file.h"
 #include "infer/attention_maps.h"
 #include "report/metrics_log.h"
+#include "eval/moses_bleu.h"
 #include "eval/sacrebleu.h"
 
 namespace sf::report {
@@ -146,7 +147,9 @@ void write_report(const std::string& path, const ReportContent& c) {
   }
   html << "</table>\n<p>token BLEU scores our own word tokens; sacreBLEU scores the detokenized output as sacreBLEU "
           "does, comparable with published figures: "
-       << escape_xml(eval::sacrebleu_signature()) << "</p>\n<h2>Sample translations</h2>\n<table><tr><th>source</th><th>reference</th><th>prediction</th></tr>\n";
+       << escape_xml(eval::sacrebleu_signature()) << " (lowercased: " << escape_xml(eval::sacrebleu_signature(eval::Case::lowercase))
+       << "). The Multi30k papers' BLEU scores lowercased Moses tokens as multi-bleu.perl does: "
+       << escape_xml(eval::moses_bleu_signature()) << "</p>\n<h2>Sample translations</h2>\n<table><tr><th>source</th><th>reference</th><th>prediction</th></tr>\n";
   for (const ReportSample& s : c.samples)
     html << "<tr><td>" << escape_xml(s.source) << "</td><td>" << escape_xml(s.reference) << "</td><td>"
          << escape_xml(s.prediction) << "</td></tr>\n";

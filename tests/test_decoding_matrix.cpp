@@ -245,7 +245,7 @@ struct Matrix {
   eval::Scores scores_of(const Session& session, const std::vector<std::string>& lines) const {
     std::vector<std::string> tokens;
     for (const std::string& line : lines) tokens.push_back(session.tgt_tokenizer.decode(session.tgt_tokenizer.encode(line)));
-    return eval::score_translations(tokens, references);
+    return eval::score_translations(tokens, references, session.config.lang_tgt);
   }
 };
 

@@ -78,15 +78,29 @@ TEST_CASE("metrics: the table's names are unique keys, and at() finds each value
   std::set<std::string> names;
   for (const Metric& m : metrics()) CHECK(names.insert(m.name).second);
   for (const char* kept : {"bleu", "chrf", "cer", "wer"}) CHECK(names.count(kept) == 1);  // eval's and metrics.jsonl's keys
-  Scores s = score_translations({"a b"}, {"a b"});
+  Scores s = score_translations({"a b"}, {"a b"}, "en");
   REQUIRE(s.values.size() == metrics().size());
   for (size_t i = 0; i < metrics().size(); ++i) CHECK(s.at(metrics()[i].name) == s.values[i]);
   CHECK_THROWS_AS(s.at("no such metric"), std::out_of_range);
 }
 
+TEST_CASE("metrics: the lowercased BLEUs ignore case; the Multi30k one tokenizes by the target language") {
+  // Cased, "Das" and "das" differ: 3/4, 2/3, 1/2 and the 4-gram smoothed to
+  // 1/2; lowercased, the four 13a words all match.
+  Scores s = score_translations({"Das ist gut ."}, {"das ist gut."}, "de");
+  CHECK(s.at("sacrebleu") == Approx(100.0 * std::pow(3.0 / 4 * 2.0 / 3 * 1.0 / 2 * 1.0 / 2, 0.25)));
+  CHECK(s.at("sacrebleu_lc") == Approx(100.0));
+  CHECK(s.at("bleu_lc_tok") == Approx(100.0));
+  // German keeps an ordinal's period ("2." is "second"), English splits it:
+  // the hypothesis "er wurde 2." is 3 Moses tokens in German (no 4-gram: 0)
+  // and the reference's 4 in English.
+  CHECK(score_translations({"Er wurde 2 ."}, {"Er wurde 2 ."}, "de").at("bleu_lc_tok") == 0.0);
+  CHECK(score_translations({"Er wurde 2 ."}, {"Er wurde 2 ."}, "en").at("bleu_lc_tok") == Approx(100.0));
+}
+
 TEST_CASE("metrics: score_translations compares pre-tokenised text") {
   // "cat,sat" and "cat , sat" are the same words: cat , sat.
-  Scores s = score_translations({"the cat,sat", "a dog"}, {"the  cat , sat", "the dog"});
+  Scores s = score_translations({"the cat,sat", "a dog"}, {"the  cat , sat", "the dog"}, "en");
   CHECK(s.at("bleu") == Approx(corpus_bleu({words("the cat , sat"), words("a dog")},
                                            {words("the cat , sat"), words("the dog")})));
   CHECK(s.at("chrf") == Approx(corpus_chrf({U"the cat , sat", U"a dog"}, {U"the cat , sat", U"the dog"})));
@@ -94,25 +108,25 @@ TEST_CASE("metrics: score_translations compares pre-tokenised text") {
   CHECK(s.at("wer") == Approx(1.0 / 6));
   CHECK(s.at("cer") == Approx(3.0 / 20));
   CHECK(s.at("exact_match") == Approx(0.5));  // the first pair only
-  CHECK(score_translations({"the dog", "a b"}, {"the cat", "a b"}).at("exact_match") == Approx(0.5));  // word for word
-  CHECK(score_translations({}, {}).at("exact_match") == 0.0);
+  CHECK(score_translations({"the dog", "a b"}, {"the cat", "a b"}, "en").at("exact_match") == Approx(0.5));  // word for word
+  CHECK(score_translations({}, {}, "en").at("exact_match") == 0.0);
 }
 
 TEST_CASE("metrics: length ratio, total hypothesis words over total reference words") {
   // 3 of 6 words, then 4 ("Hello , world !": punctuation is a word) of 2:
   // (3 + 4) / (6 + 2), not the mean of the sentence ratios (1/2 + 2) / 2.
-  Scores s = score_translations({"the cat sat", "Hello, world!"}, {"the cat sat on the mat", "hello world"});
+  Scores s = score_translations({"the cat sat", "Hello, world!"}, {"the cat sat on the mat", "hello world"}, "en");
   CHECK(s.at("length_ratio") == Approx(7.0 / 8));
-  CHECK(score_translations({"a b"}, {"a b"}).at("length_ratio") == Approx(1.0));
+  CHECK(score_translations({"a b"}, {"a b"}, "en").at("length_ratio") == Approx(1.0));
 }
 
 TEST_CASE("metrics: repeats, the share of hypotheses with a word three times in a row") {
   // Degenerate: "La La La" and a run of three "x" after a run of two; not:
   // an alternation, two in a row, three of one word apart, and the empty line.
   Scores s = score_translations({"La La La", "a b a b", "x x y x x x .", "no no", "y z y z y", ""},
-                                {"Das ist gut", "a b", "x y", "no", "y", "z"});
+                                {"Das ist gut", "a b", "x y", "no", "y", "z"}, "en");
   CHECK(s.at("repeats") == Approx(2.0 / 6));
-  CHECK(score_translations({"a b c"}, {"a b c"}).at("repeats") == 0.0);
+  CHECK(score_translations({"a b c"}, {"a b c"}, "en").at("repeats") == 0.0);
   // Punctuation is a word: "! ! !" repeats, "!!!" is one word.
-  CHECK(score_translations({"wow ! ! !", "wow!!!"}, {"wow", "wow"}).at("repeats") == Approx(0.5));
+  CHECK(score_translations({"wow ! ! !", "wow!!!"}, {"wow", "wow"}, "en").at("repeats") == Approx(0.5));
 }

@@ -17,6 +17,7 @@
 #include "infer/inference.h"
 #include "eval/metrics.h"
 #include "report/report.h"
+#include "eval/moses_bleu.h"
 #include "eval/sacrebleu.h"
 #include "train/trainer.h"
 
@@ -101,6 +102,8 @@ TEST_CASE("report: a self-contained page with the curves, metrics table, samples
   CHECK(html.find("<th>token BLEU ↑</th>") != std::string::npos);
   CHECK(html.find("<th>sacreBLEU ↑</th>") != std::string::npos);
   CHECK(html.find(eval::sacrebleu_signature()) != std::string::npos);
+  CHECK(html.find(eval::sacrebleu_signature(eval::Case::lowercase)) != std::string::npos);
+  CHECK(html.find(eval::moses_bleu_signature()) != std::string::npos);
   CHECK(html.find("<th>CER ↓</th>") != std::string::npos);
   std::string last_row = "<tr><td>1</td><td>60</td><td>0.5</td>";
   for (size_t i = 0; i < eval::metrics().size(); ++i) last_row += "<td>" + std::to_string(10 + i) + ".25</td>";
@@ -274,12 +277,12 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
     rewritten += line != tokens;
   }
   CHECK(rewritten > 0);
-  eval::Scores s = eval::score_translations(hypotheses, refs);
+  eval::Scores s = eval::score_translations(hypotheses, refs, "iso");
   // Every metric of the table, in its order, then the references' loss,
-  // sacreBLEU's signature, the sentences and the time.
+  // the three sacreBLEU signatures, the sentences and the time.
   std::vector<std::string> keys;
   for (const auto& [key, value] : result.items()) keys.push_back(key);
-  REQUIRE(keys.size() == eval::metrics().size() + 4);
+  REQUIRE(keys.size() == eval::metrics().size() + 6);
   CHECK(keys[eval::metrics().size()] == "loss");
   CHECK(result["loss"].get<double>() > 0);
   for (size_t i = 0; i < eval::metrics().size(); ++i) {
@@ -289,6 +292,8 @@ TEST_CASE("eval: equals the metrics recomputed from the lines translate --tokens
   }
   for (const char* key : {"bleu", "sacrebleu", "chrf", "cer", "wer"}) CHECK(result.contains(key));
   CHECK(result["signature"] == eval::sacrebleu_signature());
+  CHECK(result["signature_lc"] == "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.6.0");
+  CHECK(result["signature_lc_tok"] == "nrefs:1|case:lc|eff:no|tok:none|smooth:none|version:2.6.0");
   // sacreBLEU scores the lines translate prints against the raw references.
   std::vector<std::string> printed;
   for (const std::string& tokens : hypotheses) printed.push_back(data::detokenize(tokens));

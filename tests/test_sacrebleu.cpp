@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/sacrebleu.h"
+#include "tests/bleu_fixture.h"
 
 using namespace sf::eval;
 using doctest::Approx;
@@ -28,6 +29,21 @@ std::string tokens_13a(const std::string& line) {
 
 double sentence_sacrebleu(const std::string& hypothesis, const std::string& reference) {
   return corpus_sacrebleu({hypothesis}, {reference});
+}
+
+// Every pair alone as a corpus of one against sacreBLEU's score of it: the
+// smoothed and zero-score cases a whole corpus does not reach.
+void check_sentences(const nlohmann::json& expected, const std::vector<std::string>& hypotheses,
+                     const std::vector<std::string>& references, Case text_case) {
+  const auto sentences = expected.get<std::vector<double>>();
+  REQUIRE(sentences.size() == hypotheses.size());
+  int differ = 0;
+  for (size_t i = 0; i < hypotheses.size(); ++i) {
+    double score = corpus_sacrebleu({hypotheses[i]}, {references[i]}, text_case);
+    if (score != Approx(sentences[i]).epsilon(1e-9) && ++differ <= 3)
+      CHECK_MESSAGE(false, "pair ", i, ": ", score, " vs sacreBLEU ", sentences[i]);
+  }
+  CHECK(differ == 0);
 }
 }  // namespace
 
@@ -117,38 +133,47 @@ TEST_CASE("sacrebleu: statistics are summed over the corpus before the score, an
 
 TEST_CASE("sacrebleu: the signature names sacreBLEU's defaults and version") {
   CHECK(sacrebleu_signature() == "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
+  CHECK(sacrebleu_signature(Case::lowercase) == "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.6.0");
+}
+
+TEST_CASE("sacrebleu: lowercased, case differences match, both sides lowercased before 13a") {
+  CHECK(corpus_sacrebleu({"DER Hund läuft schnell weg."}, {"der hund LÄUFT schnell weg."}, Case::lowercase) ==
+        Approx(100.0));
+  CHECK(corpus_sacrebleu({"DER Hund läuft schnell weg."}, {"der hund LÄUFT schnell weg."}) < 50.0);
+  // "&QUOT;" lowercased is the entity 13a unescapes: lowercasing comes first.
+  CHECK(corpus_sacrebleu({"a &QUOT;b c d e"}, {"a \"b c d e"}, Case::lowercase) == Approx(100.0));
 }
 
 // sacreBLEU itself on 400 perturbed Multi30k sentence pairs: tokens, three
 // corpus scores and every pair as a corpus of one. The same operations in the
 // same order as sacreBLEU's Python, so the scores agree to rounding.
-static const std::filesystem::path kFixture =
-    std::filesystem::path(__FILE__).parent_path() / "sacrebleu_fixture.json";
-
 TEST_CASE("sacrebleu: matches sacreBLEU's tokens and scores on 400 sentence pairs (a committed fixture)") {
-  std::ifstream in(kFixture);
-  REQUIRE(in);
-  const nlohmann::json fixture = nlohmann::json::parse(in);
+  const nlohmann::json fixture = sf::testing::bleu_fixture();
   CHECK(fixture.at("signature").get<std::string>() == sacrebleu_signature());
   const auto hypotheses = fixture.at("hypotheses").get<std::vector<std::string>>();
   const auto references = fixture.at("references").get<std::vector<std::string>>();
   const auto tokens = fixture.at("tokens").get<std::vector<Words>>();
-  const auto sentences = fixture.at("sentences").get<std::vector<double>>();
   REQUIRE(hypotheses.size() == 400);
-  int tokens_differ = 0, sentences_differ = 0;
-  for (size_t i = 0; i < hypotheses.size(); ++i) {
+  int tokens_differ = 0;
+  for (size_t i = 0; i < hypotheses.size(); ++i)
     if (tokenize_13a(hypotheses[i]) != tokens[i] && ++tokens_differ <= 3) CHECK_MESSAGE(false, hypotheses[i]);
-    double score = sentence_sacrebleu(hypotheses[i], references[i]);
-    if (score != Approx(sentences[i]).epsilon(1e-9) && ++sentences_differ <= 3)
-      CHECK_MESSAGE(false, "pair ", i, ": ", score, " vs sacreBLEU ", sentences[i]);
-  }
   CHECK(tokens_differ == 0);
-  CHECK(sentences_differ == 0);
-  for (const nlohmann::json& corpus : fixture.at("corpora")) {
-    size_t first = corpus.at("first"), end = corpus.at("end");
-    std::vector<std::string> hyp(hypotheses.begin() + first, hypotheses.begin() + end);
-    std::vector<std::string> ref(references.begin() + first, references.begin() + end);
-    INFO(corpus.at("name").get<std::string>());
-    CHECK(corpus_sacrebleu(hyp, ref) == Approx(corpus.at("bleu").get<double>()).epsilon(1e-9));
-  }
+  check_sentences(fixture.at("sentences"), hypotheses, references, Case::mixed);
+  sf::testing::check_corpus_scores(fixture.at("corpora"), hypotheses, references,
+                                   [](const auto& hyp, const auto& ref, const nlohmann::json&) {
+                                     return corpus_sacrebleu(hyp, ref);
+                                   });
+}
+
+TEST_CASE("sacrebleu: matches sacreBLEU's lowercased BLEU (BLEU(lowercase=True)) on 400 sentence pairs") {
+  const nlohmann::json fixture = sf::testing::bleu_fixture();
+  const nlohmann::json& lowercase = fixture.at("lowercase");
+  CHECK(lowercase.at("signature").get<std::string>() == sacrebleu_signature(Case::lowercase));
+  const auto hypotheses = fixture.at("hypotheses").get<std::vector<std::string>>();
+  const auto references = fixture.at("references").get<std::vector<std::string>>();
+  check_sentences(lowercase.at("sentences"), hypotheses, references, Case::lowercase);
+  sf::testing::check_corpus_scores(lowercase.at("corpora"), hypotheses, references,
+                                   [](const auto& hyp, const auto& ref, const nlohmann::json&) {
+                                     return corpus_sacrebleu(hyp, ref, Case::lowercase);
+                                   });
 }
