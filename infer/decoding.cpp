@@ -107,38 +107,10 @@ AttentionRecorder::~AttentionRecorder() {
 
 std::vector<TokenIds> greedy_decode(nn::Transformer& model, const Tensor& src, int64_t max_len,
                                     std::vector<AttentionRecord>* attention) {
-  NoGradGuard no_grad;
-  std::optional<AttentionRecorder> recorder;
-  if (attention) recorder.emplace(model);
-  int64_t batch = src.size(0);
-  // On the model's device once: decode_next would otherwise upload it at every token.
-  Tensor src_mask = data::encoder_keep_mask(src).to(model.device());
-  nn::DecoderCache cache = model.start_decoding(model.encode(src, src_mask));
-  std::vector<TokenIds> out(batch);
-  std::vector<TokenIds> fed(batch, TokenIds{data::kSosId});  // each sentence's decoder inputs
-  std::vector<bool> done(batch, false);
-  Tensor next = Tensor::from_ints(std::vector<int32_t>(batch, data::kSosId), {batch, 1});
-  for (int64_t length = 1; length < max_len; ++length) {
-    next = argmax(model.logits(model.decode_next(cache, src_mask, next)));  // [B, 1]
-    std::vector<int32_t> tokens = next.to_int_vector();
-    int64_t active = 0;
-    for (int64_t b = 0; b < batch; ++b) {
-      if (done[b]) continue;
-      int32_t token = tokens[b];
-      if (token == data::kEosId) {
-        done[b] = true;
-      } else {
-        out[b].push_back(token), ++active;
-        if (length + 1 < max_len) fed[b].push_back(token);  // the next step feeds it
-      }
-    }
-    if (active == 0) break;
-  }
-  if (attention) {
-    std::vector<BatchRows> rows;
-    for (int64_t b = 0; b < batch; ++b) rows.push_back({b, std::vector<int64_t>(fed[b].size(), b)});
-    *attention = gather_attention(*recorder, src, fed, rows);
-  }
+  // One search: greedy decoding is beam search of width 1 (its length
+  // penalty ranks one hypothesis, so any value gives the same result).
+  std::vector<TokenIds> out;
+  for (Hypothesis& h : beam_search(model, src, 1, 0.0f, max_len, attention)) out.push_back(std::move(h.tokens));
   return out;
 }
 
@@ -246,9 +218,14 @@ std::vector<Hypothesis> beam_search(nn::Transformer& model, const Tensor& src, i
     // The next batch: each live hypothesis's row of the cache, taken from its
     // parent's; the source's keys, values and mask only where the rows'
     // sentences changed.
+    // (Rows that each continue their own hypothesis, as in greedy decoding
+    // before any sentence ends, keep their cache where it is.)
     Tensor from = Tensor::from_ints(parents, {std::ssize(parents)});
-    for (nn::LayerCache& layer : cache.layers)
-      layer.self = {index_select(layer.self.keys, from), index_select(layer.self.values, from)};
+    bool same_rows = std::ssize(parents) == rows;
+    for (int64_t r = 0; same_rows && r < rows; ++r) same_rows = parents[r] == r;
+    if (!same_rows)
+      for (nn::LayerCache& layer : cache.layers)
+        layer.self = {index_select(layer.self.keys, from), index_select(layer.self.values, from)};
     if (next_sentence != sentence) {
       for (nn::LayerCache& layer : cache.layers)
         layer.cross = {index_select(layer.cross.keys, from), index_select(layer.cross.values, from)};
