@@ -102,6 +102,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/environment.h"
 #include "base/error.h"
 #include "base/platform.h"
 
@@ -168,7 +169,7 @@ MPI_Datatype mpi_type() {
 
 // SCRATCHFORMER_MPI_SHARED_SUMS: 1 (the default) or 0.
 bool shared_sums_from_environment() {
-  const char* text = std::getenv("SCRATCHFORMER_MPI_SHARED_SUMS");
+  const char* text = environment::value("SCRATCHFORMER_MPI_SHARED_SUMS");
   if (!text) return true;
   const std::string value = text;
   if (value != "0" && value != "1") fail("SCRATCHFORMER_MPI_SHARED_SUMS=\"", value, "\": expected 0 or 1");
@@ -178,7 +179,7 @@ bool shared_sums_from_environment() {
 // SCRATCHFORMER_MPI_TIMEOUT, in seconds (default 30). The bound keeps the
 // deadline arithmetic inside the clock's range; 1e9 s is "never".
 Clock::duration timeout_from_environment() {
-  const char* text = std::getenv("SCRATCHFORMER_MPI_TIMEOUT");
+  const char* text = environment::value("SCRATCHFORMER_MPI_TIMEOUT");
   if (!text) return 30s;
   char* end = nullptr;
   double seconds = std::strtod(text, &end);
@@ -572,7 +573,7 @@ class MpiWorld final : public Communicator {
   // the room ends the process (SIGBUS): a container's default /dev/shm is
   // 64 MB. Without the room the ranks sum by messages, and rank 0 says why, once.
   bool shared_memory_holds(size_t bytes) {
-    const char* set = std::getenv("OMPI_MCA_osc_sm_backing_directory");
+    const char* set = environment::value("OMPI_MCA_osc_sm_backing_directory");
     const std::string folder = set ? set : "/dev/shm";
     struct statvfs fs {};
     const bool room =
@@ -846,7 +847,7 @@ class MpiWorld final : public Communicator {
 
 bool started_by_launcher() {
   for (const char* variable : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"})
-    if (std::getenv(variable)) return true;
+    if (environment::value(variable)) return true;
   return false;
 }
 
