@@ -264,7 +264,8 @@ else ifeq ($(OPENCL),)
 	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS) $(AARCH64_RUN) \
 	  --opencl $(MIN_OPENCL_TESTS) "$(MAKE) OPENCL=1 deps" "$(MAKE) OPENCL=1 $(BUILD)/opencl/tests" $(BUILD)/opencl/tests \
 	  --mpi $(MIN_MPI_TESTS) "$(MAKE) MPI=1 mpi-deps" "$(MPI_TEST_BUILD)" $(TESTS) \
-	  $(DOCS_TESTS) $(REPORT_TESTS) $(ONNX_PAGE_TESTS) $(FUZZ_TESTS) $(MAKE_AGAIN_TESTS) $(TRACKED_TESTS)
+	  $(DOCS_TESTS) $(REPORT_TESTS) $(ONNX_PAGE_TESTS) $(FUZZ_TESTS) $(MAKE_AGAIN_TESTS) $(TRACKED_TESTS) \
+	  $(ENVIRONMENT_TESTS)
 else
 	@tools/run-tests --suite $(MIN_TESTS) $(TESTS) $(KERNEL_LEVEL_RUNS)
 endif
@@ -355,8 +356,9 @@ fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
 # simd.h fixes the vector width at compile time, so the build above runs the
 # kernels at one SIMD level only, this machine's (ARCH_FLAGS). The kernel
 # sources, which need nothing else of the library but the CPU device that the
-# kernel table's cases run through (autograd/device.cpp) and the calls to the
-# operating system (base/platform.cpp), and
+# kernel table's cases run through (autograd/device.cpp), the calls to the
+# operating system (base/platform.cpp) and the environment's table (the bf16
+# level a test forces: base/environment.cpp), and
 # tests/test_kernels.cpp with the table (tests/kernel_cases.cpp,
 # tests/kernel_conformance.cpp) are built again for each level the kernels
 # are written for, into one small doctest binary per level,
@@ -366,8 +368,8 @@ fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
 # after the main suite; the OpenCL variant's `make OPENCL=1 test` leaves them
 # to the plain one.
 KERNEL_LEVEL_DIR := $(BUILD)/kernel-levels
-KERNEL_LEVEL_SRC := $(wildcard autograd/kernels/*.cpp) autograd/device.cpp base/platform.cpp tests/test_kernels.cpp \
-                    tests/kernel_cases.cpp tests/kernel_conformance.cpp
+KERNEL_LEVEL_SRC := $(wildcard autograd/kernels/*.cpp) autograd/device.cpp base/platform.cpp base/environment.cpp \
+                    tests/test_kernels.cpp tests/kernel_cases.cpp tests/kernel_conformance.cpp
 KERNEL_LEVEL_FLAGS := $(filter-out $(ARCH_FLAGS),$(ALL_FLAGS))
 
 # $(1): the level; $(2): its -march; $(3): floats per vector there (simd.h's
@@ -469,6 +471,15 @@ MAKE_AGAIN_TESTS := --command "make again: a make over a built tree, its .d file
 TRACKED_TESTS := --command "tracked files: no build output, weights, runs or bytecode" \
   "git rev-parse --git-dir >/dev/null 2>&1 || exit 77; \
    ! git ls-files | grep -E '(^|/)(build|weights|runs|__pycache__)/|\.(pyc|o|a|d)\$$'"
+
+# The library (its folders: LIB_SRC's, the backend's and the MPI variant's,
+# and the command's) reads the environment only through the table of
+# base/environment.cpp, which docs/10-formats.md documents row by row (the
+# suite's "environment:" tests): a variable read anywhere else would go
+# undocumented.
+ENVIRONMENT_TESTS := --command "environment: only base/environment.cpp calls getenv in the library" \
+  "! grep -rlw --include='*.cpp' --include='*.h' getenv base autograd nn optim data $(ROOMS) cli \
+   | grep -vx base/environment.cpp"
 
 # The README's main job: train the default toy task (dates: English dates ->
 # ISO) from scratch, then translate a few sentences with the trained model.

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "environment.h"
 #include "error.h"
 
 namespace sf::file_steps {
@@ -28,7 +29,7 @@ struct Plan {
 
 Plan read_plan() {
   Plan plan;
-  const char* text = std::getenv("SCRATCHFORMER_FILE_STEPS");
+  const char* text = environment::value("SCRATCHFORMER_FILE_STEPS");
   if (!text || !*text) return plan;
   std::string_view value = text;
   if (value == "list") {

@@ -4,8 +4,9 @@
 //
 // A single process is a communicator of size 1 whose operations return at
 // once (single_process()). The MPI build (make MPI=1) adds one over
-// MPI_COMM_WORLD (dist/mpi/communicator.cpp); nothing else in the project
-// calls MPI, and a build without it needs no MPI at all.
+// MPI_COMM_WORLD (dist/mpi/communicator.cpp, and its parts beside it);
+// nothing else in the library calls MPI, and a build without it needs no
+// MPI at all.
 //
 // Every collective must be called by every rank, in the same order, with the
 // same sizes: that is MPI's rule, and a rank that breaks it hangs the others.

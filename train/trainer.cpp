@@ -5,15 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <numeric>
-
-#include <sys/resource.h>
 
 #include "autograd/kernels/thread_pool.h"
 #include "base/atomic_file.h"
 #include "base/digest.h"
 #include "base/error.h"
 #include "data/pipeline.h"
+#include "dist/data_parallel_report.h"
 #include "report/metrics_log.h"
 #include "report/progress.h"
 #include "setup/resources.h"
@@ -265,71 +263,11 @@ int Trainer::run() {
     comm_.all_reduce_max(stop);
     if (stop[0] > 0) return 130;
   }
-  if (gradients_->reducer()) report_data_parallel(status);
+  if (gradients_->reducer())
+    dist::report_data_parallel(comm_, *gradients_->reducer(),
+                               {status.pairs, status.label_tokens, status.empty_shares, optimizer_->state_bytes(),
+                                status.step_bytes_sent, status.step_elements_squared});
   return 0;
-}
-
-// What data parallelism cost this run: the communication backward did not
-// hide, and each rank's memory (ZeRO-1 shrinks the optimizer state's share);
-// what each rank trained on, whose sums are the whole batches'; and where
-// each rank saved work: the gradient elements it squared (its own runs, which
-// add up to the model's parameters) and where its sums ran (in shared memory
-// where the ranks share a machine).
-void Trainer::report_data_parallel(const TrainingStep::Status& trained) {
-  const dist::GradientReducer& reducer = *gradients_->reducer();
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const dist::Communicator::SumPaths sums = comm_.sum_paths();
-  const std::vector<int64_t> mine{trained.pairs,           trained.label_tokens,      trained.empty_shares,
-                                  usage.ru_maxrss * 1024,  optimizer_->state_bytes(), trained.step_bytes_sent,
-                                  trained.step_elements_squared, sums.in_shared_memory, sums.by_messages};
-  std::vector<int64_t> all(mine.size() * static_cast<size_t>(comm_.size()));
-  comm_.all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(all)));
-  // Figure k of every rank, comma-separated.
-  auto per_rank = [&](size_t k, bool mib) {
-    std::string text;
-    for (int r = 0; r < comm_.size(); ++r) {
-      char figure[32];
-      int64_t value = all[r * mine.size() + k];
-      if (mib)
-        std::snprintf(figure, sizeof figure, "%.1f", value / 1048576.0);
-      else
-        std::snprintf(figure, sizeof figure, "%lld", static_cast<long long>(value));
-      text.append(r > 0 ? ", " : "").append(figure);
-    }
-    return text;
-  };
-  // Each step's wait on every rank. A rank that waits also for a slower one
-  // to finish backward counts that skew as waiting; the rank that finished
-  // last waits for the communication alone: each step's least wait over the
-  // ranks is the communication that backward did not hide. The figures leave
-  // out the first two steps (where there are more), which set the buckets up
-  // and are said apart: the first sums buckets planned before backward's
-  // order was known, the second is the first on the buckets in that order
-  // (its sums measured 10-20x slower than later steps').
-  const std::vector<double>& waits = reducer.waits();
-  std::vector<double> all_waits(waits.size() * static_cast<size_t>(comm_.size()));
-  comm_.all_gather(std::as_bytes(std::span(waits)), std::as_writable_bytes(std::span(all_waits)));
-  std::vector<double> least = waits;
-  for (size_t step = 0; step < waits.size(); ++step)
-    for (int r = 0; r < comm_.size(); ++r) least[step] = std::min(least[step], all_waits[r * waits.size() + step]);
-  const size_t setup = waits.size() > 2 ? 2 : 0;
-  char setup_steps[128] = "";
-  if (setup)
-    std::snprintf(setup_steps, sizeof setup_steps,
-                  "; from the third step: the first two, which set the buckets up, exposed %.1f ms and %.1f ms",
-                  least[0] * 1e3, least[1] * 1e3);
-  const double per_step_ms = waits.size() == setup ? 0.0 : 1e3 / static_cast<double>(waits.size() - setup);
-  say(comm_, "data parallel: %.2f ms per step waiting for gradient all-reduces after backward (overlap %s), "
-      "%.2f ms of it exposed communication (each step's least wait over the ranks%s); "
-      "per rank: pairs %s, label tokens %s, empty shares %s, peak RSS %s MiB, optimizer state %s MiB, "
-      "sent in the last step %s bytes, gradient elements squared in the last step %s, "
-      "gradient sums in shared memory %s, by messages %s\n",
-      std::accumulate(waits.begin() + setup, waits.end(), 0.0) * per_step_ms,
-      reducer.overlapping() ? "on" : "off", std::accumulate(least.begin() + setup, least.end(), 0.0) * per_step_ms,
-      setup_steps, per_rank(0, false).c_str(), per_rank(1, false).c_str(), per_rank(2, false).c_str(),
-      per_rank(3, true).c_str(), per_rank(4, true).c_str(), per_rank(5, false).c_str(), per_rank(6, false).c_str(),
-      per_rank(7, false).c_str(), per_rank(8, false).c_str());
 }
 
 }  // namespace sf::train

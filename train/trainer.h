@@ -52,7 +52,6 @@ class Trainer {
   void prepare_data();
   void build_model_and_optimizer();
   void end_of_epoch(int64_t epoch, int64_t skipped_updates);
-  void report_data_parallel(const TrainingStep::Status& trained);
   CheckpointParts checkpoint_parts() {
     return {config_, identity_, store_, metrics_path_, *model_, *optimizer_, *gradients_, accumulation_, comm_};
   }

@@ -4,10 +4,10 @@
 // instruction sets' levels are files of their own, each compiled on its
 // architecture only: AVX512-BF16 in gemm_bf16.cpp and AMX in gemm_amx.cpp
 // (x86-64), BFDOT in gemm_bf16_neon.cpp (AArch64).
-#include <cstdlib>
 #include <iterator>
 #include <string>
 
+#include "base/environment.h"
 #include "base/error.h"
 #include "gemm.h"
 #include "gemm_tasks.h"
@@ -85,7 +85,7 @@ Bf16Gemm fastest_supported() {
 // The fastest level, or the one SCRATCHFORMER_BF16_GEMM names (to measure or
 // test a level on a CPU whose default is another).
 Bf16Gemm initial_level() {
-  const char* forced = std::getenv("SCRATCHFORMER_BF16_GEMM");
+  const char* forced = environment::value("SCRATCHFORMER_BF16_GEMM");
   if (!forced || !*forced) return fastest_supported();
   std::string names;
   for (Bf16Gemm level : kBf16Gemms) {

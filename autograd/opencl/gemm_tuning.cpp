@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "base/atomic_file.h"
+#include "base/environment.h"
 #include "base/error.h"
 #include "gemm.h"
 #include "runtime.h"
@@ -140,7 +140,7 @@ size_t tune() {
 
 // SCRATCHFORMER_OPENCL_GEMM_TILING's tiling; kTilingCount when unset.
 size_t forced_tiling() {
-  const char* env = std::getenv("SCRATCHFORMER_OPENCL_GEMM_TILING");
+  const char* env = environment::value("SCRATCHFORMER_OPENCL_GEMM_TILING");
   if (!env || !*env) return kTilingCount;
   std::string names;
   for (size_t i = 0; i < kTilingCount; ++i) {
@@ -178,7 +178,7 @@ std::string record(const std::string& path, const std::string& key, size_t index
 
 std::string cache_dir() {
   auto env = [](const char* name) -> std::string {
-    const char* value = std::getenv(name);
+    const char* value = environment::value(name);
     return value ? value : "";
   };
   if (std::string dir = env("SCRATCHFORMER_CACHE_DIR"); !dir.empty()) return dir;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../device.h"
+#include "base/environment.h"
 #include "base/error.h"
 
 namespace sf::opencl_backend {
@@ -49,7 +50,7 @@ cl_device_type type_of(cl_device_id device) {
 // SCRATCHFORMER_OPENCL_SHAPES=cpu or =gpu, else CPU shapes on a CPU device and
 // GPU shapes on any other (a GPU, an accelerator).
 const Shapes& choose_shapes(cl_device_id device) {
-  if (const char* env = std::getenv("SCRATCHFORMER_OPENCL_SHAPES"); env && *env) {
+  if (const char* env = environment::value("SCRATCHFORMER_OPENCL_SHAPES"); env && *env) {
     for (const Shapes* shapes : {&kCpuShapes, &kGpuShapes})
       if (std::string(env) == shapes->name) return *shapes;
     fail("opencl: SCRATCHFORMER_OPENCL_SHAPES=", env, " is not a kind of launch shapes: use cpu or gpu ",
@@ -146,7 +147,7 @@ Runtime& Runtime::get() {
 Runtime::Runtime() {
   std::vector<Candidate> candidates = all_devices();
   std::vector<DeviceInfo> infos = describe(candidates);
-  size_t chosen = choose_device(infos, std::getenv("SCRATCHFORMER_OPENCL_DEVICE"), local_rank());
+  size_t chosen = choose_device(infos, environment::value("SCRATCHFORMER_OPENCL_DEVICE"), local_rank());
   device_ = candidates[chosen].device;
   shapes_ = &choose_shapes(device_);
   description_ = infos[chosen].name + " (" + infos[chosen].platform + "), " + shapes_->name + " shapes";

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "base/environment.h"
 #include "dist/mpi/communicator.h"
 
 namespace {
@@ -133,7 +134,7 @@ int check(sf::dist::Communicator& comm) {
   std::vector<std::span<float>> buffers;
   for (size_t n : sizes) buffers.push_back(own.emplace_back(n));
   if (check_sums(comm, sizes, buffers) != 0 || check_paths(comm, 0, 2 * sizes.size()) != 0) return 1;
-  const char* shared_sums = std::getenv("SCRATCHFORMER_MPI_SHARED_SUMS");
+  const char* shared_sums = sf::environment::value("SCRATCHFORMER_MPI_SHARED_SUMS");
   if (comm.local_size() < comm.size() || (shared_sums && std::string(shared_sums) == "0")) return 0;
   // As many buckets, smallest first, as shared memory has room for, as the
   // communicator finds it (statvfs, agreed by every rank).
