@@ -21,9 +21,11 @@
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/thread_pool.h"
 #include "autograd/ops.h"
+#include "base/error.h"
 #include "bench_util.h"
 #include "data/framing.h"
 #include "infer/decode_place.h"
+#include "infer/decoding.h"
 #include "step_models.h"
 #include "optim/optimizer.h"
 
@@ -44,25 +46,26 @@ double step_ms(const StepConfig& c, Device& device, DType precision, int warmup,
 }
 
 // Median milliseconds of greedy decoding of `tokens` tokens for one source
-// sentence of `tokens` words ([SOS] words [EOS]), with the KV cache, after 3
-// warm-up runs. Always `tokens` steps (no stop at [EOS]), so the work is fixed.
-// Decoded as one translate_ids call decodes batches of one sentence: where
-// the process chose for that size class (infer/decode_place.h; the first
-// warm-up run chooses), so a CPU copy takes the model's weights once, in the
-// first run, as translate_ids takes them once per call (not in the figure:
-// about 1.5 ms for the tiny model and 12 ms for the small one on an H200).
-// `decoded_on` receives the place's name.
+// sentence of `tokens` words ([SOS] words [EOS]), after 3 warm-up runs: the
+// library's greedy_decode, with its length limit at `tokens`. The model's
+// weights are random and seeded, and it never ends the sentence early (a
+// check, not a hope: the work must be the same `tokens` steps as the
+// reference's, which never stops at [EOS]). Decoded as one translate_ids call
+// decodes batches of one sentence: where the process chose for that size
+// class (infer/decode_place.h; the first warm-up run chooses), so a CPU copy
+// takes the model's weights once, in the first run, as translate_ids takes
+// them once per call (not in the figure: about 1.5 ms for the tiny model and
+// 12 ms for the small one on an H200). `decoded_on` receives the place's name.
 double decode_ms(const StepConfig& c, Device& device, int tokens, std::string* decoded_on) {
   NoGradGuard no_grad;
   auto model = build(c, device);
   model->eval();
   Tensor src = data::frame_sources({std::vector<int32_t>(tokens, 5)});
   auto decode = [&](nn::Transformer& decoding) {
-    Tensor src_mask = data::encoder_keep_mask(src).to(decoding.device());  // as greedy_decode: once, not per token
-    nn::DecoderCache cache = decoding.start_decoding(decoding.encode(src, src_mask));
-    Tensor next = Tensor::from_ints({data::kSosId}, {1, 1});
-    for (int i = 0; i < tokens; ++i) next = argmax(decoding.logits(decoding.decode_next(cache, src_mask, next)));
-    (void)next.to_int_vector();
+    const std::vector<infer::TokenIds> out = infer::greedy_decode(decoding, src, tokens + 1);
+    if (std::ssize(out.at(0)) != tokens)
+      internal_fail("bench: the random model ended its sentence after ", out[0].size(), " of ", tokens,
+                    " tokens: the timed work would not be the reference's");
   };
   std::vector<double> times;
   infer::PlacedDecoder decoder(*model, 1);
