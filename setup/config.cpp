@@ -233,9 +233,11 @@ Config from_json(const json& root, const std::string& source) {
   }
   std::vector<std::string> precisions = precision_names();
   precisions.push_back("auto");
-  r.string("precision", c.precision, precisions);
+  std::string precision = c.precision ? precision_name(*c.precision) : "auto";
+  r.string("precision", precision, precisions);
+  c.precision = precision_named(precision);  // "auto": nullopt
   // OpenCL C 1.2 has no bf16 arithmetic: the device would widen every operand.
-  if (c.precision == "bf16" && c.device != "cpu")
+  if (c.precision == DType::BF16 && c.device != "cpu")
     r.error("precision", "\"bf16\" runs on the CPU only; device \"" + c.device + "\" computes in float32");
   r.integer("threads", c.threads, 0, kMaxThreads);
   r.integer("zero", c.zero, 0, 1);
@@ -333,18 +335,18 @@ std::string Config::tokenizer_path(const std::string& lang) const {
 }
 
 DType Config::precision_dtype() const {
-  if (precision != "auto") return precision_named(precision).value();
+  if (precision) return *precision;
   return device_named(device).multiplies_bf16_faster() ? DType::BF16 : DType::F32;
 }
 
 std::string Config::precision_note() const {
-  if (precision == "fp32") return "";
+  if (precision == DType::F32) return "";
   if (device != "cpu") return "precision auto: fp32 (device " + device + " computes in float32)";
   const bool faster = device_named(device).multiplies_bf16_faster();
   const std::string level = kernels::to_string(kernels::bf16_gemm());
   const std::string no_gain = std::string("this CPU has no bf16 product faster than float32 (") +
                               kernels::why_no_faster_bf16_gemm() + ")";
-  if (precision == "auto")
+  if (!precision)
     return faster ? "precision auto: bf16, matrix products on bf16 operands (" + level + "), faster than float32 here"
                   : "precision auto: fp32: " + no_gain;
   return faster ? "precision bf16: matrix products on bf16 operands (" + level + "), float32 accumulation"

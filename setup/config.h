@@ -79,9 +79,9 @@ struct Config {
   std::string device = "cpu";  // one of device_names() (autograd/device.h)
   // "fp32", "bf16": matrix products on bf16 operands with float32
   // accumulation, float32 master weights and optimizer state, as PyTorch's CPU
-  // autocast (docs/13-bf16.md), or "auto": bf16 where that is faster here.
-  // precision_dtype() is the matching DType.
-  std::string precision = "fp32";
+  // autocast (docs/13-bf16.md), or "auto" (nullopt): bf16 where that is
+  // faster here. precision_dtype() is the one a run uses.
+  std::optional<DType> precision = DType::F32;
   int64_t threads = 0, val_examples = 2, beam = 1;
   // Under MPI, 1 shards the optimizer state across the ranks (ZeRO stage 1).
   int64_t zero = 0;

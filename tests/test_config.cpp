@@ -77,7 +77,7 @@ TEST_CASE("config: an empty object gives the documented defaults") {
   CHECK(c.grad_accum == 1);
   CHECK(c.device == "cpu");
   CHECK(c.activation == "relu");
-  CHECK(c.precision == "fp32");
+  CHECK(c.precision == DType::F32);
   CHECK(c.precision_dtype() == DType::F32);
   CHECK(c.val_examples == 2);
   CHECK(c.beam == 1);

@@ -78,7 +78,7 @@ const std::vector<Axis>& axes() {
 // A bound on how far a precision moves a log-probability of this model from
 // float32 on the CPU (measured: bf16 up to 0.12 nats, float32 on
 // OpenCL 1e-6).
-const std::map<std::string, double> kLogProbError = {{"fp32", 1e-4}, {"bf16", 0.25}};
+const std::map<DType, double> kLogProbError = {{DType::F32, 1e-4}, {DType::BF16, 0.25}};
 // A bound on how far bf16 moves an attention weight of this model from
 // float32's, as translate --attention writes them (bytes of 1/255; measured:
 // up to 6/255 = 0.024).
@@ -295,7 +295,7 @@ double total(const std::vector<std::vector<float>>& rows, const TokenIds& target
 void check_agrees(Matrix& m, const Cell& cell, const std::vector<std::string>& lines, const std::vector<std::string>& expected) {
   REQUIRE(lines.size() == expected.size());
   Session here = open_session(m, cell), reference = open_session(m, cell.reference());
-  const double bound = kLogProbError.at(here.config.precision);
+  const double bound = kLogProbError.at(here.config.precision_dtype());
   const bool same_numerics = here.config.precision == reference.config.precision &&
                              here.config.device == reference.config.device;
   int differing = 0;
@@ -370,7 +370,7 @@ std::vector<std::pair<std::string, std::vector<double>>> explorer_weights(const 
 // kLogProbError per token), eval's loss and validation's (means per token),
 // and the attention weights translate --attention writes (bytes of 1/255).
 void check_bf16_is_bf16(Matrix& m) {
-  const double bound = kLogProbError.at("bf16");
+  const double bound = kLogProbError.at(DType::BF16);
   const std::vector<std::string> f32 = score_lines(m, "precision=fp32"), b16 = score_lines(m, "precision=bf16");
   REQUIRE(f32.size() == m.sources.size());
   REQUIRE(b16.size() == f32.size());

@@ -7,51 +7,13 @@
 #include <cstring>
 #include <vector>
 
+#include "fast.h"
 #include "gemm.h"
-#include "kernels.h"
-#include "simd.h"
-#include "thread_pool.h"
 
 namespace sf::kernels::fast {
 namespace {
 
-using simd::Vec;
-constexpr int W = Vec::width;
-
-// Work per parallel chunk: large enough that waking a thread pays off.
-constexpr int64_t kGrainElements = 1 << 14;
-
-int64_t grain_rows(int64_t cols) { return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(cols, 1)); }
-
-// parallel_for over [0, n) in chunks of whole vectors: only the range's last
-// elements are left to a scalar tail, so each element is computed the same way
-// whatever the number of threads.
-template <class F>
-void parallel_for_vectors(int64_t n, const F& f) {
-  parallel_for(0, (n + W - 1) / W, kGrainElements / W,
-               [&](int64_t b, int64_t e) { f(b * W, std::min(e * W, n)); });
-}
-
 // --- elementwise with broadcasting -------------------------------------------------
-
-// Runs f(offset_a, offset_b, n, step_a, step_b, offset_out) over the rows of
-// `rows` (kernels.h: dims already merged), whose operands step by 0 or 1 along
-// a row, in parallel; a single long row is split. Returns false when an operand
-// has another step along the row (the caller falls back).
-template <class F>
-bool for_each_row(const Rows& rows, F f) {
-  const int64_t n = rows.cols, step_a = rows.col_strides[0], step_b = rows.col_strides[1];
-  if (step_a > 1 || step_b > 1) return false;
-  if (rows.count == 1) {
-    parallel_for(0, n, kGrainElements,
-                 [&](int64_t b, int64_t e) { f(b * step_a, b * step_b, e - b, step_a, step_b, b); });
-    return true;
-  }
-  parallel_for(0, rows.count, grain_rows(n), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) f(rows.offset(0, r), rows.offset(1, r), n, step_a, step_b, r * n);
-  });
-  return true;
-}
 
 // `op` is generic: it runs on Vec for the body and on float for the tail.
 template <class Op>
@@ -127,48 +89,6 @@ void unary(Unary op, const float* x, float* y, int64_t n, float s) {
 
 // --- reductions ---------------------------------------------------------------------
 
-// Folds term(j), the Vec of elements [j, j + W), over the whole vectors of a
-// row with `combine`, into four independent accumulators: a single one would
-// make every add wait for the previous one's latency. Sets `i` to the first
-// element left for the scalar tail.
-template <class Term, class Combine>
-Vec reduce(int64_t n, Vec init, Term term, Combine combine, int64_t& i) {
-  Vec a0 = init, a1 = init, a2 = init, a3 = init;
-  for (i = 0; i + 4 * W <= n; i += 4 * W) {
-    a0 = combine(a0, term(i));
-    a1 = combine(a1, term(i + W));
-    a2 = combine(a2, term(i + 2 * W));
-    a3 = combine(a3, term(i + 3 * W));
-  }
-  for (; i + W <= n; i += W) a0 = combine(a0, term(i));
-  return combine(combine(a0, a1), combine(a2, a3));
-}
-
-auto plus = [](Vec a, Vec b) { return a + b; };
-
-float row_sum(const float* x, int64_t n) {
-  int64_t i;
-  float total = reduce(n, Vec::set1(0.0f), [&](int64_t j) { return Vec::load(x + j); }, plus, i).sum();
-  for (; i < n; ++i) total += x[i];
-  return total;
-}
-
-// NaN if the row holds one (simd.h's max lets NaN through), as the reference.
-float row_max(const float* x, int64_t n) {
-  int64_t i;
-  float best = simd::reduce_max(reduce(n, Vec::set1(-INFINITY), [&](int64_t j) { return Vec::load(x + j); },
-                                       [](Vec a, Vec b) { return max(a, b); }, i));
-  for (; i < n; ++i) best = simd::max(best, x[i]);
-  return best;
-}
-
-// out[j] += x[j] over a row, vectorised.
-void add_row(const float* x, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + W <= n; i += W) (Vec::load(out + i) + Vec::load(x + i)).store(out + i);
-  for (; i < n; ++i) out[i] += x[i];
-}
-
 // Column sums ([rows, cols] -> [cols], e.g. a bias gradient) written to out.
 // Each block of kRowBlock rows is summed on its own (blocks in parallel, each
 // streaming through contiguous rows), then the blocks are added in order: the
@@ -225,59 +145,8 @@ void max_axis(const float* x, int64_t outer, int64_t n, int64_t inner, float* ou
 
 // --- softmax family ------------------------------------------------------------------
 
-// y = exp(x - shift) over a row; returns the sum of y.
-float exp_row(const float* x, float shift, float* y, int64_t n) {
-  Vec vs = Vec::set1(shift);
-  auto term = [&](int64_t j) {
-    Vec e = simd::exp(Vec::load(x + j) - vs);
-    e.store(y + j);
-    return e;
-  };
-  int64_t i;
-  float total = reduce(n, Vec::set1(0.0f), term, plus, i).sum();
-  for (; i < n; ++i) total += (y[i] = std::exp(x[i] - shift));
-  return total;
-}
-
-void scale_row(float* y, float s, int64_t n) {
-  Vec vs = Vec::set1(s);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) (Vec::load(y + i) * vs).store(y + i);
-  for (; i < n; ++i) y[i] *= s;
-}
-
-void softmax_row(const float* x, float* y, int64_t n) {
-  float total = exp_row(x, row_max(x, n), y, n);
-  scale_row(y, 1.0f / total, n);
-}
-
-// log_softmax(x) = x - (max + log sum exp(x - max)); y doubles as scratch.
-void log_softmax_row(const float* x, float* y, int64_t n) {
-  float mx = row_max(x, n);
-  float shift = mx + std::log(exp_row(x, mx, y, n));
-  Vec vs = Vec::set1(shift);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) (Vec::load(x + i) - vs).store(y + i);
-  for (; i < n; ++i) y[i] = x[i] - shift;
-}
-
-template <class F>
-void for_rows(int64_t rows, int64_t cols, F f) {
-  parallel_for(0, rows, grain_rows(cols), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) f(r);
-  });
-}
-
 void log_softmax(const float* x, float* y, int64_t rows, int64_t cols) {
   for_rows(rows, cols, [&](int64_t r) { log_softmax_row(x + r * cols, y + r * cols, cols); });
-}
-
-float dot_row(const float* a, const float* b, int64_t n) {
-  int64_t i;
-  float total = reduce(n, Vec::set1(0.0f), [&](int64_t j) { return Vec::load(a + j) * Vec::load(b + j); },
-                       plus, i).sum();
-  for (; i < n; ++i) total += a[i] * b[i];
-  return total;
 }
 
 // dx = scale * y * (dy - dot)
@@ -468,159 +337,6 @@ void dropout(const float* x, float* y, int64_t n, float scale, uint32_t seed, ui
 void dropout_add(const float* x, const float* y, float* out, int64_t n, float scale, uint32_t seed,
                  uint32_t threshold) {
   dropout_pass<true>(x, y, out, n, scale, seed, threshold);
-}
-
-// Float partial sums per block of 1024, summed in double: fast, and accurate
-// enough for a norm. Blocks are fixed, so the result does not depend on threads.
-void dot(const float* a, const float* b, int64_t n, float* out) {
-  constexpr int64_t kBlock = 1024;
-  int64_t blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(blocks);
-  parallel_for(0, blocks, kGrainElements / kBlock, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      partial[i] = dot_row(a + i * kBlock, b + i * kBlock, std::min(kBlock, n - i * kBlock));
-  });
-  double total = 0.0;
-  for (double p : partial) total += p;
-  out[0] = static_cast<float>(total);
-}
-
-// --- optimizer updates -------------------------------------------------------------------
-
-void adam_step(float* p, const float* g, float g_scale, float* m, float* v, int64_t n, float step_size,
-               float b1, float b2, float eps, float sqrt_bc2, float l2, float decay) {
-  parallel_for_vectors(n, [=](int64_t b, int64_t e) {
-    Vec vb1 = Vec::set1(b1), vb2 = Vec::set1(b2), c1 = Vec::set1(1.0f - b1),
-        c2 = Vec::set1(1.0f - b2), keep = Vec::set1(1.0f - decay), vl2 = Vec::set1(l2),
-        veps = Vec::set1(eps), vbc = Vec::set1(1.0f / sqrt_bc2), vstep = Vec::set1(step_size),
-        vscale = Vec::set1(g_scale);
-    int64_t i = b;
-    for (; i + W <= e; i += W) {
-      Vec pi = Vec::load(p + i) * keep;
-      Vec grad = fma(vl2, pi, Vec::load(g + i) * vscale);
-      Vec mi = vb1 * Vec::load(m + i) + c1 * grad;
-      Vec vi = vb2 * Vec::load(v + i) + c2 * grad * grad;
-      mi.store(m + i);
-      vi.store(v + i);
-      (pi - vstep * mi / (sqrt(vi) * vbc + veps)).store(p + i);
-    }
-    if (i < e)
-      scalar_table().adam_step(p + i, g + i, g_scale, m + i, v + i, e - i, step_size, b1, b2, eps,
-                               sqrt_bc2, l2, decay);
-  });
-}
-
-void sgd_step(float* p, const float* g, float g_scale, float* buf, int64_t n, float lr, float momentum,
-              float l2, bool nesterov, bool first) {
-  parallel_for(0, n, kGrainElements, [=](int64_t b, int64_t e) {
-    scalar_table().sgd_step(p + b, g + b, g_scale, buf ? buf + b : nullptr, e - b, lr, momentum, l2,
-                            nesterov, first);
-  });
-}
-
-// --- cross-entropy ---------------------------------------------------------------------
-
-void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t cols,
-                   int32_t ignore_index, float eps, float* row_loss, float* row_counted,
-                   float* log_probs) {
-  for_rows(rows, cols, [&](int64_t r) {
-    float* lp = log_probs + r * cols;
-    log_softmax_row(logits + r * cols, lp, cols);
-    row_counted[r] = targets[r] == ignore_index ? 0.0f : 1.0f;
-    if (targets[r] == ignore_index) {
-      row_loss[r] = 0.0f;
-      return;
-    }
-    if (targets[r] < 0 || targets[r] >= cols) {
-      row_loss[r] = NAN;
-      return;
-    }
-    float mean_nll = -row_sum(lp, cols) / static_cast<float>(cols);
-    row_loss[r] = (1.0f - eps) * -lp[targets[r]] + eps * mean_nll;
-  });
-}
-
-void cross_entropy_backward(const float* log_probs, const int32_t* targets, int64_t rows,
-                            int64_t cols, int32_t ignore_index, float eps,
-                            const float* scale_of_loss, float* dlogits) {
-  const float scale = *scale_of_loss;
-  for_rows(rows, cols, [&](int64_t r) {
-    float* d = dlogits + r * cols;
-    if (targets[r] == ignore_index) {
-      std::fill(d, d + cols, 0.0f);
-      return;
-    }
-    const float* lp = log_probs + r * cols;
-    Vec vs = Vec::set1(scale), off = Vec::set1(scale * eps / static_cast<float>(cols));
-    int64_t i = 0;
-    for (; i + W <= cols; i += W) (vs * simd::exp(Vec::load(lp + i)) - off).store(d + i);
-    for (; i < cols; ++i) d[i] = scale * (std::exp(lp[i]) - eps / static_cast<float>(cols));
-    if (targets[r] >= 0 && targets[r] < cols) d[targets[r]] -= scale * (1.0f - eps);
-  });
-}
-
-// --- data movement -------------------------------------------------------------------
-
-void copy_rows(const void* src, int64_t src_stride, void* dst, int64_t dst_stride, int64_t rows,
-               int64_t row_bytes) {
-  parallel_for(0, rows, std::max<int64_t>(1, 4 * kGrainElements / std::max<int64_t>(row_bytes, 1)),
-               [&](int64_t b, int64_t e) {
-    scalar_table().copy_rows(static_cast<const char*>(src) + b * src_stride, src_stride,
-                             static_cast<char*>(dst) + b * dst_stride, dst_stride, e - b, row_bytes);
-  });
-}
-
-// Copies whole rows where x walks them contiguously (attention's head split and
-// merge keep the last dim); others use the reference.
-void copy_strided(const float* x, float* y, const Rows& rows) {
-  bool done = rows.col_strides[0] == 1 &&
-              for_each_row(rows, [&](int64_t ox, int64_t, int64_t n, int64_t, int64_t, int64_t o) {
-                std::memcpy(y + o, x + ox, n * sizeof(float));
-              });
-  if (!done) scalar_table().copy_strided(x, y, rows);
-}
-
-void gather_rows(const float* table, const int32_t* ids, int64_t n, int64_t dim, float* out) {
-  for_rows(n, dim, [&](int64_t i) { std::memcpy(out + i * dim, table + ids[i] * dim, dim * sizeof(float)); });
-}
-
-// Serial over ids (two ids may name the same row), vectorised over the row.
-void scatter_add_rows(const float* grad_out, const int32_t* ids, int64_t n, int64_t dim,
-                      float* grad_table) {
-  for (int64_t i = 0; i < n; ++i) add_row(grad_out + i * dim, grad_table + ids[i] * dim, dim);
-}
-
-// --- bfloat16 conversions ------------------------------------------------------------
-// bf16.h's rounding, 16 lanes at a time in integer arithmetic (the conversion
-// instruction of AVX512-BF16 would read subnormals as zero), and its exact
-// widening: a shift of each 16-bit pattern into the top of a float.
-
-void float_to_bf16(const float* x, bf16* y, int64_t n) {
-  parallel_for(0, n, kGrainElements, [&](int64_t i, int64_t end) {
-#if defined(__AVX512F__)
-    const __m512i half = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
-    for (; i + 16 <= end; i += 16) {
-      const __m512 v = _mm512_loadu_ps(x + i);
-      const __m512i u = _mm512_castps_si512(v), top = _mm512_srli_epi32(u, 16);
-      __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(top, one))), 16);
-      rounded = _mm512_mask_or_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), top, quiet);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm512_cvtepi32_epi16(rounded));
-    }
-#endif
-    for (; i < end; ++i) y[i] = to_bf16(x[i]);
-  });
-}
-
-void bf16_to_float(const bf16* x, float* y, int64_t n) {
-  parallel_for(0, n, kGrainElements, [&](int64_t i, int64_t end) {
-#if defined(__AVX512F__)
-    for (; i + 16 <= end; i += 16) {
-      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
-      _mm512_storeu_ps(y + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16)));
-    }
-#endif
-    for (; i < end; ++i) y[i] = to_float(x[i]);
-  });
 }
 
 }  // namespace

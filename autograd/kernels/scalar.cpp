@@ -353,6 +353,61 @@ void bf16_to_float(const bf16* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = to_float(x[i]);
 }
 
+// The reference: the plain triple loop that defines the result, for float32
+// operands, bf16 ones (each widened to float32 exactly) and float32 ones
+// rounded to bf16, each element read through `value`.
+namespace {
+
+float as_float(float x) { return x; }
+float as_float(bf16 x) { return to_float(x); }
+
+template <class T, class Value>
+void reference_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
+                    int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, float beta, float* c,
+                    int64_t ldc, int64_t stride_c, int64_t batch, Value value) {
+  for (int64_t e = 0; e < batch; ++e) {
+    const T* ae = a + e * stride_a;
+    const T* be = b + e * stride_b;
+    float* ce = c + e * stride_c;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        // Accumulate in double so the reference is a trustworthy yardstick.
+        double sum = 0.0;
+        for (int64_t p = 0; p < k; ++p) {
+          const float x = value(trans_a ? ae[p * lda + i] : ae[i * lda + p]);
+          const float y = value(trans_b ? be[j * ldb + p] : be[p * ldb + j]);
+          sum += static_cast<double>(x) * y;
+        }
+        float& out = ce[i * ldc + j];
+        out = beta == 0.0f ? alpha * static_cast<float>(sum)
+                           : alpha * static_cast<float>(sum) + beta * out;
+      }
+  }
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+          float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  reference_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
+                 batch, [](auto x) { return as_float(x); });
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a,
+               int64_t lda, int64_t stride_a, const bf16* b, int64_t ldb, int64_t stride_b, float beta,
+               float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  reference_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
+                 batch, [](auto x) { return as_float(x); });
+}
+
+void gemm_rounded_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                       int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  reference_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch,
+                 [](float x) { return round_to_bf16(x); });
+}
+
 constexpr HostTable table{.name = "scalar", SF_TABLE_ENTRIES};
 
 }  // namespace sf::kernels::scalar
