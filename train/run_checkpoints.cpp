@@ -120,7 +120,6 @@ static std::optional<std::pair<setup::TrainingState, optim::OptimizerState>> res
     fail(files.state, ": an epoch of ", position.batches_in_epoch, " batches, but this data and batch_size make ",
          batches, " (resume with the config the run was started with)");
   parts.model.dropout_rng().set_state(position.dropout_rng);
-  parts.accumulation.set_pending(position.accum_pending);
   say(parts.comm, "preload: resumed from %s (epoch %02lld, batch %lld of %lld, step %lld)\n", files.weights.c_str(),
       static_cast<long long>(position.epoch), static_cast<long long>(position.batch),
       static_cast<long long>(position.batches_in_epoch), static_cast<long long>(position.global_step));
@@ -143,7 +142,6 @@ std::optional<setup::TrainingState> restore_checkpoint(const CheckpointParts& pa
   const std::string origin = "rank 0's checkpoint";
   parts.optimizer.load_state_dict(state, origin);
   setup::TrainingState position = setup::TrainingState::from_json(header["state"], origin);
-  parts.accumulation.set_pending(position.accum_pending);
   // A run resumed by more ranks than saved it starts the new ranks' streams afresh.
   size_t saved = static_cast<size_t>(comm.rank() - 1);
   parts.model.dropout_rng().set_state(saved < position.rank_dropout_rngs.size()
@@ -159,7 +157,6 @@ void save_checkpoint(const CheckpointParts& parts, const std::string& tag, setup
                         std::as_writable_bytes(std::span(streams)));
   position.dropout_rng = streams[0];
   position.rank_dropout_rngs.assign(streams.begin() + 1, streams.end());
-  position.accum_pending = parts.accumulation.pending();
   optim::OptimizerState optimizer_state = parts.gradients.whole_state(parts.optimizer);
   if (!parts.comm.writes()) return;
   if (!parts.metrics_path.empty()) report::sync_metrics(parts.metrics_path);

@@ -10,7 +10,6 @@
 #include "dist/communicator.h"
 #include "dist/gradient_sync.h"
 #include "nn/transformer.h"
-#include "optim/accumulation.h"
 #include "optim/optimizer.h"
 #include "setup/checkpoints.h"
 #include "setup/config.h"
@@ -29,7 +28,6 @@ struct CheckpointParts {
   nn::Transformer& model;
   optim::Optimizer& optimizer;
   dist::GradientSync& gradients;
-  optim::GradAccumulation& accumulation;
   dist::Communicator& comm;
 };
 

@@ -32,7 +32,7 @@ static std::unique_ptr<optim::Optimizer> make_optimizer(const setup::Config& c, 
 
 Trainer::Trainer(setup::Config c, dist::Communicator* given)
     : own_comm_(given ? nullptr : dist::single_process()), comm_(given ? *given : *own_comm_), config_(std::move(c)),
-      accumulation_(config_.grad_accum), store_(config_.model_folder, config_.model_basename, config_.keep_checkpoints) {
+      store_(config_.model_folder, config_.model_basename, config_.keep_checkpoints) {
   kernels::set_num_threads(setup::threads_to_use(config_.threads, comm_.local_size(), comm_.size() > 1));
   check_outputs();
   prepare_data();
@@ -211,7 +211,8 @@ int Trainer::run() {
           "short)\n", metrics_path_.c_str(), static_cast<long long>(dropped), dropped == 1 ? "" : "s",
           dropped == 1 ? "is" : "are");
   }
-  TrainingStep step({config_, *train_set_, *model_, *optimizer_, *gradients_, accumulation_, comm_}, metrics_path_);
+  TrainingStep step(step_settings(config_, *train_set_), *model_, *optimizer_, *gradients_, comm_,
+                    position_.accum_pending, metrics_path_);
   const TrainingStep::Status& status = step.status();
   int64_t epoch = 0, first_batch = 0;
   if (resumed_) {
@@ -232,8 +233,9 @@ int Trainer::run() {
     int64_t epoch_tokens = 0;
     while (!batches.done()) {
       int64_t batches_left = batches.size() - batches.position();
-      epoch_tokens += step.train_batch(batches.next_indices(), batches_left, position_);
+      epoch_tokens += step.train_batch(*train_set_, batches.next_indices(), batches_left, position_);
       position_.global_step += status.updated;
+      position_.accum_pending = status.pending;
       bool last = batches.done();
       position_.batch = batches.position();
       if (progress) progress->update(batches.position(), status.last_loss, optimizer_->lr(), epoch_tokens);
@@ -246,7 +248,7 @@ int Trainer::run() {
       }
       // Stop only between optimizer steps, so no accumulated gradient is
       // lost, and on every rank at the same one.
-      bool stop = status.stop_agreed && accumulation_.pending() == 0 && !last;
+      bool stop = status.stop_agreed && status.pending == 0 && !last;
       if (stop || periodic_checkpoint_due(config_, position_, status.updated))
         save_checkpoint(checkpoint_parts(), setup::CheckpointStore::epoch_tag(epoch), position_);
       if (stop) {

@@ -23,7 +23,6 @@
 #include "dist/gradient_sync.h"
 #include "eval/validation.h"
 #include "nn/transformer.h"
-#include "optim/accumulation.h"
 #include "optim/optimizer.h"
 #include "setup/checkpoints.h"
 #include "setup/config.h"
@@ -53,7 +52,7 @@ class Trainer {
   void build_model_and_optimizer();
   void end_of_epoch(int64_t epoch, int64_t skipped_updates);
   CheckpointParts checkpoint_parts() {
-    return {config_, identity_, store_, metrics_path_, *model_, *optimizer_, *gradients_, accumulation_, comm_};
+    return {config_, identity_, store_, metrics_path_, *model_, *optimizer_, *gradients_, comm_};
   }
 
   std::unique_ptr<dist::Communicator> own_comm_;  // a single process's, when none is given
@@ -65,7 +64,6 @@ class Trainer {
   std::unique_ptr<nn::Transformer> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<dist::GradientSync> gradients_;
-  optim::GradAccumulation accumulation_;
   setup::CheckpointStore store_;
   setup::TrainingState position_;  // where training stands
   bool resumed_ = false;     // from a saved position

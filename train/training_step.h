@@ -12,6 +12,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,29 +28,35 @@
 
 namespace sf::train {
 
+// What a step takes from the config, read once: values, not the config.
+struct StepSettings {
+  DType precision;
+  float label_smoothing;
+  std::optional<float> clip_grad_norm;
+  int64_t grad_accum, max_nonfinite_steps;
+  optim::ScheduleOptions schedule;  // its length: the optimizer steps of every epoch of `train_set`
+};
+StepSettings step_settings(const setup::Config& config, const data::BatchedDataset& train_set);
+
 class TrainingStep {
  public:
-  // What a step works on; each outlives the step.
-  struct Parts {
-    const setup::Config& config;
-    const data::BatchedDataset& train_set;
-    nn::Transformer& model;
-    optim::Optimizer& optimizer;
-    dist::GradientSync& gradients;
-    optim::GradAccumulation& accumulation;
-    dist::Communicator& comm;
-  };
-  // `metrics_path`: where each update's record goes ("" for none: the ranks
-  // but 0).
-  TrainingStep(const Parts& parts, std::string metrics_path);
-  // One batch of the training set (this rank's share of it); `batches_left`:
-  // in the epoch, this one included; `position`: where training stands, which
+  // The step updates `model` (its weights and gradients, its dropout stream),
+  // `optimizer` and `gradients`, and exchanges over `comm`; each outlives it.
+  // `pending`: batches already accumulated toward the next optimizer step (a
+  // resumed position's); `metrics_path`: where each update's record goes (""
+  // for none: the ranks but 0).
+  TrainingStep(const StepSettings& settings, nn::Transformer& model, optim::Optimizer& optimizer,
+               dist::GradientSync& gradients, dist::Communicator& comm, int64_t pending, std::string metrics_path);
+  // One batch of `train_set` (this rank's share of it); `batches_left`: in
+  // the epoch, this one included; `position`: where training stands, which
   // the trainer alone advances (by one optimizer step when status().updated).
   // Returns the whole batch's label tokens.
-  int64_t train_batch(const std::vector<size_t>& batch, int64_t batches_left, const setup::TrainingState& position);
+  int64_t train_batch(const data::BatchedDataset& train_set, const std::vector<size_t>& batch, int64_t batches_left,
+                      const setup::TrainingState& position);
 
   struct Status {
     bool updated = false;       // the last batch ended with an optimizer update
+    int64_t pending = 0;        // batches accumulated since the last update
     float last_loss = 0;        // the last step's mean loss
     double epoch_loss_sum = 0;  // every step's summed batch losses this epoch
     bool stop_agreed = false;   // a stop asked on some rank, as the ranks agreed at the last batch
@@ -67,12 +74,15 @@ class TrainingStep {
   void start_epoch() { status_.epoch_loss_sum = 0; }
 
  private:
-  void optimizer_step(const setup::TrainingState& position);
   void skip_nonfinite_step(float loss, float grad_norm, int64_t step);
 
-  Parts parts_;
+  StepSettings settings_;
+  nn::Transformer& model_;
+  optim::Optimizer& optimizer_;
+  dist::GradientSync& gradients_;
+  dist::Communicator& comm_;
+  optim::GradAccumulation accumulation_;
   std::string metrics_path_;
-  optim::ScheduleOptions schedule_;
   Status status_;
   int64_t bytes_sent_before_ = 0;  // the communicator's count at the end of the previous step
   // Since the last optimizer step: summed batch losses (this rank's part of
