@@ -254,6 +254,9 @@ MIN_OPENCL_TESTS := 31
 MIN_MPI_TESTS := 22
 KERNEL_LEVEL_RUNS = $(KERNEL_LEVEL_TESTS:%=--kernel-level $(MIN_KERNEL_LEVEL_TESTS) %)
 
+# When this make started, so that run-tests can say how long the build before
+# the suite took (:= takes the time as the Makefile is read, before any build).
+export SF_MAKE_START := $(shell date +%s)
 test: $(TESTS) | torch-deps
 ifeq ($(SANITIZE),thread)
 	@SF_TEST_FILTER='$(TSAN_TESTS)' TSAN_OPTIONS=halt_on_error=1 tools/run-tests --build thread \
@@ -315,9 +318,16 @@ FUZZ_PACKAGES := clang:/usr/bin/clang++ libclang-rt-dev:/usr/share/doc/libclang-
 FUZZ_FLAGS := $(filter-out $(STDLIB_FLAGS),$(BASE_FLAGS)) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
               -fno-sanitize-recover=undefined -DSF_NO_CACHING_ALLOCATOR -DSF_BUILD_DIR='"$(FUZZ)"'
 FUZZ_LIB := $(FUZZ)/libscratchformer.a
-# For `make test`: one test per target, skipped (exit 77) when clang cannot be installed.
-FUZZ_TESTS := $(foreach t,$(FUZZ_TARGETS),--command "fuzz $(t) for $(FUZZ_SECONDS) s" \
-  "$(MAKE) fuzz-deps >/dev/null || exit 77; $(MAKE) FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz-run-$(t)")
+# For `make test`: the fuzzers and their seeds built (one test), then the
+# targets fuzzed two at a time, side by side (libFuzzer runs one thread, so
+# two cores fuzz two targets in the time of one), one test a pair; each test
+# skipped (exit 77) when clang cannot be installed. `-O`: each fuzzer's
+# output in one piece.
+fuzz_pairs = $(if $(1),$(word 1,$(1))$(if $(word 2,$(1)),+$(word 2,$(1))) $(call fuzz_pairs,$(wordlist 3,$(words $(1)),$(1))))
+FUZZ_TESTS := --command "fuzz: the fuzzers and their seed corpora build" \
+    "$(MAKE) fuzz-deps >/dev/null || exit 77; $(MAKE) fuzz" \
+  $(foreach p,$(call fuzz_pairs,$(FUZZ_TARGETS)),--command "fuzz $(subst +, and ,$(p)) for $(FUZZ_SECONDS) s" \
+    "$(MAKE) fuzz-deps >/dev/null || exit 77; $(MAKE) -O FUZZ_SECONDS=$(FUZZ_SECONDS) $(patsubst %,fuzz-run-%,$(subst +, ,$(p)))")
 
 fuzz: $(patsubst %,$(FUZZ)/fuzz-%,$(FUZZ_TARGETS)) $(FUZZ)/seeds/done
 
