@@ -76,11 +76,14 @@ void copy_weights(const nn::Transformer& from, nn::Transformer& into) {
 DecodePlaces::DecodePlaces(Timer timer, Say say) : timer_(std::move(timer)), say_(std::move(say)) {}
 
 DecodePlaces& DecodePlaces::process() {
-  // Never destroyed: it may be made before the CPU device (a DecodeOptions
-  // made during static initialisation asks for it), and then, destroyed
-  // after it at exit, would hand its copy's memory back to a device gone.
-  static DecodePlaces* places = new DecodePlaces;
-  return *places;
+  // The CPU device is made first, so that it outlives the places (statics
+  // end in the reverse order of their making): at exit their CPU copy of a
+  // model hands its memory back to it. (A DecodeOptions made during static
+  // initialisation asks for the places before anything else may have made
+  // the device.)
+  cpu();
+  static DecodePlaces places;
+  return places;
 }
 
 PlacedDecoder::PlacedDecoder(nn::Transformer& model, int64_t beam, DecodePlaces& places)
