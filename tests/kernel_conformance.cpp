@@ -1,15 +1,38 @@
 #include "kernel_conformance.h"
 
 #include <doctest/doctest.h>
+// The poisoning macros, no-ops without AddressSanitizer (and __has_feature
+// for GCC, which lacks it).
+#include <sanitizer/asan_interface.h>
 
 #include <algorithm>
 #include <cstring>
 #include <new>
 
 namespace sf::testing {
+
+#if __has_feature(address_sanitizer) || defined(__SANITIZE_ADDRESS__)
+const bool kAddressSanitizer = true;
+#else
+const bool kAddressSanitizer = false;
+#endif
+
 namespace {
 
 size_t element_size(Element e) { return e == Element::BF16 ? 2 : 4; }
+
+// A guard of n bytes: 0xDEADBEEF words, little-endian.
+std::vector<unsigned char> guard(size_t n) {
+  std::vector<unsigned char> bytes(n);
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<unsigned char>(0xDEADBEEFu >> 8 * (i % 4));
+  return bytes;
+}
+
+// The index of the first byte of [from, from + n) that differs from guard(n), or n.
+size_t first_change(const unsigned char* from, size_t n) {
+  const std::vector<unsigned char> g = guard(n);
+  return std::mismatch(g.begin(), g.end(), from).first - g.begin();
+}
 
 // Element i of `bytes` as a double, for comparing and reporting.
 double value_at(Element e, const std::vector<unsigned char>& bytes, size_t i) {
@@ -80,28 +103,62 @@ HostDevice& host_device() {
   return device;
 }
 
-Outputs run_case(const KernelCase& c, Device& device, int64_t offset) {
-  struct Buffer {
-    void* buffer;
-    size_t bytes;
-  };
-  std::vector<Buffer> buffers;
-  Placed placed;
+Placement::Placement(const KernelCase& c, Device& device, int64_t offset) : case_(c), device_(device) {
   for (const Array& a : c.arrays) {
-    const size_t skip = offset * element_size(a.element), bytes = skip + a.bytes.size();
-    buffers.push_back({device.allocate(bytes), bytes});
-    placed.mems.emplace_back(buffers.back().buffer, skip);
-    device.write(a.bytes.data(), placed.mems.back(), a.bytes.size());
-  }
-  c.call(device.kernels(), placed);
-  Outputs outputs;
-  for (size_t i = 0; i < c.arrays.size(); ++i)
-    if (c.arrays[i].output) {
-      outputs.emplace_back(c.arrays[i].bytes.size());
-      device.read(placed.mems[i], outputs.back().data(), outputs.back().size());
+    const size_t skip = offset * element_size(a.element), size = a.bytes.size();
+    void* buffer = device.allocate(skip + size + kGuardBytes);
+    buffers_.push_back({buffer, skip, size});
+    placed_.mems.emplace_back(buffer, skip);
+    device.write(guard(skip).data(), {buffer, 0}, skip);
+    device.write(a.bytes.data(), placed_.mems.back(), size);
+    device.write(guard(kGuardBytes).data(), {buffer, skip + size}, kGuardBytes);
+    if (device.host_addressable()) {
+      ASAN_POISON_MEMORY_REGION(buffer, skip);
+      ASAN_POISON_MEMORY_REGION(kernels::host_address(placed_.mems.back() + size), kGuardBytes);
     }
-  for (const Buffer& b : buffers) device.release(b.buffer, b.bytes);
-  return outputs;
+  }
+}
+
+Placement::~Placement() {
+  unpoison();
+  for (const Buffer& b : buffers_) device_.release(b.buffer, b.skip + b.size + kGuardBytes);
+}
+
+void Placement::unpoison() {
+  if (device_.host_addressable())
+    for (const Buffer& b : buffers_) ASAN_UNPOISON_MEMORY_REGION(b.buffer, b.skip + b.size + kGuardBytes);
+}
+
+Run Placement::read() {
+  unpoison();
+  Run run;
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const Buffer& b = buffers_[i];
+    std::vector<unsigned char> all(b.skip + b.size + kGuardBytes);
+    device_.read({b.buffer, 0}, all.data(), all.size());
+    const unsigned char* data = all.data() + b.skip;
+    if (case_.arrays[i].output) run.outputs.emplace_back(data, data + b.size);
+    if (size_t k = first_change(all.data(), b.skip); k < b.skip)
+      run.clobbered.push_back({i, static_cast<int64_t>(k) - static_cast<int64_t>(b.skip)});
+    else if (size_t k = first_change(data + b.size, kGuardBytes); k < kGuardBytes)
+      run.clobbered.push_back({i, static_cast<int64_t>(b.size + k)});
+  }
+  return run;
+}
+
+Run run_guarded(const KernelCase& c, Device& device, int64_t offset) {
+  Placement placement(c, device, offset);
+  placement.call();
+  return placement.read();
+}
+
+Outputs run_case(const KernelCase& c, Device& device, int64_t offset) {
+  Run run = run_guarded(c, device, offset);
+  for (const Clobbered& k : run.clobbered)
+    FAIL_CHECK("case \"", c.name, "\" on ", std::string(device.name()), ": a write outside array ", k.array,
+               " (bytes [0, ", c.arrays[k.array].bytes.size(), ")): its guard ",
+               std::string(k.byte < 0 ? "before" : "after"), " it changed, first at byte ", k.byte);
+  return std::move(run.outputs);
 }
 
 Outputs reference_outputs(const KernelCase& c) {

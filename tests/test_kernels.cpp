@@ -72,6 +72,17 @@ void check_fast_table(const char* entry, const Cases& cases) {
   set_num_threads(0);
 }
 
+// relu_backward's reference, made to write one element more: after its
+// output's end, or before its start.
+void relu_backward_past_end(const float* y, const float* dy, float* dx, int64_t n) {
+  scalar_table().relu_backward(y, dy, dx, n);
+  dx[n] = 0.0f;
+}
+void relu_backward_before_start(const float* y, const float* dy, float* dx, int64_t n) {
+  scalar_table().relu_backward(y, dy, dx, n);
+  dx[-1] = 0.0f;
+}
+
 // Elementwise |got - want| <= atol + rtol |want|, or both the same infinity,
 // or both NaN; reports the first mismatch. `want` is the reference table's
 // result, or values computed in the test.
@@ -91,6 +102,33 @@ void check_same(const std::vector<float>& got, const std::vector<float>& want, f
 
 TEST_CASE("kernels: every case of the kernel table, fast against the reference at 1, 2 and 3 threads") {
   for (const EntryCases& entry : every_entry_cases()) check_fast_table(entry.entry, entry.make());
+}
+
+// The guards of run_case (kernel_conformance.h) see a kernel that writes one
+// element outside its output, on either side, and only that: the check that
+// every case of every backend passes through must be able to fail.
+TEST_CASE("kernels: the guards around each array catch a write outside it") {
+  if (kAddressSanitizer) SF_SKIP("AddressSanitizer stops a write outside an array itself (SANITIZE=1)");
+  const int64_t n = 17;
+  KernelCase c("n 17");
+  const Arg<float> y = c.input(random_vector(n, 1)), dy = c.input(random_vector(n, 2)), dx = c.result(n, kExact);
+  c.call = [=](const Table& t, const Placed& p) { t.relu_backward(p[y], p[dy], p[dx], n); };
+  struct Broken {
+    decltype(HostTable::relu_backward) entry;
+    int64_t first_byte;
+  };
+  const HostTable& before = active();
+  for (const Broken& broken : {Broken{relu_backward_past_end, 4 * n}, Broken{relu_backward_before_start, -4}}) {
+    HostTable table = S;
+    table.relu_backward = broken.entry;
+    set_active(table);
+    const Run run = run_guarded(c, host_device(), 1);
+    set_active(before);
+    REQUIRE(run.clobbered.size() == 1);
+    CHECK(run.clobbered[0].array == dx.index);
+    CHECK(run.clobbered[0].byte == broken.first_byte);
+  }
+  CHECK(run_guarded(c, host_device(), 1).clobbered.empty());
 }
 
 TEST_CASE("kernels: gemm_bf16's cases at every bf16 GEMM level") {
