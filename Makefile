@@ -321,13 +321,13 @@ FUZZ_LIB := $(FUZZ)/libscratchformer.a
 # For `make test`: the fuzzers and their seeds built (one test), then the
 # targets fuzzed two at a time, side by side (libFuzzer runs one thread, so
 # two cores fuzz two targets in the time of one), one test a pair; each test
-# skipped (exit 77) when clang cannot be installed. `-O`: each fuzzer's
-# output in one piece.
+# skipped (exit 77) when clang cannot be installed. `-O` (GNU make 4 on; not
+# macOS's make 3.81): each fuzzer's output in one piece.
 fuzz_pairs = $(if $(1),$(word 1,$(1))$(if $(word 2,$(1)),+$(word 2,$(1))) $(call fuzz_pairs,$(wordlist 3,$(words $(1)),$(1))))
 FUZZ_TESTS := --command "fuzz: the fuzzers and their seed corpora build" \
     "$(MAKE) fuzz-deps >/dev/null || exit 77; $(MAKE) fuzz" \
   $(foreach p,$(call fuzz_pairs,$(FUZZ_TARGETS)),--command "fuzz $(subst +, and ,$(p)) for $(FUZZ_SECONDS) s" \
-    "$(MAKE) fuzz-deps >/dev/null || exit 77; $(MAKE) -O FUZZ_SECONDS=$(FUZZ_SECONDS) $(patsubst %,fuzz-run-%,$(subst +, ,$(p)))")
+    "$(MAKE) fuzz-deps >/dev/null || exit 77; $(MAKE) $(if $(filter output-sync,$(.FEATURES)),-O) FUZZ_SECONDS=$(FUZZ_SECONDS) $(patsubst %,fuzz-run-%,$(subst +, ,$(p)))")
 
 fuzz: $(patsubst %,$(FUZZ)/fuzz-%,$(FUZZ_TARGETS)) $(FUZZ)/seeds/done
 
