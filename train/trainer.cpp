@@ -235,7 +235,7 @@ int Trainer::run() {
       int64_t batches_left = batches.size() - batches.position();
       epoch_tokens += step.train_batch(*train_set_, batches.next_indices(), batches_left, position_);
       position_.global_step += status.updated;
-      position_.accum_pending = status.pending;
+      position_.accum_pending = step.pending();
       bool last = batches.done();
       position_.batch = batches.position();
       if (progress) progress->update(batches.position(), status.last_loss, optimizer_->lr(), epoch_tokens);
@@ -248,7 +248,7 @@ int Trainer::run() {
       }
       // Stop only between optimizer steps, so no accumulated gradient is
       // lost, and on every rank at the same one.
-      bool stop = status.stop_agreed && status.pending == 0 && !last;
+      bool stop = status.stop_agreed && step.pending() == 0 && !last;
       if (stop || periodic_checkpoint_due(config_, position_, status.updated))
         save_checkpoint(checkpoint_parts(), setup::CheckpointStore::epoch_tag(epoch), position_);
       if (stop) {

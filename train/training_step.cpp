@@ -53,7 +53,6 @@ TrainingStep::TrainingStep(const StepSettings& settings, nn::Transformer& model,
     : settings_(settings), model_(model), optimizer_(optimizer), gradients_(gradients), comm_(comm),
       accumulation_(settings.grad_accum), metrics_path_(std::move(metrics_path)) {
   accumulation_.set_pending(pending);
-  status_.pending = pending;
 }
 
 int64_t TrainingStep::train_batch(const data::BatchedDataset& train_set, const std::vector<size_t>& batch,
@@ -79,7 +78,6 @@ int64_t TrainingStep::train_batch(const data::BatchedDataset& train_set, const s
   status_.stop_agreed = exchange[1] > 0;
   status_.updated = false;
   const bool step_due = accumulation_.step_due(/*last_batch_of_epoch=*/batches_left == 1);
-  status_.pending = accumulation_.pending();
   if (b) {
     // Forward and loss. Mixed precision (docs/13-bf16.md): in bf16 the
     // forward's matrix products round their operands; the backward's follow

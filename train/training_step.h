@@ -56,7 +56,6 @@ class TrainingStep {
 
   struct Status {
     bool updated = false;       // the last batch ended with an optimizer update
-    int64_t pending = 0;        // batches accumulated since the last update
     float last_loss = 0;        // the last step's mean loss
     double epoch_loss_sum = 0;  // every step's summed batch losses this epoch
     bool stop_agreed = false;   // a stop asked on some rank, as the ranks agreed at the last batch
@@ -71,6 +70,8 @@ class TrainingStep {
     int64_t step_bytes_sent = 0, step_elements_squared = 0;
   };
   const Status& status() const { return status_; }
+  // Batches accumulated since the last optimizer step.
+  int64_t pending() const { return accumulation_.pending(); }
   void start_epoch() { status_.epoch_loss_sum = 0; }
 
  private:
