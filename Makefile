@@ -61,6 +61,15 @@ ifeq ($(OS),Darwin)
   OPENCL_LIBS := -framework OpenCL
   MPI_PACKAGES := open-mpi:$(BREW)/bin/mpicxx pmix:$(BREW)/include/pmix.h pkgconf:$(BREW)/bin/pkg-config
 endif
+# The tests' own code (tests/, the fuzz targets the suite replays, the kernel
+# tests of each SIMD level and for AArch64) is compiled at -O1 with line tables
+# only (-g1: a failure's backtrace still names its file and line), the library
+# they test with CXXFLAGS: that halves the tests' compile time, the larger part
+# of `make test`'s build, and their run time is the library's. A CXXFLAGS given
+# to make is the whole build's.
+ifeq ($(origin CXXFLAGS),undefined)
+  TEST_OBJ_FLAGS := -O1 -g1
+endif
 ifeq ($(SANITIZE),thread)
   BUILD := build/tsan
   CXXFLAGS ?= -O1 -g -fno-omit-frame-pointer -fsanitize=thread
@@ -168,12 +177,14 @@ deps: $(GENERATED)/kernel_list.h
 
 $(BUILD)/obj/%.o: %.cpp | deps
 	@mkdir -p $(dir $@)
-	$(CXX) $(ALL_FLAGS) -c $< -o $@
+	$(CXX) $(ALL_FLAGS) $(OBJ_FLAGS) -c $< -o $@
 ifneq ($(BUILD),$(PLAIN_BUILD))
 $(PLAIN_BUILD)/obj/%.o: %.cpp | deps
 	@mkdir -p $(dir $@)
-	$(CXX) $(PLAIN_FLAGS) -c $< -o $@
+	$(CXX) $(PLAIN_FLAGS) $(OBJ_FLAGS) -c $< -o $@
 endif
+# (private: not passed on to what a test object depends on.)
+$(call obj,$(TEST_SRC) tests/cross/train_losses.cpp): private OBJ_FLAGS := $(TEST_OBJ_FLAGS)
 
 $(LIB): $(call obj,$(LIB_SRC))
 	@rm -f $@
@@ -275,10 +286,10 @@ endif
 
 # The docs check: every excerpt README.md and docs/ quote is in the tree, every
 # command they show runs (or, for make targets, dry-runs), every link resolves;
-# each document in a fresh folder, then all of them in reading order in one
-# folder, as a learner runs them (--in-order: no run may stumble on what an
-# earlier one left); and its self-test, whose broken fixture docs
-# (tests/docs_check/) must fail.
+# each document in a fresh folder, and beside that (each keeps about 1.6 of
+# two cores busy) all of them in reading order in one folder, as a learner
+# runs them (--in-order: no run may stumble on what an earlier one left); and
+# its self-test, whose broken fixture docs (tests/docs_check/) must fail.
 # tools/docs-check explains the rules; `make test` counts each as one test.
 # The docs run build/tests and build/scratchformer, so those are built first.
 # tools/docs-check is Python 3 (standard library only), installed when missing.
@@ -288,10 +299,10 @@ endif
 DOCS_ENV := SF_DOCS_BUILD=$(BUILD) $(if $(STDLIB_FLAGS),SF_DOCS_ANY_FIGURES=1)
 DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" \
     "$(MAKE) docs-deps && $(DOCS_ENV) tools/docs-check" \
-  --command "docs-check --in-order: README.md then the course in reading order, in one folder" \
+  --command-beside "docs-check --in-order: README.md then the course in reading order, in one folder" \
     "$(MAKE) docs-deps && $(DOCS_ENV) tools/docs-check --in-order" \
-  --command "docs-check --self-test: broken docs fail" "$(MAKE) docs-deps && tools/docs-check --self-test" \
-  --command "check-layers: no include runs from a folder to one above it" "$(MAKE) docs-deps && tools/check-layers"
+  --command-beside "docs-check --self-test: broken docs fail" "$(MAKE) docs-deps && tools/docs-check --self-test" \
+  --command-beside "check-layers: no include runs from a folder to one above it" "$(MAKE) docs-deps && tools/check-layers"
 docs-deps:
 	@tools/need-packages python3:/usr/bin/python3
 # The data-parallel chapter runs the MPI variant under mpirun, so docs-check builds it too.
@@ -324,7 +335,7 @@ FUZZ_LIB := $(FUZZ)/libscratchformer.a
 # skipped (exit 77) when clang cannot be installed. `-O` (GNU make 4 on; not
 # macOS's make 3.81): each fuzzer's output in one piece.
 fuzz_pairs = $(if $(1),$(word 1,$(1))$(if $(word 2,$(1)),+$(word 2,$(1))) $(call fuzz_pairs,$(wordlist 3,$(words $(1)),$(1))))
-FUZZ_TESTS := --command "fuzz: the fuzzers and their seed corpora build" \
+FUZZ_TESTS := --command-ahead "fuzz: the fuzzers and their seed corpora build" \
     "$(MAKE) fuzz-deps >/dev/null || exit 77; $(MAKE) fuzz" \
   $(foreach p,$(call fuzz_pairs,$(FUZZ_TARGETS)),--command "fuzz $(subst +, and ,$(p)) for $(FUZZ_SECONDS) s" \
     "$(MAKE) fuzz-deps >/dev/null || exit 77; $(MAKE) $(if $(filter output-sync,$(.FEATURES)),-O) FUZZ_SECONDS=$(FUZZ_SECONDS) $(patsubst %,fuzz-run-%,$(subst +, ,$(p)))")
@@ -384,15 +395,22 @@ KERNEL_LEVEL_FLAGS := $(filter-out $(ARCH_FLAGS),$(ALL_FLAGS))
 
 # $(1): the level; $(2): its -march; $(3): floats per vector there (simd.h's
 # Vec::width, which the binary's test "built for the expected SIMD level" checks).
+# The level the build itself is for (ARCH_FLAGS) links the build's objects:
+# they differ from that level's only in SF_SIMD_WIDTH, which test_kernels.cpp
+# alone reads, so only that file is compiled again.
+kernel_level_objects = $(if $(filter -march=$(2),$(ARCH_FLAGS)), \
+  $(call obj,$(filter-out tests/test_kernels.cpp,$(KERNEL_LEVEL_SRC))) $(KERNEL_LEVEL_DIR)/$(1)/obj/tests/test_kernels.o, \
+  $(patsubst %.cpp,$(KERNEL_LEVEL_DIR)/$(1)/obj/%.o,$(KERNEL_LEVEL_SRC)))
 define kernel_level
 $(KERNEL_LEVEL_DIR)/$(1)/obj/%.o: %.cpp | deps
 	@mkdir -p $$(dir $$@)
-	$$(CXX) $$(KERNEL_LEVEL_FLAGS) -march=$(2) -DSF_SIMD_WIDTH=$(3) -c $$< -o $$@
+	$$(CXX) $$(KERNEL_LEVEL_FLAGS) -march=$(2) -DSF_SIMD_WIDTH=$(3) $$(OBJ_FLAGS) -c $$< -o $$@
 $(KERNEL_LEVEL_DIR)/$(1)/cpu_check.o: tests/kernel_levels/cpu_check.cpp | deps
 	@mkdir -p $$(dir $$@)
-	$$(CXX) $$(KERNEL_LEVEL_FLAGS) -march=x86-64 -DSF_SIMD_LEVEL='"$(1)"' -c $$< -o $$@
+	$$(CXX) $$(KERNEL_LEVEL_FLAGS) -march=x86-64 -DSF_SIMD_LEVEL='"$(1)"' $$(TEST_OBJ_FLAGS) -c $$< -o $$@
+$(patsubst %.cpp,$(KERNEL_LEVEL_DIR)/$(1)/obj/%.o,$(filter tests/%,$(KERNEL_LEVEL_SRC))): private OBJ_FLAGS := $$(TEST_OBJ_FLAGS)
 $(KERNEL_LEVEL_DIR)/$(1)/tests: $(KERNEL_LEVEL_DIR)/$(1)/cpu_check.o $(KERNEL_LEVEL_DIR)/main.o \
-                                $(patsubst %.cpp,$(KERNEL_LEVEL_DIR)/$(1)/obj/%.o,$(KERNEL_LEVEL_SRC))
+                                $(call kernel_level_objects,$(1),$(2))
 	$$(CXX) $$(KERNEL_LEVEL_FLAGS) $$^ -o $$@ $$(LDFLAGS)
 endef
 $(eval $(call kernel_level,avx512,x86-64-v4,16))
@@ -402,7 +420,7 @@ $(eval $(call kernel_level,portable,x86-64,1))
 # The doctest runner, shared by the levels (it runs no kernel code).
 $(KERNEL_LEVEL_DIR)/main.o: tests/main.cpp | deps
 	@mkdir -p $(dir $@)
-	$(CXX) $(KERNEL_LEVEL_FLAGS) -march=x86-64 -c $< -o $@
+	$(CXX) $(KERNEL_LEVEL_FLAGS) -march=x86-64 $(TEST_OBJ_FLAGS) -c $< -o $@
 
 # (The levels are x86-64's: a compiler for another machine builds none of them,
 # and the suite runs that machine's level.)
@@ -440,7 +458,8 @@ aarch64-deps:
 	@tools/need-packages $(AARCH64_PACKAGES)
 $(AARCH64_DIR)/obj/%.o: %.cpp | deps aarch64-deps
 	@mkdir -p $(dir $@)
-	$(AARCH64_CXX) $(AARCH64_FLAGS) -c $< -o $@
+	$(AARCH64_CXX) $(AARCH64_FLAGS) $(OBJ_FLAGS) -c $< -o $@
+$(patsubst %.cpp,$(AARCH64_DIR)/obj/%.o,tests/main.cpp $(filter tests/%,$(KERNEL_LEVEL_SRC))): private OBJ_FLAGS := $(TEST_OBJ_FLAGS)
 $(AARCH64_DIR)/tests: $(patsubst %.cpp,$(AARCH64_DIR)/obj/%.o,tests/main.cpp $(KERNEL_LEVEL_SRC))
 	$(AARCH64_CXX) $(AARCH64_FLAGS) $^ -o $@
 # Then a short training run (tests/cross/train_losses.cpp), built for this machine
@@ -537,10 +556,11 @@ report-check:
 # serves the folder from 127.0.0.1, types a sentence and expects what
 # `translate --tokens` prints. Screenshot: build/onnx-page-check/translate.png.
 # Exit 77 (a skip) only when Chromium, Node or the npm packages cannot be installed.
+# In `make test`, beside report-check (REPORT_TESTS, just before it).
 ONNX_PAGE := build/onnx-page-check
 ONNX_PAGE_SET := --set model_folder=$(ONNX_PAGE)/weights --set experiment_name=$(ONNX_PAGE)/run \
   --set 'tokenizer_file=$(ONNX_PAGE)/tokenizer_{0}.json' --set tokenizer=bpe --set vocab_size=300 --set shared_vocab=true
-ONNX_PAGE_TESTS := --command "onnx-page-check: an ONNX export's translate.html translates in Chromium" \
+ONNX_PAGE_TESTS := --command-beside "onnx-page-check: an ONNX export's translate.html translates in Chromium" \
   "tools/check-translate-page --install || exit 77; $(MAKE) onnx-page-check"
 onnx-page-check:
 	@$(MAKE) SANITIZE= $(RELEASE_CLI)
