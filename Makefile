@@ -237,7 +237,10 @@ $(EXAMPLES):
 # "opencl" on PoCL and the suite "mpi", which trains under mpirun with the MPI
 # variant, then the docs check (below), then each fuzzer for FUZZ_SECONDS (below). tools/run-tests
 # prints each suite's report and, last, the summary line
-# "tests: N passed, M failed[, K skipped]" over all of them.
+# "tests: N passed, M failed[, K skipped]" over all of them. It runs them
+# side by side where they leave cores idle: the suite as chunks of its test
+# cases beside the kernel levels, as many at once as there are cores, while
+# the variants and the fuzzers build ahead; and the docs checks together.
 # PoCL caches the kernels it compiles in build/pocl-cache.
 # Under ThreadSanitizer: the tests that run work on several threads (the pool,
 # the kernels, gradients, layers and a Transformer step on 1 and 2 threads).
@@ -556,11 +559,10 @@ report-check:
 # serves the folder from 127.0.0.1, types a sentence and expects what
 # `translate --tokens` prints. Screenshot: build/onnx-page-check/translate.png.
 # Exit 77 (a skip) only when Chromium, Node or the npm packages cannot be installed.
-# In `make test`, beside report-check (REPORT_TESTS, just before it).
 ONNX_PAGE := build/onnx-page-check
 ONNX_PAGE_SET := --set model_folder=$(ONNX_PAGE)/weights --set experiment_name=$(ONNX_PAGE)/run \
   --set 'tokenizer_file=$(ONNX_PAGE)/tokenizer_{0}.json' --set tokenizer=bpe --set vocab_size=300 --set shared_vocab=true
-ONNX_PAGE_TESTS := --command-beside "onnx-page-check: an ONNX export's translate.html translates in Chromium" \
+ONNX_PAGE_TESTS := --command "onnx-page-check: an ONNX export's translate.html translates in Chromium" \
   "tools/check-translate-page --install || exit 77; $(MAKE) onnx-page-check"
 onnx-page-check:
 	@$(MAKE) SANITIZE= $(RELEASE_CLI)

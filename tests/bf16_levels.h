@@ -1,6 +1,7 @@
 // Running a test body at each bf16 GEMM level of this build
 // (autograd/kernels/gemm.h). A level this CPU lacks is reported skipped, once
-// per test run, with a reason tools/run-tests checks against the machine, so
+// per test process (make test runs the suite as several: each that meets it
+// reports it), with a reason tools/run-tests checks against the machine, so
 // that a machine without it says so in `make test`'s last line; the other
 // levels run. The default level is restored after.
 #pragma once
