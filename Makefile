@@ -183,8 +183,7 @@ $(PLAIN_BUILD)/obj/%.o: %.cpp | deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(PLAIN_FLAGS) $(OBJ_FLAGS) -c $< -o $@
 endif
-# (private: not passed on to what a test object depends on.)
-$(call obj,$(TEST_SRC) tests/cross/train_losses.cpp): private OBJ_FLAGS := $(TEST_OBJ_FLAGS)
+$(call obj,$(TEST_SRC) tests/cross/train_losses.cpp): OBJ_FLAGS := $(TEST_OBJ_FLAGS)
 
 $(LIB): $(call obj,$(LIB_SRC))
 	@rm -f $@
@@ -411,7 +410,7 @@ $(KERNEL_LEVEL_DIR)/$(1)/obj/%.o: %.cpp | deps
 $(KERNEL_LEVEL_DIR)/$(1)/cpu_check.o: tests/kernel_levels/cpu_check.cpp | deps
 	@mkdir -p $$(dir $$@)
 	$$(CXX) $$(KERNEL_LEVEL_FLAGS) -march=x86-64 -DSF_SIMD_LEVEL='"$(1)"' $$(TEST_OBJ_FLAGS) -c $$< -o $$@
-$(patsubst %.cpp,$(KERNEL_LEVEL_DIR)/$(1)/obj/%.o,$(filter tests/%,$(KERNEL_LEVEL_SRC))): private OBJ_FLAGS := $$(TEST_OBJ_FLAGS)
+$(patsubst %.cpp,$(KERNEL_LEVEL_DIR)/$(1)/obj/%.o,$(filter tests/%,$(KERNEL_LEVEL_SRC))): OBJ_FLAGS := $$(TEST_OBJ_FLAGS)
 $(KERNEL_LEVEL_DIR)/$(1)/tests: $(KERNEL_LEVEL_DIR)/$(1)/cpu_check.o $(KERNEL_LEVEL_DIR)/main.o \
                                 $(call kernel_level_objects,$(1),$(2))
 	$$(CXX) $$(KERNEL_LEVEL_FLAGS) $$^ -o $$@ $$(LDFLAGS)
@@ -462,7 +461,7 @@ aarch64-deps:
 $(AARCH64_DIR)/obj/%.o: %.cpp | deps aarch64-deps
 	@mkdir -p $(dir $@)
 	$(AARCH64_CXX) $(AARCH64_FLAGS) $(OBJ_FLAGS) -c $< -o $@
-$(patsubst %.cpp,$(AARCH64_DIR)/obj/%.o,tests/main.cpp $(filter tests/%,$(KERNEL_LEVEL_SRC))): private OBJ_FLAGS := $(TEST_OBJ_FLAGS)
+$(patsubst %.cpp,$(AARCH64_DIR)/obj/%.o,tests/main.cpp $(filter tests/%,$(KERNEL_LEVEL_SRC))): OBJ_FLAGS := $(TEST_OBJ_FLAGS)
 $(AARCH64_DIR)/tests: $(patsubst %.cpp,$(AARCH64_DIR)/obj/%.o,tests/main.cpp $(KERNEL_LEVEL_SRC))
 	$(AARCH64_CXX) $(AARCH64_FLAGS) $^ -o $@
 # Then a short training run (tests/cross/train_losses.cpp), built for this machine
