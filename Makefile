@@ -296,6 +296,7 @@ endif
 # The docs run build/tests and build/scratchformer, so those are built first.
 # tools/docs-check is Python 3 (standard library only), installed when missing.
 # And the layers: no #include runs from a folder to one above it (tools/check-layers).
+# And tools/run-tests' own self-test: a fake suite, sound and broken (tests/run_tests/).
 # Built by Clang, the documents' figures (a GCC build's) may differ in their
 # last digits: docs-check then compares all but the numbers (SF_DOCS_ANY_FIGURES).
 DOCS_ENV := SF_DOCS_BUILD=$(BUILD) $(if $(STDLIB_FLAGS),SF_DOCS_ANY_FIGURES=1)
@@ -304,7 +305,8 @@ DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" \
   --command-beside "docs-check --in-order: README.md then the course in reading order, in one folder" \
     "$(MAKE) docs-deps && $(DOCS_ENV) tools/docs-check --in-order" \
   --command-beside "docs-check --self-test: broken docs fail" "$(MAKE) docs-deps && tools/docs-check --self-test" \
-  --command-beside "check-layers: no include runs from a folder to one above it" "$(MAKE) docs-deps && tools/check-layers"
+  --command-beside "check-layers: no include runs from a folder to one above it" "$(MAKE) docs-deps && tools/check-layers" \
+  --command-beside "run-tests' self-test: a suite's chunks that lose, fail or miscount cases fail" tests/run_tests/self-test
 docs-deps:
 	@tools/need-packages python3:/usr/bin/python3
 # The data-parallel chapter runs the MPI variant under mpirun, so docs-check builds it too.
