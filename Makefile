@@ -65,10 +65,17 @@ endif
 # tests of each SIMD level and for AArch64) is compiled at -O1 with line tables
 # only (-g1: a failure's backtrace still names its file and line), the library
 # they test with CXXFLAGS: that halves the tests' compile time, the larger part
-# of `make test`'s build, and their run time is the library's. A CXXFLAGS given
-# to make is the whole build's.
+# of `make test`'s build, and their run time is the library's. Under a
+# sanitizer the compute kernels are compiled at -O2, the rest of the library
+# at -O1: the kernels' loops are most of the sanitized suite's time, and at
+# -O2 they run a third faster, every access still checked (a training test
+# under ASan: 102 s with the kernels at -O1, 74 s at -O2), for 5 s more of
+# compiling. A CXXFLAGS given to make is the whole build's.
 ifeq ($(origin CXXFLAGS),undefined)
   TEST_OBJ_FLAGS := -O1 -g1
+  ifneq ($(SANITIZE),)
+    KERNEL_OBJ_FLAGS := -O2
+  endif
 endif
 ifeq ($(SANITIZE),thread)
   BUILD := build/tsan
@@ -184,6 +191,7 @@ $(PLAIN_BUILD)/obj/%.o: %.cpp | deps
 	$(CXX) $(PLAIN_FLAGS) $(OBJ_FLAGS) -c $< -o $@
 endif
 $(call obj,$(TEST_SRC) tests/cross/train_losses.cpp): OBJ_FLAGS := $(TEST_OBJ_FLAGS)
+$(call obj,$(wildcard autograd/kernels/*.cpp)): OBJ_FLAGS := $(KERNEL_OBJ_FLAGS)
 
 $(LIB): $(call obj,$(LIB_SRC))
 	@rm -f $@
