@@ -72,7 +72,12 @@ void check_fast_table(const char* entry, const Cases& cases) {
   set_num_threads(0);
 }
 
-bool is_product(const EntryCases& entry) { return std::string(entry.entry).starts_with("gemm"); }
+// The entries that are matrix products (products = true) or every other one:
+// the table's two test cases, below.
+void check_fast_table_entries(bool products) {
+  for (const EntryCases& entry : every_entry_cases())
+    if (std::string(entry.entry).starts_with("gemm") == products) check_fast_table(entry.entry, entry.make());
+}
 
 // relu_backward's reference, made to write one element more: after its
 // output's end, or before its start.
@@ -106,13 +111,11 @@ void check_same(const std::vector<float>& got, const std::vector<float>& want, f
 // entry, so that a suite run in chunks side by side can run them at once:
 // under ThreadSanitizer the whole table takes minutes.
 TEST_CASE("kernels: the kernel table's matrix products, fast against the reference at 1, 2 and 3 threads") {
-  for (const EntryCases& entry : every_entry_cases())
-    if (is_product(entry)) check_fast_table(entry.entry, entry.make());
+  check_fast_table_entries(true);
 }
 
 TEST_CASE("kernels: every other case of the kernel table, fast against the reference at 1, 2 and 3 threads") {
-  for (const EntryCases& entry : every_entry_cases())
-    if (!is_product(entry)) check_fast_table(entry.entry, entry.make());
+  check_fast_table_entries(false);
 }
 
 // The guards of run_case (kernel_conformance.h) see a kernel that writes one
