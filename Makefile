@@ -246,7 +246,8 @@ $(EXAMPLES):
 # prints each suite's report and, last, the summary line
 # "tests: N passed, M failed[, K skipped]" over all of them. It runs them
 # side by side where they leave cores idle: the suite as chunks of its test
-# cases beside the kernel levels, as many at once as there are cores, while
+# cases beside the kernel levels, one chunk per core, cut so that they take
+# the same time by each case's time measured before (tests/case_times/), while
 # the variants and the fuzzers build ahead; and the docs checks together.
 # PoCL caches the kernels it compiles in build/pocl-cache.
 # Under ThreadSanitizer: the tests that run work on several threads (the pool,

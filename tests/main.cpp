@@ -2,12 +2,15 @@
 // line CI reads: "tests: N passed, M failed[, K skipped]" (test cases, and
 // the skipped parts of test cases: skip.h), counting the test cases it ran:
 // with --first/--last, those of that range. A run whose filters match no
-// test case fails.
+// test case fails. With --case-times=FILE it also writes each test case's
+// wall time to FILE, a line "SECONDS<tab>NAME" each: tools/run-tests cuts the
+// suite into chunks of equal time by them.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "skip.h"
 
@@ -24,16 +27,28 @@ int& sf::testing::skipped_parts() {
 namespace {
 
 doctest::TestRunStats g_stats;
-unsigned g_cases_run = 0;  // in the range --first/--last give (run-tests's chunks), not all that pass the filters
+unsigned g_cases_run = 0;  // in the range --first/--last give, not all that pass the filters
+std::FILE* g_case_times = nullptr;  // --case-times=FILE
+const char* g_case_name = "";
 
 struct SummaryListener : doctest::IReporter {
   explicit SummaryListener(const doctest::ContextOptions&) {}
   void report_query(const doctest::QueryData&) override {}
   void test_run_start() override {}
   void test_run_end(const doctest::TestRunStats& stats) override { g_stats = stats; }
-  void test_case_start(const doctest::TestCaseData&) override { ++g_cases_run; }
+  void test_case_start(const doctest::TestCaseData& data) override {
+    ++g_cases_run;
+    g_case_name = data.m_name;
+  }
   void test_case_reenter(const doctest::TestCaseData&) override {}
-  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats& stats) override {
+    // doctest's time of the whole case, every subcase's re-entry included.
+    // (Flushed at once: a test that forks must not write it again from its child.)
+    if (g_case_times) {
+      std::fprintf(g_case_times, "%.3f\t%s\n", stats.seconds, g_case_name);
+      std::fflush(g_case_times);
+    }
+  }
   void test_case_exception(const doctest::TestCaseException&) override {}
   void subcase_start(const doctest::SubcaseSignature&) override {}
   void subcase_end() override {}
@@ -50,7 +65,19 @@ int main(int argc, char** argv) {
   doctest::Context context(argc, argv);
   // The make target for ThreadSanitizer runs only the threaded tests.
   if (const char* filter = std::getenv("SF_TEST_FILTER")) context.addFilter("test-case", filter);
+  // (doctest passes over options it does not know.)
+  const char* prefix = "--case-times=";
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], prefix, std::strlen(prefix)) == 0) {
+      const char* path = argv[i] + std::strlen(prefix);
+      g_case_times = std::fopen(path, "w");
+      if (!g_case_times) {
+        std::fprintf(stderr, "error: cannot write the test cases' times to %s\n", path);
+        return 2;
+      }
+    }
   int status = context.run();
+  if (g_case_times) std::fclose(g_case_times);
   if (context.shouldExit()) return status;
   // A filter (-tc, -ts, SF_TEST_FILTER) that matches nothing is a mistake, not
   // a pass: a misspelt name in a command would otherwise report success.
