@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "autograd/kernels/thread_pool.h"
 #include "autograd/ops.h"
 #include "base/atomic_file.h"

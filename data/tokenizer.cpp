@@ -5,6 +5,8 @@
 #include <fstream>
 #include <iterator>
 
+#include <nlohmann/json.hpp>
+
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/sha256.h"
@@ -224,6 +226,8 @@ nlohmann::ordered_json Tokenizer::to_json() const {
           {"decoder", decoder},
           {"model", model}};
 }
+
+std::string Tokenizer::file_text() const { return to_json().dump(2) + "\n"; }
 
 std::string Tokenizer::save(const std::string& path) const {
   std::filesystem::path parent = std::filesystem::path(path).parent_path();

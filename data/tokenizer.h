@@ -26,7 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "bpe.h"
 #include "framing.h"
@@ -65,7 +65,7 @@ class Tokenizer {
   // Writes to_json() (creating missing parent folders) and returns the bytes
   // written, whose SHA-256 is the file's.
   std::string save(const std::string& path) const;
-  std::string file_text() const { return to_json().dump(2) + "\n"; }
+  std::string file_text() const;  // to_json() as save() writes it
 
   // What it was built from; none for a file that does not say (one made by
   // other tools, or before the record was written).

@@ -3,6 +3,8 @@
 // a tiny model, the one fuzz/make-seeds trains to make this target's seeds.
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "targets.h"

@@ -1,5 +1,7 @@
 // The tokenizer file, WordLevel or BPE, through data::Tokenizer::load as
 // `translate` reads it.
+#include <nlohmann/json.hpp>
+
 #include "data/tokenizer.h"
 #include "targets.h"
 

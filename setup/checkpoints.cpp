@@ -9,6 +9,8 @@
 #include <fstream>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "base/atomic_file.h"
 #include "base/digest.h"
 #include "base/error.h"

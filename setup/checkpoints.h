@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "base/random.h"
 #include "nn/transformer.h"

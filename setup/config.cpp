@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "autograd/device.h"
 #include "autograd/kernels/gemm.h"
 #include "base/error.h"

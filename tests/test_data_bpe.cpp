@@ -8,6 +8,8 @@
 #include <fstream>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
 #include "data/pipeline.h"
 #include "data/pretokenizer.h"

@@ -8,6 +8,8 @@
 #include <set>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
 #include "data/corpus.h"
 #include "data/pipeline.h"

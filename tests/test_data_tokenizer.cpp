@@ -6,6 +6,8 @@
 #include <fstream>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
 #include "data/pretokenizer.h"
 #include "data/tokenizer.h"

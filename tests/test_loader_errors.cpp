@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
 #include "base/parse_int.h"
 #include "data/corpus.h"

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
 #include "nn/checkpoint.h"
 #include "dist/data_parallel.h"

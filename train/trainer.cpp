@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "autograd/kernels/thread_pool.h"
 #include "base/atomic_file.h"
 #include "base/digest.h"
