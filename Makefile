@@ -324,11 +324,14 @@ DOCS_TESTS := --command "docs-check: README.md and docs/ match the tree" \
 docs-deps:
 	@tools/need-packages python3:/usr/bin/python3
 # The data-parallel chapter runs the MPI variant under mpirun, so docs-check builds it too.
+# The two checks run at once, as in `make test`: the in-order one's report
+# follows the other's.
 docs-check: $(TESTS) $(CLI) $(EXAMPLES) | docs-deps
 	@$(MAKE) MPI=1 mpi-deps && $(MAKE) MPI=1 $(BUILD)/mpi/scratchformer
 	@tools/docs-check --self-test
-	@$(DOCS_ENV) tools/docs-check
-	@$(DOCS_ENV) tools/docs-check --in-order
+	@log=$$(mktemp) && { $(DOCS_ENV) tools/docs-check --in-order >"$$log" 2>&1 & } && in_order=$$! \
+	  && { $(DOCS_ENV) tools/docs-check; status=$$?; wait $$in_order; in_order_status=$$?; \
+	       cat "$$log"; rm -f "$$log"; [ $$status -eq 0 ] && [ $$in_order_status -eq 0 ]; }
 
 # Fuzzing with clang's libFuzzer. `make fuzz` builds one fuzzer per kind of
 # input (fuzz/targets.h) in build/fuzz/, under ASan and UBSan, and their seed
