@@ -243,7 +243,7 @@ $(EXAMPLES):
 	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
-# The whole suite, the kernel tests at every SIMD level (below), then (except
+# The whole suite, the kernel tests at each other SIMD level (below), then (except
 # under the sanitizers, whose builds skip them) the kernel tests cross-built
 # for AArch64 and run under qemu (below), the OpenCL variant's suite
 # "opencl" on PoCL and the suite "mpi", which trains under mpirun with the MPI
@@ -402,8 +402,8 @@ fuzz-run-%: $(FUZZ)/fuzz-% $(FUZZ)/seeds/done
 # operating system (base/platform.cpp) and the environment's table (the bf16
 # level a test forces: base/environment.cpp), and
 # tests/test_kernels.cpp with the table (tests/kernel_cases.cpp,
-# tests/kernel_conformance.cpp) are built again for each level the kernels
-# are written for, into one small doctest binary per level,
+# tests/kernel_conformance.cpp) are built again for each other level the
+# kernels are written for, into one small doctest binary per level,
 # $(KERNEL_LEVEL_DIR)/LEVEL/tests: seconds of compiling, not a second library.
 # tests/kernel_levels/cpu_check.cpp, built for plain x86-64, makes a binary
 # whose level this CPU cannot run report itself skipped. `make test` runs them
@@ -417,12 +417,6 @@ $(call obj,$(filter tests/%,$(KERNEL_LEVEL_SRC))): OBJ_FLAGS := $(KERNEL_TEST_OB
 
 # $(1): the level; $(2): its -march; $(3): floats per vector there (simd.h's
 # Vec::width, which the binary's test "built for the expected SIMD level" checks).
-# The level the build itself is for (ARCH_FLAGS) links the build's objects:
-# they differ from that level's only in SF_SIMD_WIDTH, which test_kernels.cpp
-# alone reads, so only that file is compiled again.
-kernel_level_objects = $(if $(filter -march=$(2),$(ARCH_FLAGS)), \
-  $(call obj,$(filter-out tests/test_kernels.cpp,$(KERNEL_LEVEL_SRC))) $(KERNEL_LEVEL_DIR)/$(1)/obj/tests/test_kernels.o, \
-  $(patsubst %.cpp,$(KERNEL_LEVEL_DIR)/$(1)/obj/%.o,$(KERNEL_LEVEL_SRC)))
 define kernel_level
 $(KERNEL_LEVEL_DIR)/$(1)/obj/%.o: %.cpp | deps
 	@mkdir -p $$(dir $$@)
@@ -432,12 +426,19 @@ $(KERNEL_LEVEL_DIR)/$(1)/cpu_check.o: tests/kernel_levels/cpu_check.cpp | deps
 	$$(CXX) $$(KERNEL_LEVEL_FLAGS) -march=x86-64 -DSF_SIMD_LEVEL='"$(1)"' $$(TEST_OBJ_FLAGS) -c $$< -o $$@
 $(patsubst %.cpp,$(KERNEL_LEVEL_DIR)/$(1)/obj/%.o,$(filter tests/%,$(KERNEL_LEVEL_SRC))): OBJ_FLAGS := $$(KERNEL_TEST_OBJ_FLAGS)
 $(KERNEL_LEVEL_DIR)/$(1)/tests: $(KERNEL_LEVEL_DIR)/$(1)/cpu_check.o $(KERNEL_LEVEL_DIR)/main.o \
-                                $(call kernel_level_objects,$(1),$(2))
+                                $(patsubst %.cpp,$(KERNEL_LEVEL_DIR)/$(1)/obj/%.o,$(KERNEL_LEVEL_SRC))
 	$$(CXX) $$(KERNEL_LEVEL_FLAGS) $$^ -o $$@ $$(LDFLAGS)
 endef
-$(eval $(call kernel_level,avx512,x86-64-v4,16))
-$(eval $(call kernel_level,avx2,x86-64-v3,8))
-$(eval $(call kernel_level,portable,x86-64,1))
+# LEVEL:MARCH:WIDTH. The level the build itself is for (ARCH_FLAGS) gets no
+# binary: the suite, which holds the same kernel tests on the same kernel
+# objects, runs them there, its test_kernels.cpp told that level's width.
+KERNEL_LEVELS := avx512:x86-64-v4:16 avx2:x86-64-v3:8 portable:x86-64:1
+level_field = $(word $(2),$(subst :, ,$(1)))
+BUILD_LEVEL := $(firstword $(foreach l,$(KERNEL_LEVELS),$(if $(filter -march=$(call level_field,$(l),2),$(ARCH_FLAGS)),$(l))))
+$(foreach l,$(filter-out $(BUILD_LEVEL),$(KERNEL_LEVELS)),$(eval $(call kernel_level,$(call level_field,$(l),1),$(call level_field,$(l),2),$(call level_field,$(l),3))))
+ifneq ($(BUILD_LEVEL),)
+  $(call obj,tests/test_kernels.cpp): OBJ_FLAGS := $(KERNEL_TEST_OBJ_FLAGS) -DSF_SIMD_WIDTH=$(call level_field,$(BUILD_LEVEL),3)
+endif
 
 # The doctest runner, shared by the levels (it runs no kernel code).
 $(KERNEL_LEVEL_DIR)/main.o: tests/main.cpp | deps
@@ -448,7 +449,7 @@ $(KERNEL_LEVEL_DIR)/main.o: tests/main.cpp | deps
 # and the suite runs that machine's level.)
 COMPILER_TARGET := $(shell $(CXX) -dumpmachine)
 ifeq ($(OPENCL)$(filter thread,$(SANITIZE))$(filter-out x86_64-%,$(COMPILER_TARGET)),)
-  KERNEL_LEVEL_TESTS := $(foreach level,avx512 avx2 portable,$(KERNEL_LEVEL_DIR)/$(level)/tests)
+  KERNEL_LEVEL_TESTS := $(foreach l,$(filter-out $(BUILD_LEVEL),$(KERNEL_LEVELS)),$(KERNEL_LEVEL_DIR)/$(call level_field,$(l),1)/tests)
 endif
 test: $(KERNEL_LEVEL_TESTS)
 -include $(shell find $(KERNEL_LEVEL_DIR) -name '*.d' 2>/dev/null)
