@@ -161,6 +161,19 @@ $(PLAIN_BUILD)/obj/report/attention_explorer.o: $(WEB_TEXTS:%=$(GENERATED)/%.inc
 
 # The suite replays the fuzz targets' regression inputs, so it holds the targets.
 TEST_SRC := $(wildcard tests/*.cpp) $(filter-out fuzz/libfuzzer_main.cpp,$(wildcard fuzz/*.cpp))
+# Under ThreadSanitizer the suite is the tests that run work on several
+# threads (the pool, the kernels, gradients, layers and a Transformer step on
+# 1 and 2 threads), by their names' prefixes: its binary holds the suite's
+# helpers and the test files that define such a case (a name's prefix found
+# by grep as doctest's filter matches it, ignoring case), and no examples.
+TSAN_TESTS := thread pool*,kernels*,grad*,engine*,nn*
+comma := ,
+open := (
+close := )
+ifeq ($(SANITIZE),thread)
+  TEST_SRC := $(filter-out tests/test_%.cpp fuzz/%,$(TEST_SRC)) \
+    $(shell grep -liE 'TEST_CASE[$(open)]"$(open)$(subst *,,$(subst $(comma),|,$(TSAN_TESTS)))$(close)' tests/test_*.cpp)
+endif
 LIB := $(BUILD)/libscratchformer.a
 TESTS := $(BUILD)/tests
 EXAMPLES := $(patsubst examples/%.cpp,$(BUILD)/examples/%,$(wildcard examples/*.cpp))
@@ -239,7 +252,7 @@ $(BUILD)/mpi/obj/%.o: %.cpp | deps
 endif
 
 # The suite runs the examples and the command, so they are built first.
-$(TESTS): $(call obj,$(TEST_SRC)) $(LIB) | $(EXAMPLES) $(CLI)
+$(TESTS): $(call obj,$(TEST_SRC)) $(LIB) | $(if $(filter thread,$(SANITIZE)),,$(EXAMPLES)) $(CLI)
 	$(CXX) $(ALL_FLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
 $(foreach e,$(EXAMPLES),$(eval $(e): $(call obj,$(e:$(BUILD)/%=%.cpp)) $(LIB)))
@@ -259,9 +272,7 @@ $(EXAMPLES):
 # the same time by each case's time measured before (tests/case_times/), while
 # the variants and the fuzzers build ahead; and the docs checks together.
 # PoCL caches the kernels it compiles in build/pocl-cache.
-# Under ThreadSanitizer: the tests that run work on several threads (the pool,
-# the kernels, gradients, layers and a Transformer step on 1 and 2 threads).
-TSAN_TESTS := thread pool*,kernels*,grad*,engine*,nn*
+# Under ThreadSanitizer: the tests that run work on several threads (TSAN_TESTS, above).
 # The suite "mpi" also trains on OpenCL under mpirun where the OpenCL variant was built.
 MPI_TEST_BUILD := $(MAKE) MPI=1 $(BUILD)/mpi/scratchformer $(BUILD)/mpi/allreduce-bench && \
   { [ ! -e $(BUILD)/opencl/tests ] || $(MAKE) MPI=1 OPENCL=1 $(BUILD)/opencl/mpi/scratchformer $(BUILD)/opencl/scratchformer; }
