@@ -62,6 +62,12 @@ struct SummaryListener : doctest::IReporter {
 REGISTER_LISTENER("summary", 1, SummaryListener);
 
 int main(int argc, char** argv) {
+  // The programs the tests start write to this same standard output. Filled
+  // and flushed as a block, a line of ours could be cut anywhere by theirs
+  // ("SKIPPED: ...(amx_bf16, amxdata: 269 training pairs..." in a log, which
+  // tools/run-tests then reads as a skip reason): flushed at each newline,
+  // every line goes out in one write, whole.
+  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   doctest::Context context(argc, argv);
   // The make target for ThreadSanitizer runs only the threaded tests.
   if (const char* filter = std::getenv("SF_TEST_FILTER")) context.addFilter("test-case", filter);
