@@ -92,9 +92,8 @@ ifeq ($(SANITIZE),thread)
   LDFLAGS ?= -fsanitize=thread
 else ifeq ($(SANITIZE),1)
   BUILD := build/sanitize
-  # The sanitizers see every allocation when the caching allocator is off.
   CXXFLAGS ?= -O1 -g1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-              -fno-sanitize-recover=undefined -DSF_NO_CACHING_ALLOCATOR
+              -fno-sanitize-recover=undefined
   LDFLAGS ?= -fsanitize=address,undefined
 else
   BUILD := build
@@ -360,10 +359,9 @@ FUZZ_TARGETS := config tokenizer checkpoint state corpus
 FUZZ_SECONDS ?= 20
 FUZZ := build/fuzz
 FUZZ_PACKAGES := clang:/usr/bin/clang++ libclang-rt-dev:/usr/share/doc/libclang-rt-dev/copyright
-# Without the caching allocator the sanitizers see every allocation. The
-# fuzzers are clang's whatever CXX is, with its default C++ library.
+# The fuzzers are clang's whatever CXX is, with its default C++ library.
 FUZZ_FLAGS := $(filter-out $(STDLIB_FLAGS),$(BASE_FLAGS)) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
-              -fno-sanitize-recover=undefined -DSF_NO_CACHING_ALLOCATOR -DSF_BUILD_DIR='"$(FUZZ)"'
+              -fno-sanitize-recover=undefined -DSF_BUILD_DIR='"$(FUZZ)"'
 FUZZ_LIB := $(FUZZ)/libscratchformer.a
 # For `make test`: the fuzzers and their seeds built (one test), then the
 # targets fuzzed two at a time, side by side (libFuzzer runs one thread, so

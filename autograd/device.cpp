@@ -6,6 +6,7 @@
 #include <new>
 
 #include "block_cache.h"
+#include "base/address_sanitizer.h"
 #include "base/error.h"
 #include "base/platform.h"
 #include "kernels/gemm.h"
@@ -46,7 +47,10 @@ const kernels::Table& cpu_table() {
 constexpr size_t kAlignment = 64;
 
 // Host memory from the system allocator, recycled through a BlockCache bounded
-// at 2 GiB.
+// at 2 GiB. Under AddressSanitizer, what the allocator hands out is exactly
+// the bytes asked for: the rest of the size class is poisoned, and so is a
+// buffer while the cache holds it, so a read or write past a tensor's end or
+// after its storage is gone is reported as it would be with no cache.
 class CpuDevice final : public Device {
  public:
   // Every tensor of 1 MiB or more goes back to the system when freed.
@@ -67,6 +71,8 @@ class CpuDevice final : public Device {
     }
     if (!ptr)
       fail("cpu: out of memory: cannot allocate ", size >> 20, " MiB (", live_bytes_ >> 20, " MiB in use)");
+    address_sanitizer::unpoison(ptr, bytes);
+    address_sanitizer::poison(static_cast<char*>(ptr) + bytes, size - bytes);
     // The peak is an atomic maximum: another thread may raise it meanwhile.
     const int64_t live = live_bytes_ += static_cast<int64_t>(size);
     int64_t peak = peak_live_bytes_;
@@ -78,6 +84,7 @@ class CpuDevice final : public Device {
   void release(void* buffer, size_t bytes) override {
     size_t size = cache_.size_class(bytes);
     live_bytes_ -= static_cast<int64_t>(size);
+    address_sanitizer::poison(buffer, size);
     cache_.give_back(buffer, size);
   }
 

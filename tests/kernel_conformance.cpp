@@ -1,21 +1,14 @@
 #include "kernel_conformance.h"
 
 #include <doctest/doctest.h>
-// The poisoning macros, no-ops without AddressSanitizer (and __has_feature
-// for GCC, which lacks it).
-#include <sanitizer/asan_interface.h>
 
 #include <algorithm>
 #include <cstring>
 #include <new>
 
-namespace sf::testing {
+#include "base/address_sanitizer.h"
 
-#if __has_feature(address_sanitizer) || defined(__SANITIZE_ADDRESS__)
-const bool kAddressSanitizer = true;
-#else
-const bool kAddressSanitizer = false;
-#endif
+namespace sf::testing {
 
 namespace {
 
@@ -113,8 +106,8 @@ Placement::Placement(const KernelCase& c, Device& device, int64_t offset) : case
     device.write(a.bytes.data(), placed_.mems.back(), size);
     device.write(guard(kGuardBytes).data(), {buffer, skip + size}, kGuardBytes);
     if (device.host_addressable()) {
-      ASAN_POISON_MEMORY_REGION(buffer, skip);
-      ASAN_POISON_MEMORY_REGION(kernels::host_address(placed_.mems.back() + size), kGuardBytes);
+      address_sanitizer::poison(buffer, skip);
+      address_sanitizer::poison(kernels::host_address(placed_.mems.back() + size), kGuardBytes);
     }
   }
 }
@@ -126,7 +119,7 @@ Placement::~Placement() {
 
 void Placement::unpoison() {
   if (device_.host_addressable())
-    for (const Buffer& b : buffers_) ASAN_UNPOISON_MEMORY_REGION(b.buffer, b.skip + b.size + kGuardBytes);
+    for (const Buffer& b : buffers_) address_sanitizer::unpoison(b.buffer, b.skip + b.size + kGuardBytes);
 }
 
 Run Placement::read() {

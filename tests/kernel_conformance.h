@@ -87,9 +87,6 @@ class Placement {
   Placed placed_;
 };
 
-// Whether this build poisons the guards (AddressSanitizer's).
-extern const bool kAddressSanitizer;
-
 // Runs `c` once on `device`, each array `offset` elements into its own buffer.
 Run run_guarded(const KernelCase& c, Device& device, int64_t offset);
 

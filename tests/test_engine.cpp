@@ -8,6 +8,7 @@
 #include "autograd/engine.h"
 #include "autograd/init.h"
 #include "autograd/ops.h"
+#include "base/address_sanitizer.h"
 #include "base/error.h"
 #include "base/random.h"
 #include "skip.h"
@@ -113,9 +114,6 @@ TEST_CASE("errors: wrong dtypes and bad arguments") {
 }
 
 TEST_CASE("allocator: a steady-state training step makes no system allocation") {
-#ifdef SF_NO_CACHING_ALLOCATOR
-  SF_SKIP("the caching allocator is off in this build (SANITIZE=1)");
-#else
   // A two-layer MLP trained by hand-written SGD: the same step, repeated.
   Rng rng(3);
   Tensor w1 = xavier_uniform({16, 8}, rng).set_requires_grad();
@@ -141,7 +139,6 @@ TEST_CASE("allocator: a steady-state training step makes no system allocation") 
   for (int i = 0; i < 3; ++i) step();
   CHECK(cpu_allocation_stats().system_allocations == before);
   CHECK(cpu_allocation_stats().cache_hits > 0);
-#endif
 }
 
 TEST_CASE("engine: the graph keeps only what backward needs, not every intermediate") {
@@ -159,7 +156,6 @@ TEST_CASE("engine: the graph keeps only what backward needs, not every intermedi
   CHECK(w.grad().defined());
 }
 
-#ifndef SF_NO_CACHING_ALLOCATOR
 namespace {
 // A cache of buffers from ::operator new that counts the ones it frees.
 int freed_by_cache;
@@ -169,12 +165,8 @@ BlockCache counting_cache(std::chrono::milliseconds max_idle) {
                     max_idle);
 }
 }  // namespace
-#endif
 
 TEST_CASE("allocator: the block cache frees buffers left idle, keeps those in use") {
-#ifdef SF_NO_CACHING_ALLOCATOR
-  SF_SKIP("the caching allocator is off in this build (SANITIZE=1)");
-#else
   int& freed = freed_by_cache;
   BlockCache cache = counting_cache(std::chrono::milliseconds(40));
   const size_t size = cache.size_class(1000);
@@ -208,13 +200,32 @@ TEST_CASE("allocator: the block cache frees buffers left idle, keeps those in us
   CHECK(cache.take(768) == nullptr);  // four classes below it: 768, 896, 1024, 1280, 1536
   CHECK(cache.take(1536) == big);
   ::operator delete(big);
+}
+
+TEST_CASE("allocator: under AddressSanitizer a tensor's bytes past its end and a freed tensor's buffer are poisoned") {
+  if (!address_sanitizer::kOn) SF_SKIP("this build has no AddressSanitizer (SANITIZE=1 has)");
+#ifdef SF_ADDRESS_SANITIZER
+  // The first poisoned byte of [begin, begin + n), or nullptr.
+  auto first_poisoned = [](char* begin, size_t n) { return static_cast<char*>(__asan_region_is_poisoned(begin, n)); };
+  // 5 floats, 20 bytes, served from the 64-byte size class: the 44 after them
+  // are poisoned, as malloc's redzone would be.
+  char* bytes;
+  {
+    Tensor five = Tensor::ones({5});
+    bytes = reinterpret_cast<char*>(five.data());
+    CHECK(first_poisoned(bytes, 20) == nullptr);
+    CHECK(first_poisoned(bytes, 64) == bytes + 20);
+  }
+  // Freed into the cache: every byte poisoned while it waits there.
+  CHECK(first_poisoned(bytes, 64) == bytes);
+  // Handed out again (the class's most recent buffer): addressable as far as asked.
+  Tensor three = Tensor::zeros({3});
+  REQUIRE(reinterpret_cast<char*>(three.data()) == bytes);
+  CHECK(first_poisoned(bytes, 64) == bytes + 12);
 #endif
 }
 
 TEST_CASE("allocator: a size class that asks the system again for what it gave back keeps its buffers longer") {
-#ifdef SF_NO_CACHING_ALLOCATOR
-  SF_SKIP("the caching allocator is off in this build (SANITIZE=1)");
-#else
   int& freed = freed_by_cache;
   BlockCache cache = counting_cache(std::chrono::milliseconds(100));
   // Buffers are freed when a buffer comes back: this one, of a class of its own.
@@ -246,5 +257,4 @@ TEST_CASE("allocator: a size class that asks the system again for what it gave b
   wait_then_sweep(150);
   CHECK(freed == 3);  // still 100 ms
   ::operator delete(ticker);
-#endif
 }

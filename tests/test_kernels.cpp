@@ -21,6 +21,7 @@
 #include "autograd/kernels/kernels.h"
 #include "autograd/kernels/simd.h"
 #include "autograd/kernels/thread_pool.h"
+#include "base/address_sanitizer.h"
 #include "base/error.h"
 #include "kernel_cases.h"
 #include "bf16_levels.h"
@@ -128,7 +129,7 @@ TEST_CASE("kernels: every other case of the kernel table, fast against the refer
 // element outside its output, on either side, and only that: the check that
 // every case of every backend passes through must be able to fail.
 TEST_CASE("kernels: the guards around each array catch a write outside it") {
-  if (kAddressSanitizer) SF_SKIP("AddressSanitizer stops a write outside an array itself (SANITIZE=1)");
+  if (address_sanitizer::kOn) SF_SKIP("AddressSanitizer stops a write outside an array itself (SANITIZE=1)");
   const int64_t n = 17;
   KernelCase c("n 17");
   const Arg<float> y = c.input(random_vector(n, 1)), dy = c.input(random_vector(n, 2)), dx = c.result(n, kExact);
