@@ -215,7 +215,7 @@ TEST_CASE("checkpoints: non-finite weights and a model larger than the file are 
 
 TEST_CASE("training: a model too large for the machine's memory is refused before it is built") {
   TempDir dir;
-  std::string config = write_config(dir.path, R"("data": {"task": "copy", "size": 100}, "lang_src": "a",
+  std::string config = write_config(dir.path, R"("data": {"task": "copy", "size": 200}, "lang_src": "a",
     "lang_tgt": "b", "d_model": 65536, "h": 1, "N": 1024, "d_ff": 65536)");
   CHECK_THROWS_WITH(train::Trainer(load_config(config)), doctest::Contains("training this model needs about"));
 }
@@ -264,7 +264,7 @@ namespace {
 // checkpoint the runs below resume from), each trained once for all the test
 // cases that need them.
 struct TinyRuns {
-  std::string body = std::string(kTiny) + R"(, "data": {"task": "copy", "size": 300}, "lang_src": "a",
+  std::string body = std::string(kTiny) + R"(, "data": {"task": "copy", "size": 200}, "lang_src": "a",
     "lang_tgt": "b", "num_epochs": 2, "threads": 1)";
   TempDir straight, first_epoch;
   TinyRuns() {
