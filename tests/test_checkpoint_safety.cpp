@@ -215,7 +215,7 @@ TEST_CASE("checkpoints: non-finite weights and a model larger than the file are 
 
 TEST_CASE("training: a model too large for the machine's memory is refused before it is built") {
   TempDir dir;
-  std::string config = write_config(dir.path, R"("data": {"task": "copy", "size": 200}, "lang_src": "a",
+  std::string config = write_config(dir.path, R"("data": {"task": "copy", "size": 100}, "lang_src": "a",
     "lang_tgt": "b", "d_model": 65536, "h": 1, "N": 1024, "d_ff": 65536)");
   CHECK_THROWS_WITH(train::Trainer(load_config(config)), doctest::Contains("training this model needs about"));
 }
