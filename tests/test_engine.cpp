@@ -203,8 +203,9 @@ TEST_CASE("allocator: the block cache frees buffers left idle, keeps those in us
 }
 
 TEST_CASE("allocator: under AddressSanitizer a tensor's bytes past its end and a freed tensor's buffer are poisoned") {
-  if (!address_sanitizer::kOn) SF_SKIP("this build has no AddressSanitizer (SANITIZE=1 has)");
-#ifdef SF_ADDRESS_SANITIZER
+#ifndef SF_ADDRESS_SANITIZER
+  SF_SKIP("this build has no AddressSanitizer (SANITIZE=1 has)");
+#else
   // The first poisoned byte of [begin, begin + n), or nullptr.
   auto first_poisoned = [](char* begin, size_t n) { return static_cast<char*>(__asan_region_is_poisoned(begin, n)); };
   // 5 floats, 20 bytes, served from the 64-byte size class: the 44 after them
