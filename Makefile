@@ -486,10 +486,10 @@ test: $(KERNEL_LEVEL_TESTS)
 # of cases it must find): the one feature the library asks an AArch64 CPU for
 # is BF16 (base/platform.cpp), which picks the bf16 GEMM's level; every other
 # case would run the very instructions the Cortex-A72 ran, in an emulator that
-# gives both models the same results, at twice the Cortex-A72's time (its
-# BFDOT level's matrix products). No sanitizer here: the x86 builds have
-# them. (On an AArch64 machine the suite itself runs the NEON level, natively:
-# this part is for x86-64 ones.)
+# gives both models the same results (all of them took "max" 111 s here, the
+# Cortex-A72 53 s: BFDOT is slow to emulate). No sanitizer here: the x86
+# builds have them. (On an AArch64 machine the suite itself runs the NEON
+# level, natively: this part is for x86-64 ones.)
 # (GCC's cross compiler, whichever CXX builds the rest: one folder for both.)
 AARCH64_DIR := build/aarch64
 AARCH64_CXX := aarch64-linux-gnu-g++
