@@ -43,9 +43,14 @@ std::string concat_message(const Parts&... parts) {
 }  // namespace detail
 
 // Bad input; builds the message from its pieces: fail(path, ": line ", n, ": no TAB").
+// fail_as<E>(...) throws E, a kind of Error that its handler tells apart.
+template <class E, class... Parts>
+[[noreturn]] void fail_as(const Parts&... parts) {
+  throw E(detail::concat_message(parts...));
+}
 template <class... Parts>
 [[noreturn]] void fail(const Parts&... parts) {
-  throw Error(detail::concat_message(parts...));
+  fail_as<Error>(parts...);
 }
 
 // A bug: internal_fail("matmul: shapes ", a, " and ", b, " do not match").

@@ -455,16 +455,21 @@ int average_command(int argc, char** argv) {
 // The exception that ends the command, as one line on stderr; returns the
 // exit status (2: bad input, sf::Error; 1: a bug; base/error.h). With
 // several ranks, the writer (rank 0) speaks for all: an error every rank
-// meets (a bad config, a diverged run) is printed once, by the writer, which
-// ends the job. A rank that fails alone while the writer waits for it gives
-// the writer a moment to do that, then reports its own error, naming itself,
-// and ends the job.
+// meets is printed once, by the writer, which ends the job. Where the ranks
+// know the writer meets it too (dist::ErrorOnEveryRank), the others wait to
+// be ended, however busy the machine. Any other error a rank other than the
+// writer meets may be its alone, while the writer waits for it: it gives the
+// writer 2 seconds to end the job first (an error each rank meets by itself,
+// such as a bad config), then reports its own error, naming itself, and ends
+// the job. (Should the writer not end the job after an ErrorOnEveryRank, the
+// rank speaks after 30 seconds.)
 int report_failure(const std::exception& e, dist::Communicator& comm) {
   std::fflush(stdout);
   int status = exit_status(e);
   std::string rank;
   if (!comm.writes()) {
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+    const bool writer_reports = dynamic_cast<const dist::ErrorOnEveryRank*>(&e) != nullptr;
+    std::this_thread::sleep_for(std::chrono::seconds(writer_reports ? 30 : 2));
     rank = "rank " + std::to_string(comm.rank()) + ": ";
   }
   std::fprintf(stderr, "scratchformer: %s: %s%s\n", status == 2 ? "error" : "internal error", rank.c_str(), e.what());

@@ -20,6 +20,8 @@
 #include <span>
 #include <vector>
 
+#include "base/error.h"
+
 namespace sf::dist {
 
 class Communicator {
@@ -112,6 +114,14 @@ class Communicator {
   // Ends every rank of the job at once with exit status `code`, after this
   // rank has printed why. In a single process it returns (the caller exits).
   virtual void abort(int code) = 0;
+};
+
+// Bad input that every rank meets at once, having compared what all of them
+// hold (check_same_on_every_rank): the writer reports it for all and ends
+// the job, and the other ranks keep quiet meanwhile (cli/main.cpp).
+class ErrorOnEveryRank : public Error {
+ public:
+  using Error::Error;
 };
 
 // The communicator of a process training alone.

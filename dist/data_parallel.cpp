@@ -417,8 +417,8 @@ void check_same_on_every_rank(uint64_t digest, const std::string& what, const st
   comm.all_gather(std::as_bytes(std::span<const uint64_t>(&digest, 1)), as_bytes(all));
   for (int r = 1; r < comm.size(); ++r)
     if (all[r] != all[0])
-      fail(source, ": rank ", r, " read other ", what, " than rank 0 (digest ", std::hex, all[r], " vs ", all[0],
-           "): every rank must train on the same config and data");
+      fail_as<ErrorOnEveryRank>(source, ": rank ", r, " read other ", what, " than rank 0 (digest ", std::hex, all[r],
+                                " vs ", all[0], "): every rank must train on the same config and data");
 }
 
 }  // namespace sf::dist

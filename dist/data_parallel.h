@@ -176,8 +176,8 @@ optim::OptimizerState gather_optimizer_state(const optim::Optimizer& sharded,
 // Rank 0's optimizer state (read from a checkpoint) on every rank.
 optim::OptimizerState broadcast_optimizer_state(const optim::OptimizerState& on_root, Communicator& comm);
 
-// Fails (sf::Error naming `source`, on every rank) unless every rank's
-// `digest` of `what` equals rank 0's.
+// Fails (ErrorOnEveryRank naming `source`, on every rank) unless every
+// rank's `digest` of `what` equals rank 0's.
 void check_same_on_every_rank(uint64_t digest, const std::string& what, const std::string& source,
                               Communicator& comm);
 

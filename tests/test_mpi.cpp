@@ -14,6 +14,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -413,6 +414,40 @@ class LayoutOnly : public Communicator {
  private:
   int ranks_;
 };
+
+// Rank `rank` of as many as `gathered` holds, to which an all-gather hands
+// back `gathered`: what every rank sent, whatever this one sends.
+class GathersThese : public LayoutOnly {
+ public:
+  GathersThese(int rank, std::vector<uint64_t> gathered)
+      : LayoutOnly(static_cast<int>(gathered.size())), rank_(rank), gathered_(std::move(gathered)) {}
+  int rank() const override { return rank_; }
+  void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
+    REQUIRE(mine.size() == sizeof(uint64_t));
+    REQUIRE(all.size() == gathered_.size() * sizeof(uint64_t));
+    std::memcpy(all.data(), gathered_.data(), all.size());
+  }
+
+ private:
+  int rank_;
+  std::vector<uint64_t> gathered_;
+};
+
+// Every rank sees every digest, so every rank fails, and with the kind of
+// error that the writer alone prints (cli/main.cpp: the others wait for it to
+// end the job instead of racing it to stderr on a busy machine).
+TEST_CASE("data parallel: ranks that hold other data fail on every rank, with the error the writer speaks for") {
+  for (int rank : {0, 1, 2}) {
+    CAPTURE(rank);
+    GathersThese differ(rank, {0xa, 0xa, 0xb});
+    CHECK_THROWS_WITH_AS(check_same_on_every_rank(rank == 2 ? 0xb : 0xa, "data", "c.json", differ),
+                         "c.json: rank 2 read other data than rank 0 (digest b vs a): every rank must train on the "
+                         "same config and data",
+                         ErrorOnEveryRank);
+    GathersThese agree(rank, {0xa, 0xa, 0xa});
+    CHECK_NOTHROW(check_same_on_every_rank(0xa, "data", "c.json", agree));
+  }
+}
 
 TEST_CASE("data parallel: gradients are views into their buckets, each from a multiple of 64; zero's runs cut each "
           "bucket into equal runs") {
