@@ -1,6 +1,6 @@
 // The fast CPU kernels against the scalar reference: every case of the
 // kernel table (kernel_cases.h) through the device interface at 1, 2 and 3
-// threads, the bf16 products at every bf16 GEMM level this CPU has; then
+// threads, and the bf16 products at every bf16 GEMM level this CPU has; then
 // what the table cannot say: edge values worked out by hand, the C library's
 // functions bit for bit, max_axis's argmax by hand, rows_view's merging.
 //
@@ -74,8 +74,8 @@ void check_fast_table(const char* entry, const Cases& cases) {
 }
 
 // The entries that are matrix products (products = true) or every other one:
-// the table's two test cases, below, but gemm_bf16, whose own case runs it at
-// every bf16 GEMM level, the one the table has now included. Each must check
+// the table's two test cases, below. Not gemm_bf16: its own case runs it at
+// every bf16 GEMM level, the table's current one among them. Each must check
 // some: a split that leaves one of them empty leaves those entries unchecked.
 void check_fast_table_entries(bool products) {
   int checked = 0;
